@@ -1,0 +1,233 @@
+// clusters.ts starts and stops a set of real local clusters: one KCP and N SKRs,
+// each a kube-apiserver (TLS, RBAC, admin client certificate) with its
+// kube-controller-manager, all backed by one etcd with a key prefix per cluster.
+import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ensureBinaries, type Binaries } from './binaries.ts';
+import { renderKubeconfig } from './kubeconfig.ts';
+import { freePort, httpsGet, waitFor } from './net.ts';
+import { makeClusterPki, type ClusterPki } from './pki.ts';
+import { releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
+
+/** Cluster is one running local cluster. */
+export interface Cluster {
+  name: string;
+  url: string;
+  port: number;
+  dir: string;
+  pki: ClusterPki;
+  /** kubeconfig is the admin kubeconfig text (inline credentials). */
+  kubeconfig: string;
+  kubeconfigFile: string;
+  apiserver: Proc;
+  controllerManager: Proc;
+}
+
+/** ClusterSetOptions configures start(). */
+export interface ClusterSetOptions {
+  skrs: number;
+  /** stateDir receives kubeconfig/<cluster>.yaml and state.json while the set runs. */
+  stateDir: string;
+  log?: (line: string) => void;
+  readyTimeoutMs?: number;
+}
+
+/** StateFile is the content of state.json: every process and every cluster's access. */
+export interface StateFile {
+  processes: { role: string; cluster: string; pid: number }[];
+  clusters: Record<string, { kubeconfig: string; url: string }>;
+}
+
+interface ClusterSetFields {
+  binaries: Binaries;
+  workDir: string;
+  stateDir: string;
+  etcd: Proc;
+  etcdUrl: string;
+  kcp: Cluster;
+  skrs: Cluster[];
+  readyTimeoutMs: number;
+}
+
+/** ClusterSet is a running KCP plus SKRs; stop() ends every process it started. */
+export class ClusterSet {
+  readonly extraProcesses: Proc[] = [];
+  declare readonly binaries: Binaries;
+  declare readonly workDir: string;
+  declare readonly stateDir: string;
+  declare readonly etcd: Proc;
+  declare readonly etcdUrl: string;
+  declare readonly kcp: Cluster;
+  declare readonly skrs: Cluster[];
+  declare private readonly readyTimeoutMs: number;
+
+  private constructor(fields: ClusterSetFields) {
+    Object.assign(this, fields);
+  }
+
+  /** start builds binaries if needed, then starts etcd and every cluster concurrently. */
+  static async start(opts: ClusterSetOptions): Promise<ClusterSet> {
+    const log = opts.log ?? (() => {});
+    const binaries = await ensureBinaries(log);
+    const workDir = await mkdtemp(join(tmpdir(), 'kcp-sync-clusters-'));
+    const logDir = join(workDir, 'logs');
+    await mkdir(logDir);
+    const timeout = opts.readyTimeoutMs ?? 120_000;
+    const [clientPort, peerPort] = [await freePort(), await freePort()];
+    const etcdUrl = `http://127.0.0.1:${clientPort}`;
+    const etcd = startProcess('etcd', 'shared', binaries.etcd, [
+      '--name=local', `--data-dir=${join(workDir, 'etcd')}`,
+      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
+      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+      `--initial-cluster=local=http://127.0.0.1:${peerPort}`,
+      '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
+    ], { logDir });
+    const started: Proc[] = [etcd];
+    try {
+      await waitFor('etcd', async () => (await fetch(`${etcdUrl}/health`)).ok, timeout, () => exitedMsg(etcd));
+      const names = ['kcp', ...Array.from({ length: opts.skrs }, (_, i) => `skr-${i + 1}`)];
+      const clusters = await Promise.all(names.map(async (name) => {
+        const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout);
+        started.push(c.apiserver, c.controllerManager);
+        return c;
+      }));
+      const set = new ClusterSet({
+        binaries, workDir, stateDir: opts.stateDir, etcd, etcdUrl,
+        kcp: clusters[0]!, skrs: clusters.slice(1), readyTimeoutMs: timeout,
+      });
+      await set.writeState();
+      log(`clusters ready: ${names.join(', ')}`);
+      return set;
+    } catch (err) {
+      await Promise.all(started.map((p) => stopProcess(p, 1000)));
+      releaseReaper();
+      await rm(workDir, { recursive: true, force: true });
+      throw err;
+    }
+  }
+
+  /** clusters lists the KCP first, then the SKRs. */
+  get clusters(): Cluster[] {
+    return [this.kcp, ...this.skrs];
+  }
+
+  /** cluster returns the cluster named name ("kcp", "skr-1", ...). */
+  cluster(name: string): Cluster {
+    const c = this.clusters.find((x) => x.name === name);
+    if (!c) throw new Error(`no cluster ${name}`);
+    return c;
+  }
+
+  /** state describes the processes and clusters, as written to state.json. */
+  state(): StateFile {
+    const procs = [this.etcd, ...this.clusters.flatMap((c) => [c.apiserver, c.controllerManager]), ...this.extraProcesses];
+    return {
+      processes: procs.map(({ role, cluster, pid }) => ({ role, cluster, pid })),
+      clusters: Object.fromEntries(this.clusters.map((c) => [c.name, { kubeconfig: c.kubeconfigFile, url: c.url }])),
+    };
+  }
+
+  /** writeState (re)writes stateDir/state.json, e.g. after adding extra processes. */
+  async writeState(): Promise<void> {
+    await mkdir(join(this.stateDir, 'kubeconfig'), { recursive: true });
+    await Promise.all(this.clusters.map((c) => writeFile(c.kubeconfigFile, c.kubeconfig, { mode: 0o600 })));
+    await writeFile(join(this.stateDir, 'state.json'), JSON.stringify(this.state(), null, 2) + '\n');
+  }
+
+  /** killApiServer ends a cluster's API server at once (SIGKILL), as a crash would. */
+  async killApiServer(name: string): Promise<void> {
+    await killProcess(this.cluster(name).apiserver);
+  }
+
+  /** restartApiServer starts a cluster's API server again on the same port and data. */
+  async restartApiServer(name: string): Promise<void> {
+    const c = this.cluster(name);
+    await stopProcess(c.apiserver);
+    c.apiserver = launchApiServer(c, this.binaries, this.etcdUrl);
+    await waitReady(c, this.readyTimeoutMs);
+    await this.writeState();
+  }
+
+  /** stop ends every process (extra ones first), removes the state files and the data. */
+  async stop(): Promise<void> {
+    await Promise.all(this.extraProcesses.map((p) => stopProcess(p)));
+    await Promise.all(this.clusters.map((c) => stopProcess(c.controllerManager)));
+    await Promise.all(this.clusters.map((c) => stopProcess(c.apiserver)));
+    await stopProcess(this.etcd);
+    releaseReaper();
+    await rm(join(this.stateDir, 'state.json'), { force: true });
+    await Promise.all(this.clusters.map((c) => rm(c.kubeconfigFile, { force: true })));
+    await rm(this.workDir, { recursive: true, force: true });
+  }
+
+  /** kubeconfigFile is where a cluster's kubeconfig is written inside stateDir. */
+  static kubeconfigPath(stateDir: string, name: string): string {
+    return join(stateDir, 'kubeconfig', `${name}.yaml`);
+  }
+}
+
+function exitedMsg(p: Proc): string | undefined {
+  const { exitCode, signalCode } = p.child;
+  if (exitCode === null && signalCode === null) return undefined;
+  return `${p.role} exited (${exitCode ?? signalCode}); see ${p.logFile}`;
+}
+
+async function startCluster(
+  name: string, bin: Binaries, workDir: string, stateDir: string, etcdUrl: string, timeout: number,
+): Promise<Cluster> {
+  const dir = join(workDir, name);
+  await mkdir(dir);
+  const [pki, port] = await Promise.all([makeClusterPki(dir, name), freePort()]);
+  const url = `https://127.0.0.1:${port}`;
+  const kubeconfig = renderKubeconfig(name, url, pki.ca.cert, pki.admin);
+  const adminFile = join(dir, 'admin.kubeconfig');
+  await writeFile(adminFile, kubeconfig, { mode: 0o600 });
+  const kubeconfigFile = ClusterSet.kubeconfigPath(stateDir, name);
+  const c = { name, url, port, dir, pki, kubeconfig, kubeconfigFile } as Cluster;
+  c.apiserver = launchApiServer(c, bin, etcdUrl);
+  await waitReady(c, timeout);
+  c.controllerManager = startProcess('kube-controller-manager', name, bin.kubeControllerManager, [
+    `--kubeconfig=${adminFile}`,
+    '--leader-elect=false',
+    '--secure-port=0',
+    '--use-service-account-credentials=false',
+    `--service-account-private-key-file=${pki.serviceAccount.keyFile}`,
+    `--root-ca-file=${pki.caFile}`,
+    '--controllers=*,-nodeipam,-nodelifecycle,-service-lb-controller,-cloud-node-lifecycle-controller,-persistentvolume-attach-detach-controller',
+    '--concurrent-gc-syncs=5',
+    '--v=1',
+  ], { logDir: join(workDir, 'logs') });
+  return c;
+}
+
+function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
+  return startProcess('kube-apiserver', c.name, bin.kubeApiserver, [
+    `--etcd-servers=${etcdUrl}`,
+    `--etcd-prefix=/${c.name}`,
+    '--bind-address=127.0.0.1',
+    '--advertise-address=127.0.0.1',
+    `--secure-port=${c.port}`,
+    `--cert-dir=${c.dir}`,
+    `--tls-cert-file=${c.pki.serving.certFile}`,
+    `--tls-private-key-file=${c.pki.serving.keyFile}`,
+    `--client-ca-file=${c.pki.caFile}`,
+    `--service-account-key-file=${c.pki.serviceAccount.pubFile}`,
+    `--service-account-signing-key-file=${c.pki.serviceAccount.keyFile}`,
+    '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+    '--service-cluster-ip-range=10.0.0.0/24',
+    '--authorization-mode=RBAC',
+    '--allow-privileged=true',
+    '--enable-priority-and-fairness=false',
+    '--profiling=false',
+    '--endpoint-reconciler-type=none',
+    '--v=1',
+  ], { logDir: join(c.dir, '..', 'logs') });
+}
+
+async function waitReady(c: Cluster, timeout: number): Promise<void> {
+  const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
+  await waitFor(`kube-apiserver ${c.name}`, async () => (await httpsGet(`${c.url}/readyz`, tls)).status === 200,
+    timeout, () => exitedMsg(c.apiserver));
+}

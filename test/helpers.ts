@@ -1,0 +1,47 @@
+// Helpers shared by the integration tests: clients for the injected clusters and
+// unique names so tests never collide.
+import { randomBytes } from 'node:crypto';
+import { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import { inject } from 'vitest';
+
+/** uniqueName returns prefix plus a random DNS-safe suffix. */
+export function uniqueName(prefix: string): string {
+  return `${prefix}-${randomBytes(4).toString('hex')}`;
+}
+
+/** kubeConfig loads kubeconfig text into a KubeConfig. */
+export function kubeConfig(text: string): KubeConfig {
+  const kc = new KubeConfig();
+  kc.loadFromString(text);
+  return kc;
+}
+
+/** kcpConfig is the admin KubeConfig of the test KCP. */
+export function kcpConfig(): KubeConfig {
+  return kubeConfig(inject('clusters').kcp.kubeconfig);
+}
+
+/** skrConfig is the admin KubeConfig of test SKR i (0-based). */
+export function skrConfig(i = 0): KubeConfig {
+  const skr = inject('clusters').skrs[i];
+  if (!skr) throw new Error(`no SKR ${i}`);
+  return kubeConfig(skr.kubeconfig);
+}
+
+/** objectApi returns a generic object client for kc. */
+export function objectApi(kc: KubeConfig): KubernetesObjectApi {
+  return KubernetesObjectApi.makeApiClient(kc);
+}
+
+/** eventually retries check until it stops throwing, or rethrows after timeoutMs. */
+export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000, intervalMs = 200): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    try {
+      return await check();
+    } catch (err) {
+      if (Date.now() > deadline) throw err;
+      await new Promise((r) => setTimeout(r, intervalMs));
+    }
+  }
+}
