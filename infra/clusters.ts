@@ -8,7 +8,7 @@ import { ensureBinaries, type Binaries } from './binaries.ts';
 import { renderKubeconfig } from './kubeconfig.ts';
 import { freePort, httpsGet, waitFor } from './net.ts';
 import { makeClusterPki, type ClusterPki } from './pki.ts';
-import { releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
+import { reapDir, releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
 
 /** Cluster is one running local cluster. */
 export interface Cluster {
@@ -71,6 +71,7 @@ export class ClusterSet {
     const log = opts.log ?? (() => {});
     const binaries = await ensureBinaries(log);
     const workDir = await mkdtemp(join(tmpdir(), 'kcp-sync-clusters-'));
+    reapDir(workDir);
     const logDir = join(workDir, 'logs');
     await mkdir(logDir);
     const timeout = opts.readyTimeoutMs ?? 120_000;
@@ -132,6 +133,8 @@ export class ClusterSet {
   /** writeState (re)writes stateDir/state.json, e.g. after adding extra processes. */
   async writeState(): Promise<void> {
     await mkdir(join(this.stateDir, 'kubeconfig'), { recursive: true });
+    reapDir(join(this.stateDir, 'state.json'));
+    for (const c of this.clusters) reapDir(c.kubeconfigFile);
     await Promise.all(this.clusters.map((c) => writeFile(c.kubeconfigFile, c.kubeconfig, { mode: 0o600 })));
     await writeFile(join(this.stateDir, 'state.json'), JSON.stringify(this.state(), null, 2) + '\n');
   }
@@ -156,6 +159,7 @@ export class ClusterSet {
     await Promise.all(this.clusters.map((c) => stopProcess(c.controllerManager)));
     await Promise.all(this.clusters.map((c) => stopProcess(c.apiserver)));
     await stopProcess(this.etcd);
+    reapDir(this.workDir, false);
     releaseReaper();
     await rm(join(this.stateDir, 'state.json'), { force: true });
     await Promise.all(this.clusters.map((c) => rm(c.kubeconfigFile, { force: true })));

@@ -3,10 +3,11 @@
 // plus its access Secret (lifecycle-manager's label convention, key "config").
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import {
-  ApiextensionsV1Api, KubeConfig, KubernetesObjectApi, PatchStrategy, type KubernetesObject,
-} from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
+import { KubeClient } from '../lib/kube/client.ts';
+import { RestMapper } from '../lib/kube/discovery.ts';
+import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import type { ClusterSet } from './clusters.ts';
 import { waitFor } from './net.ts';
 
@@ -21,22 +22,29 @@ export const kymaNameLabel = 'operator.kyma-project.io/kyma-name';
 
 const fieldManager = 'kcp-sync-local-setup';
 
+/** connect makes an engine-grade client for kubeconfig text (the caller closes it). */
+export async function connect(kubeconfig: string, name: string): Promise<Cluster> {
+  const kc = new KubeConfig();
+  kc.loadFromString(kubeconfig);
+  const client = await KubeClient.fromKubeConfig(kc, { name, qps: 1000, burst: 1000 });
+  return { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
+}
+
 /** applyObjects server-side-applies objects in order. */
-export async function applyObjects(kc: KubeConfig, objects: KubernetesObject[]): Promise<void> {
-  const api = KubernetesObjectApi.makeApiClient(kc);
+export async function applyObjects(c: Cluster, objects: KubeObject[]): Promise<void> {
   for (const obj of objects) {
-    await api.patch(obj, undefined, undefined, fieldManager, true, PatchStrategy.ServerSideApply);
+    await applyObject(c, await mustFind(c, obj.apiVersion, obj.kind), obj, fieldManager);
   }
 }
 
 /** installCrds applies CRD files and waits until each is established. */
-export async function installCrds(kc: KubeConfig, files: string[]): Promise<void> {
-  const crds = await Promise.all(files.map(async (f) => load(await readFile(f, 'utf8')) as KubernetesObject));
-  await applyObjects(kc, crds);
-  const ext = kc.makeApiClient(ApiextensionsV1Api);
-  await Promise.all(crds.map((crd) => waitFor(`CRD ${crd.metadata?.name}`, async () => {
-    const got = await ext.readCustomResourceDefinition({ name: crd.metadata!.name! });
-    return got.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+export async function installCrds(c: Cluster, files: string[]): Promise<void> {
+  const crds = await Promise.all(files.map(async (f) => load(await readFile(f, 'utf8')) as KubeObject));
+  await applyObjects(c, crds);
+  const info = await mustFind(c, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition');
+  await Promise.all(crds.map((crd) => waitFor(`CRD ${crd.metadata.name}`, async () => {
+    const got = await getObject(c, info, undefined, crd.metadata.name) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+    return got?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') ?? false;
   }, 30_000)));
 }
 
@@ -47,29 +55,32 @@ export const kymaName = (i: number): string => `kyma-${i}`;
 export const accessSecretName = (kyma: string): string => `${kyma}-kubeconfig`;
 
 /** kymaObjects returns the Kyma and its access Secret for one SKR kubeconfig. */
-export function kymaObjects(kyma: string, kubeconfig: string, namespace = controlPlaneNamespace): KubernetesObject[] {
+export function kymaObjects(kyma: string, kubeconfig: string, namespace = controlPlaneNamespace): KubeObject[] {
   return [
     {
       apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma',
       metadata: { name: kyma, namespace },
       spec: { channel: 'regular' },
-    } as KubernetesObject,
+    },
     {
       apiVersion: 'v1', kind: 'Secret',
       metadata: { name: accessSecretName(kyma), namespace, labels: { [kymaNameLabel]: kyma } },
       type: 'Opaque',
       stringData: { config: kubeconfig },
-    } as KubernetesObject,
+    },
   ];
 }
 
 /** setupKcp prepares a fresh local KCP for the product. */
 export async function setupKcp(set: ClusterSet): Promise<void> {
-  const kc = new KubeConfig();
-  kc.loadFromString(set.kcp.kubeconfig);
-  await installCrds(kc, [join(crdDir, 'syncresource.yaml'), join(crdDir, 'kyma.yaml')]);
-  await applyObjects(kc, [
-    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controlPlaneNamespace } },
-    ...set.skrs.flatMap((skr, i) => kymaObjects(kymaName(i + 1), skr.kubeconfig)),
-  ]);
+  const kcp = await connect(set.kcp.kubeconfig, 'kcp');
+  try {
+    await installCrds(kcp, [join(crdDir, 'syncresource.yaml'), join(crdDir, 'kyma.yaml')]);
+    await applyObjects(kcp, [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controlPlaneNamespace } },
+      ...set.skrs.flatMap((skr, i) => kymaObjects(kymaName(i + 1), skr.kubeconfig)),
+    ]);
+  } finally {
+    await kcp.client.close();
+  }
 }

@@ -80,6 +80,11 @@ export async function killProcess(p: Proc): Promise<void> {
   await p.exited;
 }
 
+/** reapDir asks the reaper to remove dir if this process dies before cleaning up. */
+export function reapDir(dir: string, remove = true): void {
+  tell(`${remove ? 'dir' : 'undir'} ${dir}`);
+}
+
 /** releaseReaper closes the reaper's stdin after a clean stop so it exits too. */
 export function releaseReaper(): void {
   reaper?.stdin?.end();

@@ -1,6 +1,6 @@
 // Starts the real local clusters once per test run and hands their access to the
 // tests through vitest's provide/inject.
-import { mkdtemp } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
@@ -37,5 +37,6 @@ export default async function setup(project: TestProject): Promise<() => Promise
   });
   return async () => {
     await set?.stop();
+    await rm(stateDir, { recursive: true, force: true });
   };
 }

@@ -2,7 +2,9 @@
 // unique names so tests never collide.
 import { randomBytes } from 'node:crypto';
 import { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
-import { inject } from 'vitest';
+import { afterAll, inject } from 'vitest';
+import { connect } from '../infra/kcp-setup.ts';
+import type { Cluster } from '../lib/kube/objects.ts';
 
 /** uniqueName returns prefix plus a random DNS-safe suffix. */
 export function uniqueName(prefix: string): string {
@@ -45,3 +47,24 @@ export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000,
     }
   }
 }
+
+const connections = new Map<string, Promise<Cluster>>();
+
+/** cluster returns an engine-grade connection to "kcp" or SKR index i, closed after the file's tests. */
+export function cluster(which: 'kcp' | number): Promise<Cluster> {
+  const key = String(which);
+  let c = connections.get(key);
+  if (!c) {
+    const clusters = inject('clusters');
+    const text = which === 'kcp' ? clusters.kcp.kubeconfig : clusters.skrs[which]?.kubeconfig;
+    if (!text) throw new Error(`no cluster ${key}`);
+    c = connect(text, which === 'kcp' ? 'kcp' : `skr-${which + 1}`);
+    connections.set(key, c);
+  }
+  return c;
+}
+
+afterAll(async () => {
+  for (const c of connections.values()) await (await c).client.close();
+  connections.clear();
+});

@@ -1,0 +1,99 @@
+// objects.ts: verbs on arbitrary objects (get, server-side apply, delete, list),
+// addressed through a RestMapper.
+import type { KubeClient } from './client.ts';
+import { PatchType } from './client.ts';
+import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
+import { isNotFound } from './errors.ts';
+
+/** KubeObject is any Kubernetes object as plain JSON. */
+export interface KubeObject {
+  apiVersion: string;
+  kind: string;
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    resourceVersion?: string;
+    generation?: number;
+    labels?: Record<string, string>;
+    annotations?: Record<string, string>;
+    deletionTimestamp?: string;
+    finalizers?: string[];
+    [k: string]: unknown;
+  };
+  [k: string]: unknown;
+}
+
+/** Cluster bundles a client with its RestMapper: everything needed to act on one cluster. */
+export interface Cluster {
+  client: KubeClient;
+  mapper: RestMapper;
+}
+
+/** UnknownKindError says the cluster does not serve apiVersion/kind. */
+export class UnknownKindError extends Error {
+  constructor(apiVersion: string, kind: string) {
+    super(`the cluster does not serve kind ${kind} in ${apiVersion}`);
+    this.name = 'UnknownKindError';
+  }
+}
+
+/** mustFind resolves a kind or throws UnknownKindError. */
+export async function mustFind(c: Cluster, apiVersion: string, kind: string): Promise<ResourceInfo> {
+  const info = await c.mapper.find(apiVersion, kind);
+  if (!info) throw new UnknownKindError(apiVersion, kind);
+  return info;
+}
+
+/** getObject reads an object, or returns undefined when it does not exist. */
+export async function getObject(c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
+  try {
+    return await c.client.call<KubeObject>('GET', resourcePath(info, namespace, name));
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}
+
+/** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status. */
+export async function applyObject(
+  c: Cluster, info: ResourceInfo, obj: KubeObject, fieldManager: string, subresource?: 'status',
+): Promise<KubeObject> {
+  return c.client.call<KubeObject>('PATCH', resourcePath(info, obj.metadata.namespace, obj.metadata.name, subresource), {
+    query: { fieldManager, force: true },
+    body: obj,
+    contentType: PatchType.apply,
+  });
+}
+
+/** deleteObject deletes with background propagation; returns false when it was already gone. */
+export async function deleteObject(
+  c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string, precondition?: { uid?: string },
+): Promise<boolean> {
+  try {
+    await c.client.call('DELETE', resourcePath(info, namespace, name), {
+      body: { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', ...(precondition?.uid ? { preconditions: { uid: precondition.uid } } : {}) },
+    });
+    return true;
+  } catch (err) {
+    if (isNotFound(err)) return false;
+    throw err;
+  }
+}
+
+/** listObjects lists a kind, following continue tokens, with optional selectors. */
+export async function listObjects(
+  c: Cluster, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number } = {},
+): Promise<KubeObject[]> {
+  const out: KubeObject[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await c.client.call<{ items: KubeObject[]; metadata: { continue?: string } }>(
+      'GET', resourcePath(info, opts.namespace), {
+        query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: cont },
+      });
+    for (const item of page.items) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
+    cont = page.metadata.continue || undefined;
+  } while (cont);
+  return out;
+}
