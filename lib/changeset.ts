@@ -1,0 +1,26 @@
+// changeset.ts: what one run did to each object, named "kind/namespace/name"
+// (Flux's ssa ChangeSet); status is computed from it.
+
+/** Action is what happened to one object. */
+export type Action = 'created' | 'configured' | 'unchanged' | 'skipped' | 'deleted';
+
+/** Change is one entry of a change set. */
+export interface Change {
+  /** subject is "kind/namespace/name" (namespace empty for cluster-scoped objects). */
+  subject: string;
+  action: Action;
+  item?: string;
+  /** drift marks a re-apply that reverted changes made in the SKR. */
+  drift?: boolean;
+}
+
+/** subjectOf renders the change-set name of an object. */
+export const subjectOf = (id: { kind: string; namespace?: string; name: string }): string =>
+  `${id.kind}/${id.namespace ?? ''}/${id.name}`;
+
+/** summarize counts actions, e.g. for lastOperation and logs. */
+export function summarize(changes: Change[]): Record<Action, number> {
+  const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0 };
+  for (const c of changes) out[c.action]++;
+  return out;
+}

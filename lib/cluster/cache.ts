@@ -1,0 +1,80 @@
+// cache.ts keeps one SKR client per access Secret version, per process: keyed by
+// the Secret's uid and resourceVersion, so a rotated kubeconfig gets a new client
+// (and the old pool is closed); evicted when the credential or TLS trust fails.
+import type { Config } from '../config.ts';
+import { KubeClient, type RequestInfo } from '../kube/client.ts';
+import { RestMapper } from '../kube/discovery.ts';
+import type { Cluster } from '../kube/objects.ts';
+import { validateKubeconfig } from './kubeconfig.ts';
+import type { AccessSecret } from './resolve.ts';
+
+/** CacheStats counts hits, misses and evictions, for metrics. */
+export interface CacheStats {
+  hits: number;
+  misses: number;
+  evictions: number;
+}
+
+/** ClientCache maps access Secrets to connected SKR clusters. */
+export class ClientCache {
+  private readonly entries = new Map<string, { version: string; cluster: Promise<Cluster> }>();
+  private readonly config: Config;
+  private readonly onRequest: ((info: RequestInfo) => void) | undefined;
+  readonly stats: CacheStats = { hits: 0, misses: 0, evictions: 0 };
+
+  constructor(config: Config, onRequest?: (info: RequestInfo) => void) {
+    this.config = config;
+    this.onRequest = onRequest;
+  }
+
+  /** get returns the cluster for secret, validating and connecting on first use of this version. */
+  async get(secret: AccessSecret, name: string): Promise<Cluster> {
+    const key = `${secret.ref.namespace}/${secret.ref.name}`;
+    const version = `${secret.ref.uid}/${secret.ref.resourceVersion}`;
+    const hit = this.entries.get(key);
+    if (hit && hit.version === version) {
+      this.stats.hits++;
+      return hit.cluster;
+    }
+    this.stats.misses++;
+    if (hit) void this.close(hit.cluster);
+    const cluster = (async () => {
+      const kc = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
+      const client = await KubeClient.fromKubeConfig(kc, {
+        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
+      });
+      return { client, mapper: new RestMapper(client) };
+    })();
+    this.entries.set(key, { version, cluster });
+    cluster.catch(() => this.entries.get(key)?.cluster === cluster && this.entries.delete(key));
+    return cluster;
+  }
+
+  /** evict drops the client of a Secret (after 401 or a TLS failure). */
+  evict(secret: AccessSecret): void {
+    const key = `${secret.ref.namespace}/${secret.ref.name}`;
+    const hit = this.entries.get(key);
+    if (!hit) return;
+    this.entries.delete(key);
+    this.stats.evictions++;
+    void this.close(hit.cluster);
+  }
+
+  /** size is the number of cached clients. */
+  get size(): number {
+    return this.entries.size;
+  }
+
+  /** closeAll closes every pooled connection. */
+  async closeAll(): Promise<void> {
+    const all = [...this.entries.values()];
+    this.entries.clear();
+    await Promise.all(all.map((e) => this.close(e.cluster)));
+  }
+
+  private async close(c: Promise<Cluster>): Promise<void> {
+    try {
+      await (await c).client.close();
+    } catch { /* a failed connect has nothing to close */ }
+  }
+}

@@ -1,0 +1,87 @@
+// kubeconfig.ts validates an access Secret's kubeconfig, which is untrusted input:
+// exactly one context, an https server, inline credentials only. Rejected: exec and
+// auth-provider plugins, every file path, proxies, basic auth, and skipping TLS
+// verification unless configured. Messages name the field, never its value.
+import { KubeConfig } from '@kubernetes/client-node';
+import { load } from 'js-yaml';
+import { TerminalError } from '../kube/errors.ts';
+
+/** InvalidKubeconfigError is a rejected kubeconfig (reason InvalidKubeconfig). */
+export class InvalidKubeconfigError extends TerminalError {
+  constructor(message: string) {
+    super(`kubeconfig rejected: ${message}`, 'InvalidKubeconfig');
+  }
+}
+
+type Named<T> = { name?: unknown } & { [k: string]: T | unknown };
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+const forbiddenUser: Record<string, string> = {
+  exec: 'an exec credential plugin',
+  'auth-provider': 'an auth-provider plugin',
+  tokenFile: 'a token file path',
+  'client-certificate': 'a client certificate file path',
+  'client-key': 'a client key file path',
+  username: 'basic authentication',
+  password: 'basic authentication',
+};
+const forbiddenCluster: Record<string, string> = {
+  'certificate-authority': 'a certificate authority file path',
+  'proxy-url': 'a proxy',
+};
+
+function entries(doc: Record<string, unknown>, key: string): Named<unknown>[] {
+  const list = doc[key];
+  if (list === undefined || list === null) return [];
+  if (!Array.isArray(list) || !list.every(isMap)) throw new InvalidKubeconfigError(`${key} is not a list of entries`);
+  return list as Named<unknown>[];
+}
+
+/** validateKubeconfig checks text and returns a KubeConfig for its one context. */
+export function validateKubeconfig(text: string, opts: { allowInsecure: boolean }): KubeConfig {
+  let doc: unknown;
+  try {
+    doc = load(text, { maxAliases: 0, maxDepth: 20 });
+  } catch {
+    throw new InvalidKubeconfigError('not valid YAML');
+  }
+  if (!isMap(doc)) throw new InvalidKubeconfigError('not a YAML mapping');
+  const contexts = entries(doc, 'contexts');
+  if (contexts.length !== 1) throw new InvalidKubeconfigError(`it has ${contexts.length} contexts; an access kubeconfig has exactly one`);
+  const current = doc['current-context'];
+  if (typeof current !== 'string' || current === '') throw new InvalidKubeconfigError('it has no current-context');
+  const ctx = contexts[0]!;
+  if (ctx.name !== current) throw new InvalidKubeconfigError(`current-context "${current}" names no context`);
+  const ctxBody = ctx.context;
+  if (!isMap(ctxBody)) throw new InvalidKubeconfigError(`context "${current}" has no cluster and user`);
+  for (const [key, forbidden] of [['users', forbiddenUser], ['clusters', forbiddenCluster]] as const) {
+    for (const e of entries(doc, key)) {
+      const body = e[key === 'users' ? 'user' : 'cluster'];
+      if (!isMap(body)) continue;
+      for (const field of Object.keys(body)) {
+        if (field in forbidden) throw new InvalidKubeconfigError(`${key.slice(0, -1)} "${String(e.name)}" uses ${forbidden[field]} (${field})`);
+      }
+      if (key === 'clusters' && body['insecure-skip-tls-verify'] === true && !opts.allowInsecure) {
+        throw new InvalidKubeconfigError(`cluster "${String(e.name)}" skips TLS verification (insecure-skip-tls-verify)`);
+      }
+    }
+  }
+  const cluster = entries(doc, 'clusters').find((c) => c.name === ctxBody.cluster)?.cluster;
+  if (!isMap(cluster)) throw new InvalidKubeconfigError(`context "${current}" names cluster "${String(ctxBody.cluster)}", which is missing`);
+  const user = entries(doc, 'users').find((u) => u.name === ctxBody.user)?.user;
+  if (!isMap(user)) throw new InvalidKubeconfigError(`context "${current}" names user "${String(ctxBody.user)}", which is missing`);
+  const server = cluster.server;
+  if (typeof server !== 'string' || !/^https:\/\/[^/?#]+/.test(server)) {
+    throw new InvalidKubeconfigError('the cluster server is not an https:// URL');
+  }
+  if (!user.token && !(user['client-certificate-data'] && user['client-key-data'])) {
+    throw new InvalidKubeconfigError('the user has neither an inline token nor inline client certificate and key');
+  }
+  const kc = new KubeConfig();
+  try {
+    kc.loadFromString(text);
+  } catch {
+    throw new InvalidKubeconfigError('it cannot be loaded');
+  }
+  return kc;
+}

@@ -1,0 +1,59 @@
+// resolve.ts finds a SyncResource's target cluster (DESIGN section 3): the Kyma
+// named by spec.kyma in the same namespace, and the one access Secret labelled
+// with that Kyma's name, whose key "config" is the SKR's kubeconfig.
+import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
+import { isNotFound, TerminalError } from '../kube/errors.ts';
+import type { Cluster, KubeObject } from '../kube/objects.ts';
+import { KYMA_API_VERSION, KYMA_NAME_LABEL } from '../model.ts';
+
+/** kymaInfo and secretInfo address Kymas and Secrets in the KCP without discovery. */
+export const kymaInfo: ResourceInfo = { apiVersion: KYMA_API_VERSION, kind: 'Kyma', resource: 'kymas', namespaced: true, hasStatus: true };
+export const secretInfo: ResourceInfo = { apiVersion: 'v1', kind: 'Secret', resource: 'secrets', namespaced: true, hasStatus: false };
+
+/** SecretRef identifies one version of an access Secret (never its content). */
+export interface SecretRef {
+  namespace: string;
+  name: string;
+  uid: string;
+  resourceVersion: string;
+}
+
+/** AccessSecret is an access Secret's reference and its kubeconfig text. */
+export interface AccessSecret {
+  ref: SecretRef;
+  kubeconfig: string;
+}
+
+/** ResolutionError says why a target cluster could not be found (reasons KymaNotFound, AccessSecretNotFound, ...). */
+export class ResolutionError extends TerminalError {}
+
+/** getKyma reads the Kyma, failing with KymaNotFound. */
+export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Promise<KubeObject> {
+  try {
+    return await kcp.client.call<KubeObject>('GET', resourcePath(kymaInfo, namespace, kyma));
+  } catch (err) {
+    if (isNotFound(err)) throw new ResolutionError(`Kyma ${namespace}/${kyma} does not exist`, 'KymaNotFound');
+    throw err;
+  }
+}
+
+/** findAccessSecret returns the one Secret labelled for kyma, failing with AccessSecretNotFound or AmbiguousAccessSecret. */
+export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: string): Promise<AccessSecret> {
+  const list = await kcp.client.call<{ items: KubeObject[] }>('GET', resourcePath(secretInfo, namespace), {
+    query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma}` },
+  });
+  if (list.items.length === 0) {
+    throw new ResolutionError(`no Secret in ${namespace} has label ${KYMA_NAME_LABEL}=${kyma}`, 'AccessSecretNotFound');
+  }
+  if (list.items.length > 1) {
+    const names = list.items.map((s) => s.metadata.name).sort().join(', ');
+    throw new ResolutionError(`${list.items.length} Secrets in ${namespace} have label ${KYMA_NAME_LABEL}=${kyma} (${names}); exactly one is allowed`, 'AmbiguousAccessSecret');
+  }
+  const s = list.items[0]!;
+  const data = (s as { data?: Record<string, string> }).data?.config;
+  if (!data) throw new ResolutionError(`Secret ${namespace}/${s.metadata.name} has no key "config"`, 'InvalidKubeconfig');
+  return {
+    ref: { namespace, name: s.metadata.name, uid: s.metadata.uid!, resourceVersion: s.metadata.resourceVersion! },
+    kubeconfig: Buffer.from(data, 'base64').toString('utf8'),
+  };
+}

@@ -1,0 +1,88 @@
+// config.ts: the product's configuration, parsed once at start-up from the
+// environment into a typed, validated object that is passed down.
+
+/** Config configures the engine and the functions. */
+export interface Config {
+  /** fieldManager owns every field the product writes in SKRs. */
+  fieldManager: string;
+  /** defaultNamespace receives namespaced objects that name no namespace. */
+  defaultNamespace: string;
+  /** restrictedKinds lists "apiVersion/Kind" (e.g. "v1/Secret") that may never be synced. */
+  restrictedKinds: string[];
+  /** controlPlaneNamespaces are the only namespaces whose SyncResources are acted on. */
+  controlPlaneNamespaces: string[];
+  /** maxManifestBytes caps the size of one item's text. */
+  maxManifestBytes: number;
+  /** allowInsecureKubeconfigs lets kubeconfigs skip TLS verification (never in production). */
+  allowInsecureKubeconfigs: boolean;
+  /** clusterQps and clusterBurst rate-limit requests to each SKR. */
+  clusterQps: number;
+  clusterBurst: number;
+  /** crdWaitMs bounds how long one run waits for a CRD it applied to be established. */
+  crdWaitMs: number;
+  /** applyConcurrency bounds parallel object operations within one SyncResource. */
+  applyConcurrency: number;
+}
+
+/** defaults are the documented defaults of Config. */
+export const defaults: Config = {
+  fieldManager: 'kcp-sync-resource',
+  defaultNamespace: 'default',
+  restrictedKinds: ['v1/Secret'],
+  controlPlaneNamespaces: ['kcp-system'],
+  maxManifestBytes: 262_144,
+  allowInsecureKubeconfigs: false,
+  clusterQps: 50,
+  clusterBurst: 100,
+  crdWaitMs: 10_000,
+  applyConcurrency: 8,
+};
+
+/** ConfigError says which variable is wrong. */
+export class ConfigError extends Error {
+  constructor(variable: string, problem: string) {
+    super(`${variable}: ${problem}`);
+    this.name = 'ConfigError';
+  }
+}
+
+const list = (v: string): string[] => v.split(',').map((s) => s.trim()).filter(Boolean);
+
+function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number): number {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  const n = Number(raw);
+  if (!Number.isInteger(n) || n < min) throw new ConfigError(name, `must be an integer >= ${min}, got "${raw}"`);
+  return n;
+}
+
+function bool(env: Record<string, string | undefined>, name: string, fallback: boolean): boolean {
+  const raw = env[name];
+  if (raw === undefined || raw === '') return fallback;
+  if (raw === 'true' || raw === 'false') return raw === 'true';
+  throw new ConfigError(name, `must be true or false, got "${raw}"`);
+}
+
+/** parseConfig reads SYNC_* variables (see README) over the defaults. */
+export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
+  const restricted = env.SYNC_RESTRICTED_KINDS !== undefined ? list(env.SYNC_RESTRICTED_KINDS) : defaults.restrictedKinds;
+  for (const k of restricted) {
+    if (!/^([a-z0-9.-]+\/)?v[0-9a-z]+\/[A-Za-z0-9]+$/.test(k)) {
+      throw new ConfigError('SYNC_RESTRICTED_KINDS', `"${k}" is not apiVersion/Kind such as v1/Secret`);
+    }
+  }
+  const namespaces = env.SYNC_CONTROL_PLANE_NAMESPACES ? list(env.SYNC_CONTROL_PLANE_NAMESPACES) : defaults.controlPlaneNamespaces;
+  if (namespaces.length === 0) throw new ConfigError('SYNC_CONTROL_PLANE_NAMESPACES', 'must name at least one namespace');
+  return {
+    fieldManager: env.SYNC_FIELD_MANAGER || defaults.fieldManager,
+    defaultNamespace: env.SYNC_DEFAULT_NAMESPACE || defaults.defaultNamespace,
+    restrictedKinds: restricted,
+    controlPlaneNamespaces: namespaces,
+    maxManifestBytes: int(env, 'SYNC_MAX_MANIFEST_BYTES', defaults.maxManifestBytes, 1),
+    allowInsecureKubeconfigs: bool(env, 'SYNC_ALLOW_INSECURE_KUBECONFIGS', defaults.allowInsecureKubeconfigs),
+    clusterQps: int(env, 'SYNC_CLUSTER_QPS', defaults.clusterQps, 1),
+    clusterBurst: int(env, 'SYNC_CLUSTER_BURST', defaults.clusterBurst, 1),
+    crdWaitMs: int(env, 'SYNC_CRD_WAIT_MS', defaults.crdWaitMs, 0),
+    applyConcurrency: int(env, 'SYNC_APPLY_CONCURRENCY', defaults.applyConcurrency, 1),
+  };
+}

@@ -1,0 +1,52 @@
+// inventory.ts keeps status.synced with the write-ahead invariant: an object is
+// recorded before it is created, and dropped only after it is gone (or no longer ours).
+import { objectKey, type InventoryEntry, type ObjectId } from '../model.ts';
+
+/** InventoryWriter persists the inventory (status.synced) in the KCP. */
+export type InventoryWriter = (entries: InventoryEntry[]) => Promise<void>;
+
+/** entryOf makes an inventory entry for an item's object. */
+export const entryOf = (item: string, id: ObjectId): InventoryEntry => ({
+  item, apiVersion: id.apiVersion, kind: id.kind, ...(id.namespace ? { namespace: id.namespace } : {}), name: id.name,
+});
+
+const same = (a: InventoryEntry[], b: InventoryEntry[]) =>
+  a.length === b.length && a.every((e, i) => e.item === b[i]!.item && objectKey(e) === objectKey(b[i]!) && e.apiVersion === b[i]!.apiVersion);
+
+/** Inventory is the in-memory inventory of one run, written through on change. */
+export class Inventory {
+  private current: InventoryEntry[];
+  private readonly write: InventoryWriter;
+  /** writes counts KCP writes, for tests and benchmarks. */
+  writes = 0;
+
+  constructor(initial: InventoryEntry[], write: InventoryWriter) {
+    this.current = [...initial];
+    this.write = write;
+  }
+
+  get entries(): readonly InventoryEntry[] {
+    return this.current;
+  }
+
+  /** find returns the entry for an object, whatever item recorded it. */
+  find(id: ObjectId): InventoryEntry | undefined {
+    const key = objectKey(id);
+    return this.current.find((e) => objectKey(e) === key);
+  }
+
+  /** record adds entries that are missing and writes before returning (write-ahead). */
+  async record(entries: InventoryEntry[]): Promise<void> {
+    const missing = entries.filter((e) => !this.find(e));
+    if (missing.length === 0) return;
+    await this.replace([...this.current, ...missing]);
+  }
+
+  /** replace writes a new inventory when it differs from the current one. */
+  async replace(next: InventoryEntry[]): Promise<void> {
+    if (same(this.current, next)) return;
+    await this.write(next);
+    this.writes++;
+    this.current = next;
+  }
+}

@@ -1,0 +1,154 @@
+// items.ts decides and carries out what one item needs, given the live object:
+// decide() is pure (strategy options + live state -> decision), execute() writes.
+import { createHash } from 'node:crypto';
+import { subjectOf, type Change } from '../changeset.ts';
+import type { Config } from '../config.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { describeId } from '../manifest.ts';
+import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
+import { canonical, isSubset } from '../util.ts';
+import type { PlanItem } from './plan.ts';
+import { result, type ItemResult } from './result.ts';
+
+/** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
+export class ClusterUnreachableError extends Error {
+  constructor(cause: KubeApiError) {
+    super(`SKR ${cause.cluster} is unreachable: ${cause.message}`, { cause });
+    this.name = 'ClusterUnreachableError';
+  }
+}
+
+/** Decision is what an item needs in this run. */
+export interface Decision {
+  /** op on the object itself. */
+  op: 'create' | 'update' | 'unchanged' | 'ignore' | 'delete' | 'none';
+  /** status: write the subresource. */
+  status: boolean;
+  /** record: the object must be in the inventory before the write (write-ahead). */
+  record: boolean;
+  /** drift: the update reverts changes made in the SKR (the manifest itself did not change). */
+  drift: boolean;
+  /** desired is the body to apply for create/update. */
+  desired?: KubeObject;
+  /** done is the result when nothing is to be written. */
+  done?: ItemResult;
+}
+
+/** desiredObject is the body we apply: the manifest plus our marks (and without status when /status exists). */
+export function desiredObject(p: PlanItem, owner: string): KubeObject {
+  const o = structuredClone(p.object!);
+  if (p.info?.hasStatus) delete o.status;
+  const digest = createHash('sha256').update(canonical({ o, own: p.opts.own })).digest('hex').slice(0, 32);
+  o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: digest };
+  if (p.opts.own) {
+    o.metadata.labels = { ...o.metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE };
+    o.metadata.annotations[OWNER_ANNOTATION] = owner;
+  }
+  return o;
+}
+
+/** ownerOf returns the owner annotation of a live object. */
+export const ownerOf = (o: KubeObject | undefined): string | undefined => o?.metadata.annotations?.[OWNER_ANNOTATION];
+
+/** decide computes the decision for an item from its live object (undefined: absent). */
+export function decide(p: PlanItem, live: KubeObject | undefined, owner: string): Decision {
+  const name = p.item.name;
+  const what = describeId(p.id!);
+  const none = (done: ItemResult): Decision => ({ op: 'none', status: false, record: false, drift: false, done });
+  const liveOwner = ownerOf(live);
+  if (live && liveOwner && liveOwner !== owner) {
+    return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${liveOwner}`));
+  }
+  const wantStatus = (creating: boolean) =>
+    p.status !== undefined && (p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating)) &&
+    (creating || !isSubset(p.status.status, live?.status));
+  if (p.opts.remove) {
+    if (!live) return none(result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }));
+    if (live.metadata.deletionTimestamp) return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
+    return { op: 'delete', status: false, record: false, drift: false };
+  }
+  if (!live) {
+    if (!p.opts.create || !p.object) {
+      return p.object
+        ? none(result(name, 'Ready', 'NotFound', `${what} does not exist; strategy ${p.item.strategy} never creates it`))
+        : none(result(name, 'Warning', 'NotFound', `${what} does not exist; an item with only a subresource never creates it`));
+    }
+    return { op: 'create', status: wantStatus(true), record: p.opts.own, drift: false, desired: desiredObject(p, owner) };
+  }
+  if (p.opts.stopOnDeletion && live.metadata.deletionTimestamp) {
+    return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
+  }
+  if (!p.object) return { op: 'none', status: wantStatus(false), record: false, drift: false };
+  if (!p.opts.sync) return { op: 'ignore', status: false, record: false, drift: false };
+  const desired = desiredObject(p, owner);
+  const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
+  if (sameManifest && isSubset(desired, live)) return { op: 'unchanged', status: wantStatus(false), record: false, drift: false };
+  return { op: 'update', status: wantStatus(false), record: p.opts.own && liveOwner !== owner, drift: sameManifest, desired };
+}
+
+function change(p: PlanItem, action: Change['action'], drift = false): Change {
+  return { subject: subjectOf(p.id!), action, item: p.item.name, ...(drift ? { drift } : {}) };
+}
+
+/** observe reads an item's live object; unreachable clusters abort the run. */
+export async function observe(skr: Cluster, p: PlanItem): Promise<KubeObject | undefined> {
+  return guard(() => getObject(skr, p.info!, p.id!.namespace, p.id!.name));
+}
+
+/** guard turns cluster-level failures into ClusterUnreachableError. */
+export async function guard<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof KubeApiError && (err.code === 0 || err.authFailure)) throw new ClusterUnreachableError(err);
+    throw err;
+  }
+}
+
+/** execute carries out a decision and returns the item's result. */
+export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, config: Config): Promise<ItemResult> {
+  if (d.done) return d.done;
+  const name = p.item.name;
+  const what = describeId(p.id!);
+  try {
+    let res: ItemResult;
+    switch (d.op) {
+      case 'create':
+        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        res = result(name, 'Ready', 'Created', 'resource has been created', { change: change(p, 'created') });
+        break;
+      case 'update':
+        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        res = result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift) });
+        break;
+      case 'unchanged':
+        res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
+        break;
+      case 'ignore':
+        res = result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', { change: change(p, 'skipped') });
+        break;
+      case 'delete': {
+        await guard(() => deleteObject(skr, p.info!, p.id!.namespace, p.id!.name, { uid: live?.metadata.uid }));
+        const after = await observe(skr, p);
+        res = after && after.metadata.uid === live?.metadata.uid
+          ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, { change: change(p, 'deleted') })
+          : result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'deleted') });
+        break;
+      }
+      case 'none':
+        res = result(name, 'Ready', 'Unchanged', 'status has been synced', { change: change(p, 'unchanged') });
+        break;
+    }
+    if (d.status) {
+      const body = { apiVersion: p.status!.apiVersion, kind: p.status!.kind, metadata: { name: p.id!.name, ...(p.id!.namespace ? { namespace: p.id!.namespace } : {}) }, status: p.status!.status };
+      await guard(() => applyObject(skr, p.info!, body as KubeObject, config.fieldManager, 'status'));
+      if (res.reason === 'Unchanged') res = result(name, 'Ready', 'Applied', p.object ? 'resource has been synced' : 'status has been synced', { change: change(p, 'configured') });
+    }
+    return res;
+  } catch (err) {
+    if (err instanceof ClusterUnreachableError || !(err instanceof KubeApiError)) throw err;
+    const msg = err.status?.message ?? err.message;
+    return result(name, 'Error', 'ApplyFailed', `${what}: ${msg}`, { transient: err.transient });
+  }
+}

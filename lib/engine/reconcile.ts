@@ -1,0 +1,166 @@
+// reconcile.ts is the engine's one idempotent path: read the SyncResource, make
+// the SKR match its items, prune what no item claims, and return the outcome from
+// which status is computed. Deletion of the SyncResource runs the same way.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Config } from '../config.ts';
+import { getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { TransientError } from '../kube/errors.ts';
+import type { KcpStore } from '../kcp.ts';
+import { FINALIZER, objectKey, ownerRef, type InventoryEntry, type SyncResource } from '../model.ts';
+import { installRank, isFoundation } from '../strategies.ts';
+import { mapLimit } from '../util.ts';
+import { entryOf, Inventory } from './inventory.ts';
+import { ClusterUnreachableError, decide, execute, observe, ownerOf, type Decision } from './items.ts';
+import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
+import { deleteEntries } from './prune.ts';
+import type { ApplyResult, ItemResult } from './result.ts';
+
+/** ReconcileDeps are the engine's collaborators, resolved by the caller. */
+export interface ReconcileDeps {
+  skr: Cluster;
+  kcp: KcpStore;
+  config: Config;
+  now?: () => Date;
+  /** hooks let tests inject failures between the steps of a run. */
+  hooks?: { afterInventoryWrite?: () => Promise<void> };
+}
+
+/**
+ * reconcile applies sr to its SKR. Item problems end up in the result; a cluster
+ * that cannot be reached ends up in result.clusterError; KCP failures (including a
+ * 409 because sr changed meanwhile) throw a TransientError for the caller to retry.
+ */
+export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promise<ApplyResult> {
+  const now = deps.now ?? (() => new Date());
+  // ref.sr always holds the latest version we wrote: the next write is guarded by its resourceVersion.
+  const ref = { sr: input };
+  const res: ApplyResult = {
+    generation: input.metadata.generation ?? 0, observedAt: now().toISOString(),
+    items: [], changes: [], inventory: [], pending: [],
+  };
+  const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
+    ref.sr = await kcpWrite(() => deps.kcp.writeInventory(ref.sr, entries));
+    await deps.hooks?.afterInventoryWrite?.();
+  });
+  try {
+    if (input.metadata.deletionTimestamp) {
+      await removeAll(ref, deps, inventory, res);
+    } else {
+      if (!input.metadata.finalizers?.includes(FINALIZER)) ref.sr = await kcpWrite(() => deps.kcp.addFinalizer(ref.sr));
+      await applyItems(ref.sr, deps, inventory, res);
+    }
+  } catch (err) {
+    if (!(err instanceof ClusterUnreachableError)) throw err;
+    res.clusterError = { reason: 'ClusterUnreachable', message: err.message, transient: true };
+  }
+  res.inventory = [...inventory.entries];
+  return res;
+}
+
+async function kcpWrite<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw new TransientError('writing the SyncResource in the KCP failed; retry', 'KcpWriteFailed', err);
+  }
+}
+
+async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
+  const { skr, config } = deps;
+  const owner = ownerRef(sr);
+  const plan = parseItems(sr.spec.items ?? [], config);
+  const results = new Map<PlanItem, ItemResult>();
+  const foundation = plan.filter((p) => p.id && isFoundation(p.id.kind));
+  const rest = plan.filter((p) => !foundation.includes(p));
+  for (const phase of [foundation, rest]) {
+    if (phase === rest) await waitForCrds(plan, rest, skr, config);
+    await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config));
+    const active = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
+    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p));
+    const decisions = active.map((p, i) => decide(p, lives[i], owner));
+    // Write-ahead: every object we are about to stamp as ours is recorded first.
+    await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));
+    const done = await mapLimit(active, config.applyConcurrency, (p, i) => execute(skr, p, decisions[i]!, lives[i], config));
+    active.forEach((p, i) => results.set(p, done[i]!));
+    await adoptOwned(active, decisions, lives, owner, inventory);
+  }
+  for (const p of plan) {
+    const r = p.done ?? results.get(p)!;
+    res.items.push(r);
+    if (r.change) res.changes.push(r.change);
+  }
+  // Prune what no current item claims; keep entries of items whose text cannot be read now.
+  const claimed = new Map(plan.filter((p) => p.id).map((p) => [objectKey(p.id!), p]));
+  const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
+  const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
+  const pruned = await deleteEntries(skr, orphans, owner, config);
+  res.changes.push(...pruned.changes);
+  res.pending = pruned.pending.map(objectKey);
+  const goneKeys = new Set(pruned.gone.map(objectKey));
+  const next: InventoryEntry[] = [];
+  for (const e of inventory.entries) {
+    const key = objectKey(e);
+    if (goneKeys.has(key)) continue;
+    const p = claimed.get(key);
+    const r = p && (p.done ?? results.get(p));
+    if (p && !p.done && !p.opts.own) {
+      // Delete keeps its entry until the object is gone; UpdateAndDelete never owns.
+      if (p.opts.remove && r?.state !== 'Ready') next.push({ ...e, item: p.item.name });
+      continue;
+    }
+    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id!.apiVersion } : e);
+  }
+  await inventory.replace(next);
+}
+
+/** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
+async function adoptOwned(active: PlanItem[], decisions: Decision[], lives: (KubeObject | undefined)[], owner: string, inventory: Inventory) {
+  const missing = active.flatMap((p, i) =>
+    p.opts.own && ownerOf(lives[i]) === owner && !decisions[i]!.done && !inventory.find(p.id!)
+      ? [entryOf(p.item.name, p.id!)] : []);
+  await inventory.record(missing);
+}
+
+/** waitForCrds waits (bounded) for CRDs of this SyncResource that later items need. */
+async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, config: Config): Promise<void> {
+  const needed = new Set<PlanItem>();
+  for (const p of rest) {
+    if (p.done || !p.id) continue;
+    const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
+    if (crd && !crd.done) {
+      needed.add(crd);
+      skr.mapper.forget(p.id.apiVersion);
+    }
+  }
+  if (needed.size === 0) return;
+  const info = await mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition');
+  const deadline = Date.now() + config.crdWaitMs;
+  for (const crd of needed) {
+    while (Date.now() < deadline) {
+      const live = await getObject(skr, info, undefined, crd.object!.metadata.name) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+      if (live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      await sleep(100);
+    }
+  }
+}
+
+/** removeAll handles a SyncResource being deleted, per its deletionPolicy. */
+async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
+  const sr = ref.sr;
+  const policy = sr.spec.deletionPolicy ?? 'Delete';
+  res.deleting = { finalizerRemoved: false, policy };
+  if (!sr.metadata.finalizers?.includes(FINALIZER)) {
+    res.deleting.finalizerRemoved = true;
+    return;
+  }
+  if (policy === 'Delete') {
+    const out = await deleteEntries(deps.skr, [...inventory.entries], ownerRef(sr), deps.config);
+    res.changes.push(...out.changes);
+    res.pending = out.pending.map(objectKey);
+    const gone = new Set(out.gone.map(objectKey));
+    await inventory.replace(inventory.entries.filter((e) => !gone.has(objectKey(e))));
+    if (out.pending.length > 0) return;
+  }
+  await kcpWrite(() => deps.kcp.removeFinalizer(ref.sr));
+  res.deleting.finalizerRemoved = true;
+}

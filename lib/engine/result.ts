@@ -1,0 +1,38 @@
+// result.ts: the outcome of one item and of one run, as the engine reports them.
+import type { Change } from '../changeset.ts';
+import type { InventoryEntry, State } from '../model.ts';
+
+/** ItemResult is the outcome for one spec item. */
+export interface ItemResult {
+  name: string;
+  state: State;
+  /** reason is machine-readable: Created, Applied, Unchanged, Ignored, Deleted, NotFound, ... */
+  reason: string;
+  message: string;
+  /** transient marks a failure a later run may overcome. */
+  transient?: boolean;
+  change?: Change;
+}
+
+/** ApplyResult is the outcome of one reconcile of a SyncResource. */
+export interface ApplyResult {
+  /** generation of the spec that was applied. */
+  generation: number;
+  /** observedAt is when the run read the SyncResource (orders results of one generation). */
+  observedAt: string;
+  items: ItemResult[];
+  /** changes include pruned objects, which belong to no current item. */
+  changes: Change[];
+  inventory: InventoryEntry[];
+  /** pending lists pruned or deleted objects that still exist (finalizers in the SKR). */
+  pending: string[];
+  /** deleting is set when the SyncResource itself is being deleted. */
+  deleting?: { finalizerRemoved: boolean; policy: 'Delete' | 'Orphan' };
+  /** clusterError is set when the SKR could not be reached or resolved at all. */
+  clusterError?: { reason: string; message: string; transient: boolean };
+}
+
+/** result builds an ItemResult. */
+export function result(name: string, state: State, reason: string, message: string, extra: Partial<ItemResult> = {}): ItemResult {
+  return { name, state, reason, message, ...extra };
+}

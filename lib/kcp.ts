@@ -1,0 +1,94 @@
+// kcp.ts: what the product reads and writes in the control plane: SyncResources,
+// their finalizer, their inventory (status.synced) and the rest of their status.
+// Inventory and status are written with server-side apply under two field managers,
+// so the apply step and the status step never overwrite each other's fields.
+import { PatchType } from './kube/client.ts';
+import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
+import { isNotFound } from './kube/errors.ts';
+import type { Cluster } from './kube/objects.ts';
+import { FINALIZER, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
+
+/** syncResourceInfo addresses SyncResources without a discovery round trip. */
+export const syncResourceInfo: ResourceInfo = {
+  apiVersion: SYNC_API_VERSION, kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true,
+};
+
+/** KcpStore reads and writes SyncResources in the KCP. */
+export class KcpStore {
+  readonly kcp: Cluster;
+  readonly fieldManager: string;
+
+  constructor(kcp: Cluster, fieldManager: string) {
+    this.kcp = kcp;
+    this.fieldManager = fieldManager;
+  }
+
+  private path(sr: { metadata: { namespace?: string; name: string } }, sub?: string): string {
+    return resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name, sub);
+  }
+
+  /** get reads a SyncResource, or undefined when it does not exist. */
+  async get(namespace: string, name: string): Promise<SyncResource | undefined> {
+    try {
+      return await this.kcp.client.call<SyncResource>('GET', this.path({ metadata: { namespace, name } }));
+    } catch (err) {
+      if (isNotFound(err)) return undefined;
+      throw err;
+    }
+  }
+
+  /** list returns one page of SyncResources (all namespaces, or one), for resync fan-out. */
+  async list(opts: { namespace?: string; labelSelector?: string; limit?: number; continue?: string } = {}) {
+    return this.kcp.client.call<{ items: SyncResource[]; metadata: { continue?: string } }>(
+      'GET', resourcePath(syncResourceInfo, opts.namespace), {
+        query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: opts.continue },
+      });
+  }
+
+  /** addFinalizer adds our finalizer (a 409 if the object changed since sr was read). */
+  async addFinalizer(sr: SyncResource): Promise<SyncResource> {
+    const ops = [
+      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
+      sr.metadata.finalizers
+        ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
+        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
+    ];
+    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
+  }
+
+  /** removeFinalizer removes our finalizer; a vanished SyncResource is fine. */
+  async removeFinalizer(sr: SyncResource): Promise<void> {
+    const i = sr.metadata.finalizers?.indexOf(FINALIZER) ?? -1;
+    if (i < 0) return;
+    const ops = [
+      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
+      { op: 'remove', path: `/metadata/finalizers/${i}` },
+    ];
+    try {
+      await this.kcp.client.call('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
+  }
+
+  /** writeInventory replaces status.synced, guarded by sr's resourceVersion; returns the updated object. */
+  async writeInventory(sr: SyncResource, entries: InventoryEntry[]): Promise<SyncResource> {
+    return this.applyStatus(sr, { synced: entries }, `${this.fieldManager}-inventory`, true);
+  }
+
+  /** writeStatus applies the status fields (all but status.synced) as the status manager. */
+  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>): Promise<SyncResource> {
+    return this.applyStatus(sr, status, `${this.fieldManager}-status`, false);
+  }
+
+  private async applyStatus(sr: SyncResource, status: SyncStatus, manager: string, guarded: boolean): Promise<SyncResource> {
+    const body = {
+      apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+      metadata: { name: sr.metadata.name, namespace: sr.metadata.namespace, ...(guarded ? { resourceVersion: sr.metadata.resourceVersion } : {}) },
+      status,
+    };
+    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
+      query: { fieldManager: manager, force: true }, body, contentType: PatchType.apply,
+    });
+  }
+}

@@ -1,0 +1,73 @@
+// manifest.ts parses an item's resource/subresource text into exactly one object,
+// rejecting, with a message that names the problem, everything else: several
+// documents, aliases (a "billion laughs" text fails at its first alias, before any
+// expansion), deep nesting, oversize text, missing identity, list kinds.
+import { loadAll } from 'js-yaml';
+import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
+import type { KubeObject } from './kube/objects.ts';
+
+/** ManifestError is a problem with an item's text; it stays on that item (reason InvalidManifest). */
+export class ManifestError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ManifestError';
+  }
+}
+
+const serverFields = ['uid', 'resourceVersion', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation', 'managedFields', 'selfLink'];
+
+const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+function describe(v: unknown): string {
+  if (v === null) return 'null';
+  if (Array.isArray(v)) return 'a sequence';
+  return typeof v === 'object' ? 'a mapping' : `a ${typeof v}`;
+}
+
+/** parseManifest parses one object from text; field names where the problem lies ("resource", "subresource"). */
+export function parseManifest(text: string, field: 'resource' | 'subresource', maxBytes: number): KubeObject {
+  const bytes = Buffer.byteLength(text, 'utf8');
+  if (bytes > maxBytes) throw new ManifestError(`${field} is ${bytes} bytes, over the limit of ${maxBytes}`);
+  let docs: unknown[];
+  try {
+    docs = loadAll(text, { maxAliases: 0, maxDepth: 64 });
+  } catch (err) {
+    const msg = err instanceof Error ? err.message.split('\n')[0] : String(err);
+    throw new ManifestError(`${field} is not valid YAML: ${msg}`);
+  }
+  docs = docs.filter((d) => d !== null && d !== undefined);
+  if (docs.length === 0) throw new ManifestError(`${field} holds no object`);
+  if (docs.length > 1) throw new ManifestError(`${field} holds ${docs.length} documents; an item takes exactly one object`);
+  const obj = docs[0];
+  if (!isMap(obj)) throw new ManifestError(`${field} is ${describe(obj)}, not a mapping`);
+  for (const key of ['apiVersion', 'kind'] as const) {
+    if (typeof obj[key] !== 'string' || obj[key] === '') throw new ManifestError(`${field} has no ${key}`);
+  }
+  const kind = obj.kind as string;
+  if (kind.endsWith('List') && Array.isArray(obj.items)) {
+    throw new ManifestError(`${field} is a ${kind}; an item takes exactly one object, not a list`);
+  }
+  const meta = obj.metadata;
+  if (!isMap(meta)) throw new ManifestError(`${field} has no metadata`);
+  if (typeof meta.name !== 'string' || meta.name === '') throw new ManifestError(`${field} has no metadata.name`);
+  if (meta.namespace !== undefined && (typeof meta.namespace !== 'string' || meta.namespace === '')) {
+    throw new ManifestError(`${field} has an invalid metadata.namespace`);
+  }
+  for (const [where, reserved] of [['labels', MANAGED_BY_LABEL], ['annotations', OWNER_ANNOTATION], ['annotations', HASH_ANNOTATION]] as const) {
+    const map = meta[where];
+    if (isMap(map) && reserved in map) {
+      throw new ManifestError(`${field} sets metadata.${where}["${reserved}"], which only the controller may set`);
+    }
+  }
+  for (const f of serverFields) delete meta[f];
+  return obj as KubeObject;
+}
+
+/** idOf returns the identity of a parsed object. */
+export const idOf = (o: KubeObject): ObjectId => ({
+  apiVersion: o.apiVersion, kind: o.kind, name: o.metadata.name,
+  ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+});
+
+/** describeId renders an id for messages: "ConfigMap kyma-system/name". */
+export const describeId = (id: ObjectId): string => `${id.kind} ${id.namespace ? `${id.namespace}/` : ''}${id.name}`;

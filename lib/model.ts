@@ -1,0 +1,100 @@
+// model.ts: the SyncResource API as TypeScript types, and the names (labels,
+// annotations, finalizer) the product writes.
+import type { KubeObject } from './kube/objects.ts';
+
+/** Group and version of SyncResource. */
+export const SYNC_API_VERSION = 'operator.kyma-project.io/v1alpha1';
+/** Kyma's API version. */
+export const KYMA_API_VERSION = 'operator.kyma-project.io/v1beta2';
+/** FINALIZER guards a SyncResource until its synced objects are handled. */
+export const FINALIZER = 'operator.kyma-project.io/sync-resource';
+/** MANAGED_BY_LABEL marks every object the product creates in an SKR. */
+export const MANAGED_BY_LABEL = 'operator.kyma-project.io/managed-by';
+/** MANAGED_BY_VALUE is the value of MANAGED_BY_LABEL. */
+export const MANAGED_BY_VALUE = 'kcp-sync-resource';
+/** OWNER_ANNOTATION names the owning SyncResource as "<namespace>/<name>". */
+export const OWNER_ANNOTATION = 'operator.kyma-project.io/owned-by';
+/** HASH_ANNOTATION holds a digest of the last applied manifest, to tell spec changes from drift. */
+export const HASH_ANNOTATION = 'operator.kyma-project.io/applied-digest';
+/** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
+export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
+
+/** Strategy says how an item's object is kept in the SKR. */
+export type Strategy = 'CreateAndSync' | 'CreateAndIgnore' | 'Delete' | 'UpdateAndDelete';
+
+/** State is the state of an item or of a whole SyncResource. */
+export type State = 'Ready' | 'Processing' | 'Error' | 'Warning' | 'Deleting';
+
+/** SyncItem is one entry of spec.items. */
+export interface SyncItem {
+  name: string;
+  strategy: Strategy;
+  resource?: string;
+  subresource?: string;
+}
+
+/** InventoryEntry records one object this SyncResource has put into its SKR. */
+export interface InventoryEntry {
+  item: string;
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+}
+
+/** ItemStatus is one entry of status.items. */
+export interface ItemStatus {
+  name: string;
+  state: State;
+  reason: string;
+  message: string;
+}
+
+/** Condition has the shape of metav1.Condition. */
+export interface Condition {
+  type: string;
+  status: 'True' | 'False' | 'Unknown';
+  reason: string;
+  message: string;
+  lastTransitionTime: string;
+  observedGeneration?: number;
+}
+
+/** SyncStatus is the status of a SyncResource. */
+export interface SyncStatus {
+  state?: State;
+  observedGeneration?: number;
+  conditions?: Condition[];
+  lastOperation?: { operation: string; lastUpdateTime?: string };
+  items?: ItemStatus[];
+  synced?: InventoryEntry[];
+}
+
+/** SyncResource is the custom resource. */
+export interface SyncResource extends KubeObject {
+  spec: { kyma: string; deletionPolicy?: 'Delete' | 'Orphan'; items: SyncItem[] };
+  status?: SyncStatus;
+}
+
+/** ownerRef is the value of OWNER_ANNOTATION for a SyncResource. */
+export const ownerRef = (sr: { metadata: { namespace?: string; name: string } }): string =>
+  `${sr.metadata.namespace ?? ''}/${sr.metadata.name}`;
+
+/** ObjectId identifies an object in an SKR. */
+export interface ObjectId {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+}
+
+/** objectKey renders an ObjectId as "kind/namespace/name" (namespace empty when cluster-scoped), group included for uniqueness. */
+export function objectKey(id: ObjectId): string {
+  const group = id.apiVersion.includes('/') ? id.apiVersion.split('/')[0] : '';
+  return `${id.kind}${group ? `.${group}` : ''}/${id.namespace ?? ''}/${id.name}`;
+}
+
+/** sameObject tells whether two ids name the same object (the version may differ). */
+export function sameObject(a: ObjectId, b: ObjectId): boolean {
+  return objectKey(a) === objectKey(b);
+}

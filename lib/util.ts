@@ -1,0 +1,43 @@
+// util.ts: small helpers without a better home.
+
+/** mapLimit maps items through fn with at most limit calls in flight, keeping order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+  const out = new Array<R>(items.length);
+  let next = 0;
+  const worker = async (): Promise<void> => {
+    while (next < items.length) {
+      const i = next++;
+      out[i] = await fn(items[i]!, i);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
+  return out;
+}
+
+/** isSubset tells whether every field of want is present and equal in have (arrays compared element-wise). */
+export function isSubset(want: unknown, have: unknown): boolean {
+  if (want === have) return true;
+  if (Array.isArray(want)) {
+    return Array.isArray(have) && want.length === have.length && want.every((w, i) => isSubset(w, have[i]));
+  }
+  if (typeof want === 'object' && want !== null) {
+    if (typeof have !== 'object' || have === null || Array.isArray(have)) return false;
+    const h = have as Record<string, unknown>;
+    return Object.entries(want).every(([k, v]) => (v === null ? h[k] === undefined || h[k] === null : isSubset(v, h[k])));
+  }
+  // Numbers the API server renders as strings (and back) compare by value.
+  if ((typeof want === 'number' && typeof have === 'string') || (typeof want === 'string' && typeof have === 'number')) {
+    return String(want) === String(have);
+  }
+  return false;
+}
+
+/** canonical renders v as JSON with sorted keys, for digests and order-insensitive comparison. */
+export function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    return `{${Object.keys(v).sort().filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}

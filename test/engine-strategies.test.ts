@@ -1,0 +1,155 @@
+// Every cell of the strategy table (DESIGN.md section 2) against a real SKR:
+// object absent, present, edited by a user, deleted by a user, item removed.
+import { describe, expect, it } from 'vitest';
+import { FINALIZER, OWNER_ANNOTATION, MANAGED_BY_LABEL } from '../lib/model.ts';
+import { Harness } from './engine-harness.ts';
+
+const item = Harness.item;
+
+describe('CreateAndSync', () => {
+  it('creates, reverts user edits, recreates after user deletion, prunes when removed', async () => {
+    const h = await new Harness('cas').init();
+    await h.put([{ name: 'cfg', strategy: 'CreateAndSync', resource: h.cm('cfg', { a: '1' }) }]);
+    let { sr, result } = await h.sync();
+    expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Created' });
+    expect(sr?.metadata.finalizers).toContain(FINALIZER);
+    expect(sr?.status?.synced).toEqual([{ item: 'cfg', apiVersion: 'v1', kind: 'ConfigMap', namespace: h.ns, name: 'cfg' }]);
+    expect(result.changes).toEqual([{ subject: `ConfigMap/${h.ns}/cfg`, action: 'created', item: 'cfg' }]);
+    let live = await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns);
+    expect(live?.data).toEqual({ a: '1' });
+    expect(live?.metadata.labels?.[MANAGED_BY_LABEL]).toBe('kcp-sync-resource');
+    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    expect(sr?.status?.state).toBe('Ready');
+
+    // Unchanged rerun: nothing written.
+    ({ sr, result } = await h.sync());
+    expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Unchanged' });
+
+    // A user edits a field we set, and adds one we do not set.
+    await h.skrPatch('v1', 'ConfigMap', 'cfg', h.ns, { data: { a: 'edited', mine: 'x' } });
+    ({ sr, result } = await h.sync());
+    expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Applied' });
+    expect(result.changes[0]).toMatchObject({ action: 'configured', drift: true });
+    live = await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns);
+    expect(live?.data).toEqual({ a: '1', mine: 'x' }); // fields nobody in the KCP sets are never touched
+
+    // The manifest changes: applied, removed fields go away.
+    await h.put([{ name: 'cfg', strategy: 'CreateAndSync', resource: h.cm('cfg', { b: '2' }) }]);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'cfg')?.reason).toBe('Applied');
+    expect((await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns))?.data).toEqual({ b: '2', mine: 'x' });
+
+    // A user deletes it: recreated.
+    await h.skrDelete('v1', 'ConfigMap', 'cfg', h.ns);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'cfg')?.reason).toBe('Created');
+    expect(await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns)).toBeDefined();
+
+    // The item is removed: the object is pruned, then dropped from the inventory.
+    await h.put([]);
+    ({ sr, result } = await h.sync());
+    expect(result.changes).toEqual([{ subject: `ConfigMap/${h.ns}/cfg`, action: 'deleted', item: 'cfg' }]);
+    expect(await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns)).toBeUndefined();
+    expect(sr?.status?.synced).toEqual([]);
+    expect(sr?.status?.state).toBe('Ready');
+  });
+});
+
+describe('CreateAndIgnore', () => {
+  it('creates, keeps user edits, recreates after user deletion, prunes when removed', async () => {
+    const h = await new Harness('cai').init();
+    await h.put([{ name: 'cfg', strategy: 'CreateAndIgnore', resource: h.cm('cfg', { a: '1' }) }]);
+    let { sr } = await h.sync();
+    expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Created' });
+    await h.skrPatch('v1', 'ConfigMap', 'cfg', h.ns, { data: { a: 'edited' } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Ignored' });
+    expect((await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns))?.data).toEqual({ a: 'edited' });
+    // A spec change is ignored too: the object exists.
+    await h.put([{ name: 'cfg', strategy: 'CreateAndIgnore', resource: h.cm('cfg', { a: 'new' }) }]);
+    ({ sr } = await h.sync());
+    expect((await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns))?.data).toEqual({ a: 'edited' });
+    await h.skrDelete('v1', 'ConfigMap', 'cfg', h.ns);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'cfg')?.reason).toBe('Created');
+    expect((await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns))?.data).toEqual({ a: 'new' });
+    await h.put([]);
+    ({ sr } = await h.sync());
+    expect(await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns)).toBeUndefined();
+    expect(sr?.status?.synced).toEqual([]);
+  });
+});
+
+describe('Delete', () => {
+  it('is Ready when absent, deletes when present, waits while it is being deleted, does nothing when removed', async () => {
+    const h = await new Harness('del').init();
+    const text = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, namespace: ${h.ns}}\n`;
+    await h.put([{ name: 'old', strategy: 'Delete', resource: text }]);
+    let { sr } = await h.sync();
+    expect(item(sr, 'old')).toMatchObject({ state: 'Ready', reason: 'Deleted', message: 'resource has been deleted' });
+
+    // Present, held by a finalizer: Deleting until really gone.
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'old', namespace: h.ns, finalizers: ['test/hold'] } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'old')).toMatchObject({ state: 'Deleting', reason: 'DeletionInProgress' });
+    expect(sr?.status?.state).toBe('Processing');
+    expect((await h.skrGet('v1', 'ConfigMap', 'old', h.ns))?.metadata.deletionTimestamp).toBeDefined();
+    await h.skrPatch('v1', 'ConfigMap', 'old', h.ns, { metadata: { finalizers: null } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'old')).toMatchObject({ state: 'Ready', reason: 'Deleted' });
+
+    // Present without finalizers: deleted within the run.
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'old', namespace: h.ns } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'old')).toMatchObject({ state: 'Ready', reason: 'Deleted' });
+    expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeUndefined();
+
+    // Item removed: nothing happens to an object of that name.
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'old', namespace: h.ns } });
+    await h.put([]);
+    ({ sr } = await h.sync());
+    expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeDefined();
+    expect(sr?.status?.state).toBe('Ready');
+  });
+});
+
+describe('UpdateAndDelete', () => {
+  it('never creates, syncs while present, stops once deletion started, does nothing when removed', async () => {
+    const h = await new Harness('uad').init();
+    await h.put([{ name: 'peer', strategy: 'UpdateAndDelete', resource: h.cm('peer', { a: '1' }) }]);
+    let { sr } = await h.sync();
+    expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'NotFound' });
+    expect(await h.skrGet('v1', 'ConfigMap', 'peer', h.ns)).toBeUndefined();
+    expect(sr?.status?.synced ?? []).toEqual([]);
+
+    // Someone else creates it: kept in sync.
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns, finalizers: ['test/hold'] }, data: { a: '0', b: 'theirs' } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'Applied' });
+    let live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
+    expect(live?.data).toEqual({ a: '1', b: 'theirs' });
+    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBeUndefined(); // not ours: never pruned
+    await h.skrPatch('v1', 'ConfigMap', 'peer', h.ns, { data: { a: 'edited' } });
+    ({ sr } = await h.sync());
+    expect(((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.data as Record<string, string>).a).toBe('1');
+
+    // Deletion starts (held by a finalizer): sync stops, Deleting.
+    await h.skrDelete('v1', 'ConfigMap', 'peer', h.ns);
+    await h.put([{ name: 'peer', strategy: 'UpdateAndDelete', resource: h.cm('peer', { a: '2' }) }]);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'peer')).toMatchObject({ state: 'Deleting', reason: 'DeletionInProgress' });
+    live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
+    expect((live?.data as Record<string, string>).a).toBe('1');
+
+    // Gone: NotFound, so the owner can drop the item.
+    await h.skrPatch('v1', 'ConfigMap', 'peer', h.ns, { metadata: { finalizers: null } });
+    ({ sr } = await h.sync());
+    expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'NotFound' });
+
+    // Item removed: nothing happens to a present object.
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns }, data: { a: 'x' } });
+    await h.put([]);
+    ({ sr } = await h.sync());
+    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.data).toEqual({ a: 'x' });
+  });
+});
