@@ -93,6 +93,12 @@ export class Harness {
     await this.skr.client.call('PATCH', resourcePath(info, namespace, name), { body: patch, contentType: 'application/merge-patch+json' });
   }
 
+  /** skrPatchStatus merge-patches the /status of an object in the SKR. */
+  async skrPatchStatus(apiVersion: string, kind: string, name: string, namespace: string | undefined, patch: unknown): Promise<void> {
+    const info = await mustFind(this.skr, apiVersion, kind);
+    await this.skr.client.call('PATCH', resourcePath(info, namespace, name, 'status'), { body: patch, contentType: 'application/merge-patch+json' });
+  }
+
   async skrDelete(apiVersion: string, kind: string, name: string, namespace?: string): Promise<void> {
     await deleteObject(this.skr, await mustFind(this.skr, apiVersion, kind), namespace, name);
   }

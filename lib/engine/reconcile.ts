@@ -70,6 +70,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const owner = ownerRef(sr);
   const plan = parseItems(sr.spec.items ?? [], config);
   const results = new Map<PlanItem, ItemResult>();
+  const refused = new Set<string>();
   const foundation = plan.filter((p) => p.id && isFoundation(p.id.kind));
   const rest = plan.filter((p) => !foundation.includes(p));
   for (const phase of [foundation, rest]) {
@@ -81,7 +82,11 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));
     const done = await mapLimit(active, config.applyConcurrency, (p, i) => execute(skr, p, decisions[i]!, lives[i], config));
-    active.forEach((p, i) => results.set(p, done[i]!));
+    active.forEach((p, i) => {
+      results.set(p, done[i]!);
+      // A create the API server refused for good created nothing: its write-ahead entry goes.
+      if (decisions[i]!.op === 'create' && done[i]!.reason === 'ApplyFailed' && !done[i]!.transient) refused.add(objectKey(p.id!));
+    });
     await adoptOwned(active, decisions, lives, owner, inventory);
   }
   for (const p of plan) {
@@ -100,7 +105,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const next: InventoryEntry[] = [];
   for (const e of inventory.entries) {
     const key = objectKey(e);
-    if (goneKeys.has(key)) continue;
+    if (goneKeys.has(key) || refused.has(key)) continue;
     const p = claimed.get(key);
     const r = p && (p.done ?? results.get(p));
     if (p && !p.done && !p.opts.own) {
