@@ -1,0 +1,93 @@
+// Resolving a SyncResource's target cluster in the real KCP, and connecting to the
+// real SKR through the client cache.
+import { dump, load } from 'js-yaml';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { kymaObjects, applyObjects } from '../infra/kcp-setup.ts';
+import { ClientCache } from '../lib/cluster/cache.ts';
+import { findAccessSecret, getKyma } from '../lib/cluster/resolve.ts';
+import { parseConfig } from '../lib/config.ts';
+import { KubeApiError } from '../lib/kube/errors.ts';
+import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
+import { cluster, uniqueName } from './helpers.ts';
+
+const clusters = inject('clusters');
+let kcp: Cluster;
+const ns = uniqueName('resolve');
+
+async function secret(name: string, kyma: string, config?: string) {
+  await applyObjects(kcp, [{
+    apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns, labels: { 'operator.kyma-project.io/kyma-name': kyma } },
+    ...(config ? { stringData: { config } } : {}),
+  }]);
+}
+
+const failure = async (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as { reason?: string; message: string; transient?: boolean });
+
+describe('cluster resolution', () => {
+  beforeAll(async () => {
+    kcp = await cluster('kcp');
+    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }]);
+  });
+
+  it('fails with KymaNotFound when spec.kyma names no Kyma', async () => {
+    const err = await failure(getKyma(kcp, ns, 'nope'));
+    expect(err).toMatchObject({ reason: 'KymaNotFound', message: `Kyma ${ns}/nope does not exist`, transient: false });
+  });
+
+  it('needs exactly one access Secret with key config', async () => {
+    await applyObjects(kcp, kymaObjects('k-none', 'unused', ns).slice(0, 1));
+    expect(await failure(findAccessSecret(kcp, ns, 'k-none'))).toMatchObject({
+      reason: 'AccessSecretNotFound', message: `no Secret in ${ns} has label operator.kyma-project.io/kyma-name=k-none`,
+    });
+    await secret('two-a', 'k-two', 'x');
+    await secret('two-b', 'k-two', 'y');
+    expect(await failure(findAccessSecret(kcp, ns, 'k-two'))).toMatchObject({
+      reason: 'AmbiguousAccessSecret',
+      message: `2 Secrets in ${ns} have label operator.kyma-project.io/kyma-name=k-two (two-a, two-b); exactly one is allowed`,
+    });
+    await secret('empty', 'k-empty');
+    expect(await failure(findAccessSecret(kcp, ns, 'k-empty'))).toMatchObject({ reason: 'InvalidKubeconfig' });
+  });
+
+  it('connects through the cache, keyed by Secret uid and resourceVersion', async () => {
+    const config = parseConfig({});
+    const cache = new ClientCache(config);
+    await applyObjects(kcp, kymaObjects('k-real', clusters.skrs[0]!.kubeconfig, ns));
+    const s1 = await findAccessSecret(kcp, ns, 'k-real');
+    const c1 = await cache.get(s1, 'k-real');
+    const namespaces = await listObjects(c1, await mustFind(c1, 'v1', 'Namespace'));
+    expect(namespaces.map((n) => n.metadata.name)).toContain('kube-system');
+    expect(await cache.get(await findAccessSecret(kcp, ns, 'k-real'), 'k-real')).toBe(c1);
+    expect(cache.stats).toMatchObject({ hits: 1, misses: 1 });
+    // Rotation: a new resourceVersion gets a new client.
+    await applyObjects(kcp, kymaObjects('k-real', clusters.skrs[0]!.kubeconfig + '\n# rotated\n', ns).slice(1));
+    const s2 = await findAccessSecret(kcp, ns, 'k-real');
+    expect(s2.ref.resourceVersion).not.toBe(s1.ref.resourceVersion);
+    const c2 = await cache.get(s2, 'k-real');
+    expect(c2).not.toBe(c1);
+    cache.evict(s2);
+    expect(cache.stats.evictions).toBe(1);
+    expect(cache.size).toBe(0);
+    await cache.closeAll();
+  });
+
+  it('classifies a wrong CA and a rejected token as authentication failures', async () => {
+    const cache = new ClientCache(parseConfig({}));
+    const good = load(clusters.skrs[0]!.kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    const other = load(clusters.skrs[1]!.kubeconfig) as typeof good;
+    const wrongCa = structuredClone(good);
+    wrongCa.clusters[0]!.cluster['certificate-authority-data'] = other.clusters[0]!.cluster['certificate-authority-data']!;
+    const badToken = structuredClone(good);
+    badToken.users[0]!.user = { token: 'not-a-valid-token' };
+    for (const [kc, code] of [[wrongCa, 0], [badToken, 401]] as const) {
+      const ref = { namespace: ns, name: uniqueName('s'), uid: uniqueName('u'), resourceVersion: '1' };
+      const c = await cache.get({ ref, kubeconfig: dump(kc) }, 'bad');
+      const err = await failure(c.client.call('GET', '/api/v1/namespaces'));
+      expect(err).toBeInstanceOf(KubeApiError);
+      expect((err as KubeApiError).code).toBe(code);
+      expect((err as KubeApiError).authFailure).toBe(true);
+      expect((err as KubeApiError).transient).toBe(code === 0);
+    }
+    await cache.closeAll();
+  });
+});
