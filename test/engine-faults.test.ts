@@ -1,0 +1,104 @@
+// Crashes and HTTP faults in the middle of a run: each is classified (transient or
+// not), nothing is half-recorded, and a rerun converges with nothing orphaned.
+import { KubeConfig } from '@kubernetes/client-node';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { KubeClient } from '../lib/kube/client.ts';
+import { RestMapper } from '../lib/kube/discovery.ts';
+import { KubeApiError } from '../lib/kube/errors.ts';
+import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
+import { OWNER_ANNOTATION } from '../lib/model.ts';
+import { Harness } from './engine-harness.ts';
+import { FaultProxy } from './fault-proxy.ts';
+
+let proxy: FaultProxy;
+let viaProxy: Cluster;
+
+/** annotated lists ConfigMaps in ns carrying h's owner annotation. */
+async function annotated(h: Harness): Promise<string[]> {
+  const all = await listObjects(h.skr, await mustFind(h.skr, 'v1', 'ConfigMap'), { namespace: h.ns });
+  return all.filter((o) => o.metadata.annotations?.[OWNER_ANNOTATION] === `kcp-system/${h.name}`).map((o) => o.metadata.name).sort();
+}
+
+const items = (h: Harness) => ['a', 'b', 'c'].map((n) => ({ name: n, strategy: 'CreateAndSync' as const, resource: h.cm(n, { v: n }) }));
+
+describe('faults', () => {
+  beforeAll(async () => {
+    proxy = await FaultProxy.start(inject('clusters').skrs[0]!.kubeconfig);
+    const kc = new KubeConfig();
+    kc.loadFromString(proxy.kubeconfig);
+    const client = await KubeClient.fromKubeConfig(kc, { name: 'skr-1-via-proxy' });
+    viaProxy = { client, mapper: new RestMapper(client) };
+  });
+  afterAll(async () => {
+    await viaProxy.client.close();
+    await proxy.stop();
+  });
+
+  it('a crash after the inventory write and before the create orphans nothing', async () => {
+    const h = await new Harness('crash').init();
+    await h.put(items(h));
+    const crash = new Error('injected crash');
+    await expect(h.sync({ hooks: { afterInventoryWrite: async () => { throw crash; } } })).rejects.toBe(crash);
+    let sr = await h.get();
+    expect(sr?.status?.synced?.map((e) => e.name).sort()).toEqual(['a', 'b', 'c']);
+    expect(await annotated(h)).toEqual([]); // recorded, not created: nothing unknown exists
+    // The rerun creates them; removing an item then prunes it.
+    ({ sr } = await h.sync());
+    expect(await annotated(h)).toEqual(['a', 'b', 'c']);
+    await h.put(items(h).slice(0, 1));
+    ({ sr } = await h.sync());
+    expect(await annotated(h)).toEqual(['a']);
+    expect(sr?.status?.synced?.map((e) => e.name)).toEqual(['a']);
+    // A crash before the create of an item that is then removed: its entry is dropped, nothing is left.
+    await h.put([...items(h).slice(0, 1), { name: 'd', strategy: 'CreateAndSync', resource: h.cm('d', {}) }]);
+    await expect(h.sync({ hooks: { afterInventoryWrite: async () => { throw crash; } } })).rejects.toBe(crash);
+    await h.put(items(h).slice(0, 1));
+    ({ sr } = await h.sync());
+    expect(sr?.status?.synced?.map((e) => e.name)).toEqual(['a']);
+    expect(await annotated(h)).toEqual(['a']);
+  });
+
+  it('a 500 in the middle of a run fails that item as transient; a rerun converges', async () => {
+    const h = await new Harness('f500').init();
+    await h.put(items(h));
+    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/b\\?`), kind: 'status', status: 500 });
+    const { result, sr } = await h.sync({ skr: viaProxy });
+    const b = result.items.find((i) => i.name === 'b');
+    expect(b).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
+    expect(b?.message).toContain('injected 500');
+    expect(result.items.filter((i) => i.name !== 'b').map((i) => i.reason)).toEqual(['Created', 'Created']);
+    expect(await annotated(h)).toEqual(['a', 'c']);
+    // b stays recorded (the server may or may not have acted): never an orphan.
+    expect(sr?.status?.synced?.map((e) => e.name).sort()).toEqual(['a', 'b', 'c']);
+    const again = await h.sync({ skr: viaProxy });
+    expect(again.sr?.status?.state).toBe('Ready');
+    expect(await annotated(h)).toEqual(['a', 'b', 'c']);
+  });
+
+  it('429 with Retry-After is transient and carries the delay', async () => {
+    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '7' } });
+    const err = await viaProxy.client.call('GET', '/api/v1/namespaces/default').catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(KubeApiError);
+    expect(err).toMatchObject({ code: 429, transient: true, retryAfterSeconds: 7, authFailure: false });
+    const h = await new Harness('f429').init();
+    await h.put(items(h));
+    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/c\\?`), kind: 'status', status: 429, headers: { 'retry-after': '1' } });
+    const { result } = await h.sync({ skr: viaProxy });
+    expect(result.items.find((i) => i.name === 'c')).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
+  });
+
+  it('a reset connection aborts the run as ClusterUnreachable, with nothing created or recorded', async () => {
+    const h = await new Harness('freset').init();
+    await h.put(items(h));
+    proxy.faults.push({ method: 'GET', path: new RegExp(`/namespaces/${h.ns}/configmaps/`), kind: 'reset', times: 3 });
+    const { result, sr } = await h.sync({ skr: viaProxy });
+    expect(result.clusterError).toMatchObject({ reason: 'ClusterUnreachable', transient: true });
+    expect(sr?.status?.state).toBe('Error');
+    expect(sr?.status?.conditions?.[0]?.reason).toBe('ClusterUnreachable');
+    expect(sr?.status?.synced ?? []).toEqual([]);
+    expect(await annotated(h)).toEqual([]);
+    proxy.faults.length = 0;
+    const again = await h.sync({ skr: viaProxy });
+    expect(again.sr?.status?.state).toBe('Ready');
+  });
+});
