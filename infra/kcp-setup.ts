@@ -4,15 +4,26 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { load } from 'js-yaml';
+import { load, loadAll } from 'js-yaml';
 import { KubeClient } from '../lib/kube/client.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import type { ClusterSet } from './clusters.ts';
 import { waitFor } from './net.ts';
 
-/** crdDir holds the CRDs the project writes itself. */
+/** crdDir holds the CRDs the project writes itself for local use (Kyma). */
 export const crdDir = join(import.meta.dirname, 'crds');
+
+/** knativeYaml is the deployment manifest; the SyncResource CRD is taken from it. */
+export const knativeYaml = join(import.meta.dirname, '..', 'knative.yaml');
+
+/** syncResourceCrd returns the SyncResource CRD document of knative.yaml. */
+export async function syncResourceCrd(): Promise<KubeObject> {
+  const docs = loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[];
+  const crd = docs.find((d) => d?.kind === 'CustomResourceDefinition' && d.metadata.name === 'syncresources.operator.kyma-project.io');
+  if (!crd) throw new Error(`${knativeYaml} holds no SyncResource CRD`);
+  return crd;
+}
 
 /** controlPlaneNamespace is where Kymas, access Secrets and SyncResources live locally. */
 export const controlPlaneNamespace = 'kcp-system';
@@ -37,9 +48,9 @@ export async function applyObjects(c: Cluster, objects: KubeObject[]): Promise<v
   }
 }
 
-/** installCrds applies CRD files and waits until each is established. */
-export async function installCrds(c: Cluster, files: string[]): Promise<void> {
-  const crds = await Promise.all(files.map(async (f) => load(await readFile(f, 'utf8')) as KubeObject));
+/** installCrds applies CRDs (objects or file paths) and waits until each is established. */
+export async function installCrds(c: Cluster, sources: (string | KubeObject)[]): Promise<void> {
+  const crds = await Promise.all(sources.map(async (f) => (typeof f === 'string' ? load(await readFile(f, 'utf8')) as KubeObject : f)));
   await applyObjects(c, crds);
   const info = await mustFind(c, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition');
   await Promise.all(crds.map((crd) => waitFor(`CRD ${crd.metadata.name}`, async () => {
@@ -75,7 +86,7 @@ export function kymaObjects(kyma: string, kubeconfig: string, namespace = contro
 export async function setupKcp(set: ClusterSet): Promise<void> {
   const kcp = await connect(set.kcp.kubeconfig, 'kcp');
   try {
-    await installCrds(kcp, [join(crdDir, 'syncresource.yaml'), join(crdDir, 'kyma.yaml')]);
+    await installCrds(kcp, [await syncResourceCrd(), join(crdDir, 'kyma.yaml')]);
     await applyObjects(kcp, [
       { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controlPlaneNamespace } },
       ...set.skrs.flatMap((skr, i) => kymaObjects(kymaName(i + 1), skr.kubeconfig)),

@@ -35,6 +35,7 @@ export interface CallOptions {
   query?: Record<string, string | number | boolean | undefined>;
   body?: unknown;
   contentType?: string;
+  headers?: Record<string, string>;
 }
 
 /** Content types for PATCH. */
@@ -93,7 +94,7 @@ export class KubeClient {
     this.requests++;
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers = { ...this.headers };
+    const headers = { ...this.headers, ...opts.headers };
     let body: string | undefined;
     if (opts.body !== undefined) {
       body = JSON.stringify(opts.body);

@@ -1,0 +1,33 @@
+// apply-items: "cluster resolved" in; the engine runs against the SKR; "items applied"
+// out. When the SKR is unreachable the outcome is still sent on (so status shows it)
+// and the answer is 503, so the broker redelivers with backoff.
+import type { CloudEvent } from 'cloudevents';
+import type { Context } from 'faas-js-runtime';
+import { EventTypes, makeEvent, type ClusterResolved } from '../../lib/events.ts';
+import { summarize } from '../../lib/changeset.ts';
+import { applyStep } from '../../lib/pipeline/apply.ts';
+import { HttpError, run, traceExtensions } from '../shared.ts';
+
+/** handle is the function's CloudEvent handler. */
+export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
+  if (!event) throw new HttpError(400, 'a CloudEvent is required');
+  const data = event.data as ClusterResolved | undefined;
+  if (event.type !== EventTypes.clusterResolved || !data?.name || !data.namespace || !data.uid) {
+    throw new HttpError(400, `expected ${EventTypes.clusterResolved} with a SyncResource identity`);
+  }
+  return run(context, event, 'apply-items', async (d, log) => {
+    const out = await applyStep(d, data);
+    const fields = { step: 'apply-items', syncResource: `${data.namespace}/${data.name}`, cluster: data.kyma };
+    if (out.kind === 'none') {
+      log.info({ ...fields, why: out.why }, 'nothing to apply');
+      return undefined;
+    }
+    const reply = makeEvent('apply-items', EventTypes.itemsApplied, out.data, traceExtensions(event));
+    log.info({ ...fields, generation: out.data.result.generation, ...summarize(out.data.result.changes), clusterError: out.data.result.clusterError?.reason }, 'items applied');
+    if (out.retry) {
+      await d.send(reply);
+      throw new HttpError(503, `${out.data.result.clusterError!.reason}: retry later`);
+    }
+    return reply;
+  });
+}

@@ -1,0 +1,18 @@
+// serve.ts runs one function (chosen by $FUNCTION or the first argument) as a
+// faas-js-runtime HTTP server: one image, four Knative Services.
+//   FUNCTION=apply-items PORT=8080 node functions/serve.ts
+import { start } from 'faas-js-runtime';
+import { getDeps } from './shared.ts';
+
+const names = ['resync', 'resolve-cluster', 'apply-items', 'write-status', 'dead-letter'];
+const name = process.argv[2] ?? process.env.FUNCTION;
+if (!name || !names.includes(name)) {
+  console.error(JSON.stringify({ level: 'error', msg: 'unknown function', function: name, known: names }));
+  process.exit(2);
+}
+const mod = (await import(`./${name}/index.ts`)) as { handle: Parameters<typeof start>[0] };
+await start({
+  handle: mod.handle as never,
+  init: async () => { await getDeps(); },
+  shutdown: async () => { await (await getDeps()).cache.closeAll(); },
+}, { port: Number(process.env.PORT ?? 8080), logLevel: (process.env.LOG_LEVEL ?? 'info') as never });

@@ -1,0 +1,67 @@
+// shared.ts: what the four function adapters share: dependencies built once per
+// process, error mapping to HTTP status codes, and trace context carried to replies.
+import type { CloudEvent } from 'cloudevents';
+import type { Context } from 'faas-js-runtime';
+import { KubeApiError, SyncError } from '../lib/kube/errors.ts';
+import type { Deps, Logger } from '../lib/pipeline/deps.ts';
+import { depsFromEnv } from '../lib/pipeline/setup.ts';
+
+let deps: Promise<Deps> | undefined;
+
+/** setDeps injects dependencies (tests); otherwise they come from the environment on first use. */
+export function setDeps(d: Deps | Promise<Deps>): void {
+  deps = Promise.resolve(d);
+}
+
+/** getDeps returns the process's dependencies. */
+export function getDeps(): Promise<Deps> {
+  deps ??= depsFromEnv();
+  return deps;
+}
+
+/** HttpError carries the status code faas-js-runtime answers with. */
+export class HttpError extends Error {
+  readonly code: number;
+  constructor(code: number, message: string, cause?: unknown) {
+    super(message, { cause });
+    this.name = 'HttpError';
+    this.code = code;
+  }
+}
+
+/** mapError turns a failure into the answer the broker acts on: 5xx retries, 4xx does not. */
+export function mapError(err: unknown): HttpError {
+  if (err instanceof HttpError) return err;
+  if (err instanceof SyncError) return new HttpError(err.transient ? 503 : 422, `${err.reason}: ${err.message}`, err);
+  if (err instanceof KubeApiError) return new HttpError(err.transient || err.code >= 500 ? 503 : 500, err.message, err);
+  return new HttpError(500, err instanceof Error ? err.message : String(err), err);
+}
+
+/** traceExtensions copies the distributed-tracing extension of the incoming event. */
+export function traceExtensions(event: CloudEvent<unknown>): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const k of ['traceparent', 'tracestate'] as const) {
+    const v = (event as unknown as Record<string, unknown>)[k];
+    if (typeof v === 'string') out[k] = v;
+  }
+  return out;
+}
+
+/** logger adapts the handler context's logger (pino: fields first, then a constant message). */
+export function logger(context: Context | undefined, fallback: Logger): Logger {
+  const log = context?.log as unknown as Logger | undefined;
+  return log ?? fallback;
+}
+
+/** run wraps a handler body with error mapping and logging. */
+export async function run<T>(context: Context, event: CloudEvent<unknown>, step: string, body: (d: Deps, log: Logger) => Promise<T>): Promise<T> {
+  const d = await getDeps();
+  const log = logger(context, d.log);
+  try {
+    return await body(d, log);
+  } catch (err) {
+    const mapped = mapError(err);
+    log.error({ step, eventType: event.type, subject: event.subject, code: mapped.code, error: mapped.message }, 'step failed');
+    throw mapped;
+  }
+}

@@ -1,0 +1,76 @@
+// events.ts: every CloudEvent type the product consumes or emits, with builders and
+// parsers. Events carry identity only: never manifests, never credentials.
+import { randomUUID } from 'node:crypto';
+import { CloudEvent } from 'cloudevents';
+import type { ApplyResult } from './engine/result.ts';
+
+/** Types the product consumes from Knative sources. */
+export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
+/** PING_TYPE is PingSource's event type. */
+export const PING_TYPE = 'dev.knative.sources.ping';
+
+/** Types the product emits. */
+export const EventTypes = {
+  reconcile: 'io.kyma-project.syncresource.reconcile',
+  clusterResolved: 'io.kyma-project.syncresource.cluster.resolved',
+  itemsApplied: 'io.kyma-project.syncresource.items.applied',
+} as const;
+
+/** SOURCE_PREFIX prefixes the source attribute of emitted events: /kcp-sync-resource/<step>. */
+export const SOURCE_PREFIX = '/kcp-sync-resource';
+
+/** SyncRef identifies a SyncResource. */
+export interface SyncRef {
+  namespace: string;
+  name: string;
+}
+
+/** ReconcileRequest is the data of a reconcile event. */
+export interface ReconcileRequest extends SyncRef {
+  /** trigger says why: resync (cron), kyma (its Kyma changed), secret (its access Secret changed). */
+  trigger: 'resync' | 'kyma' | 'secret';
+}
+
+/** ClusterResolved is the data of a cluster.resolved event. */
+export interface ClusterResolved extends SyncRef {
+  uid: string;
+  generation: number;
+  kyma: string;
+  /** secret references the access Secret version (no content). */
+  secret: { namespace: string; name: string; uid: string; resourceVersion: string };
+}
+
+/** ItemsApplied is the data of an items.applied event: the run's outcome (reasons and messages, no manifests). */
+export interface ItemsApplied extends SyncRef {
+  uid: string;
+  kyma: string;
+  result: ApplyResult;
+}
+
+/** ObjectRef is the data of ApiServerSource Reference-mode events. */
+export interface ObjectRef {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string;
+}
+
+/** makeEvent builds an event emitted by step about a SyncResource. */
+export function makeEvent<T extends SyncRef>(step: string, type: string, data: T, extensions: Record<string, string> = {}): CloudEvent<T> {
+  return new CloudEvent<T>({
+    id: randomUUID(),
+    source: `${SOURCE_PREFIX}/${step}`,
+    type,
+    subject: `${data.namespace}/${data.name}`,
+    datacontenttype: 'application/json',
+    data,
+    ...extensions,
+  });
+}
+
+/** refFromEvent extracts a SyncResource ref from an ApiServerSource or product event, or undefined. */
+export function refFromEvent(event: CloudEvent<unknown>): SyncRef | undefined {
+  const data = event.data as Partial<ObjectRef & SyncRef> | undefined;
+  if (!data || typeof data.name !== 'string' || typeof data.namespace !== 'string') return undefined;
+  return { namespace: data.namespace, name: data.name };
+}

@@ -1,0 +1,40 @@
+// apply.ts is the apply-items step: cluster resolved in, the engine run against the
+// SKR, the outcome out. The kubeconfig is read here, used through the per-process
+// client cache, and never leaves this process.
+import { findAccessSecret } from '../cluster/resolve.ts';
+import { reconcile } from '../engine/reconcile.ts';
+import type { ClusterResolved, ItemsApplied } from '../events.ts';
+import { TerminalError } from '../kube/errors.ts';
+import type { Deps } from './deps.ts';
+import { failure } from './resolve.ts';
+
+/** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
+export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
+
+/** applyStep reconciles the SyncResource named in data. */
+export async function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+  const sr = await deps.store.get(data.namespace, data.name);
+  if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
+  let secret;
+  try {
+    secret = await findAccessSecret(deps.kcp, data.namespace, sr.spec.kyma);
+  } catch (err) {
+    if (!(err instanceof TerminalError)) throw err;
+    return { kind: 'applied', data: failure(sr, err), retry: false };
+  }
+  let skr;
+  try {
+    skr = await deps.cache.get(secret, sr.spec.kyma);
+  } catch (err) {
+    if (!(err instanceof TerminalError)) throw err;
+    return { kind: 'applied', data: failure(sr, err), retry: false };
+  }
+  const result = await reconcile(sr, { skr, kcp: deps.store, config: deps.config });
+  if (result.clusterError) {
+    // The credential or the trust may have been rotated: connect afresh next time.
+    deps.cache.evict(secret);
+  }
+  const out: ItemsApplied = { namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result };
+  return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
+}
+

@@ -1,0 +1,29 @@
+// deps.ts: what every step needs, built once per process from configuration.
+import type { CloudEvent } from 'cloudevents';
+import type { ClientCache } from '../cluster/cache.ts';
+import type { Config } from '../config.ts';
+import type { KcpStore } from '../kcp.ts';
+import type { Cluster } from '../kube/objects.ts';
+import type { Recorder } from '../kube/recorder.ts';
+
+/** Logger is the structured logger of the handler context: a constant message plus fields. */
+export interface Logger {
+  info(fields: Record<string, unknown>, msg: string): void;
+  warn(fields: Record<string, unknown>, msg: string): void;
+  error(fields: Record<string, unknown>, msg: string): void;
+}
+
+/** Deps are the collaborators of the pipeline steps. */
+export interface Deps {
+  config: Config;
+  kcp: Cluster;
+  store: KcpStore;
+  cache: ClientCache;
+  recorder: Recorder;
+  /** send posts an event to the broker (K_SINK). */
+  send: (event: CloudEvent<unknown>) => Promise<void>;
+  log: Logger;
+}
+
+/** quietLogger discards logs (tests). */
+export const quietLogger: Logger = { info() {}, warn() {}, error() {} };

@@ -1,0 +1,66 @@
+// resolve.ts is the resolve-cluster step: SyncResource reference in, the identity
+// of its target cluster out (Kyma and access Secret version, never the kubeconfig).
+// Resolution failures become an items.applied outcome carrying the cluster error, so
+// the status step writes them; a SyncResource being deleted whose cluster is gone is
+// released (finalizer removed, Warning event) instead of blocking forever.
+import { findAccessSecret, getKyma, ResolutionError } from '../cluster/resolve.ts';
+import { validateKubeconfig } from '../cluster/kubeconfig.ts';
+import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
+import { TerminalError } from '../kube/errors.ts';
+import { FINALIZER, type SyncResource } from '../model.ts';
+import type { Deps } from './deps.ts';
+
+/** ResolveOutcome is what the step replies with. */
+export type ResolveOutcome =
+  | { kind: 'resolved'; data: ClusterResolved }
+  | { kind: 'failed'; data: ItemsApplied }
+  | { kind: 'none'; why: string };
+
+/** resolveStep resolves the target cluster of ref. */
+export async function resolveStep(deps: Deps, ref: SyncRef): Promise<ResolveOutcome> {
+  if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
+    const sr = await deps.store.get(ref.namespace, ref.name);
+    if (sr) {
+      await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve',
+        `namespace ${ref.namespace} is not a control-plane namespace (${deps.config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`);
+    }
+    return { kind: 'none', why: 'namespace not allowed' };
+  }
+  const sr = await deps.store.get(ref.namespace, ref.name);
+  if (!sr) return { kind: 'none', why: 'gone' };
+  const kyma = sr.spec.kyma;
+  try {
+    await getKyma(deps.kcp, ref.namespace, kyma);
+    const secret = await findAccessSecret(deps.kcp, ref.namespace, kyma);
+    validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
+    return {
+      kind: 'resolved',
+      data: { ...ref, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref },
+    };
+  } catch (err) {
+    if (!(err instanceof TerminalError)) throw err;
+    if (sr.metadata.deletionTimestamp) return release(deps, sr, err);
+    return { kind: 'failed', data: failure(sr, err) };
+  }
+}
+
+/** failure turns a resolution error into an outcome for the status step. */
+export function failure(sr: SyncResource, err: TerminalError): ItemsApplied {
+  return {
+    namespace: sr.metadata.namespace!, name: sr.metadata.name, uid: sr.metadata.uid!, kyma: sr.spec.kyma,
+    result: {
+      generation: sr.metadata.generation ?? 0, observedAt: new Date().toISOString(),
+      items: [], changes: [], inventory: sr.status?.synced ?? [], pending: [],
+      clusterError: { reason: err.reason, message: err.message, transient: false },
+    },
+  };
+}
+
+async function release(deps: Deps, sr: SyncResource, err: TerminalError | ResolutionError): Promise<ResolveOutcome> {
+  if (sr.metadata.finalizers?.includes(FINALIZER)) {
+    await deps.recorder.event(sr, 'Warning', 'ClusterGone', 'Delete',
+      `target cluster is gone (${err.message}); finalizer removed, synced objects are left as they are`);
+    await deps.store.removeFinalizer(sr);
+  }
+  return { kind: 'none', why: 'released: cluster gone' };
+}

@@ -1,0 +1,62 @@
+// resync.ts fans out reconcile requests: for every SyncResource on the cron tick,
+// or for the SyncResources of one Kyma when it or its access Secret changed.
+import { EventTypes, makeEvent, type ReconcileRequest } from '../events.ts';
+import { secretInfo } from '../cluster/resolve.ts';
+import { resourcePath } from '../kube/discovery.ts';
+import { isNotFound } from '../kube/errors.ts';
+import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { mapLimit } from '../util.ts';
+import type { Deps } from './deps.ts';
+
+const FANOUT_CONCURRENCY = 16;
+const PAGE = 250;
+
+/** forEachSyncResource walks SyncResources page by page (bounded memory). */
+async function forEachPage(deps: Deps, namespace: string | undefined, fn: (page: SyncResource[]) => Promise<void>): Promise<void> {
+  let cont: string | undefined;
+  do {
+    const page = await deps.store.list({ namespace, limit: PAGE, continue: cont });
+    await fn(page.items);
+    cont = page.metadata.continue || undefined;
+  } while (cont);
+}
+
+async function send(deps: Deps, srs: SyncResource[], trigger: ReconcileRequest['trigger']): Promise<number> {
+  const allowed = srs.filter((sr) => deps.config.controlPlaneNamespaces.includes(sr.metadata.namespace ?? ''));
+  await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
+    deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger })));
+  return allowed.length;
+}
+
+/** resyncAll posts one reconcile request per SyncResource in the control-plane namespaces. */
+export async function resyncAll(deps: Deps): Promise<number> {
+  let sent = 0;
+  for (const ns of deps.config.controlPlaneNamespaces) {
+    await forEachPage(deps, ns, async (page) => { sent += await send(deps, page, 'resync'); });
+  }
+  return sent;
+}
+
+/** resyncKyma posts reconcile requests for the SyncResources that target kyma. */
+export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: ReconcileRequest['trigger']): Promise<number> {
+  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
+  let sent = 0;
+  await forEachPage(deps, namespace, async (page) => {
+    sent += await send(deps, page.filter((sr) => sr.spec?.kyma === kyma), trigger);
+  });
+  return sent;
+}
+
+/** kymaOfSecret reads only the metadata of an access Secret and returns its Kyma, if labelled. */
+export async function kymaOfSecret(deps: Deps, namespace: string, name: string): Promise<string | undefined> {
+  try {
+    const meta = await deps.kcp.client.call<{ metadata: { labels?: Record<string, string> } }>(
+      'GET', resourcePath(secretInfo, namespace, name), {
+        headers: { accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' },
+      });
+    return meta.metadata.labels?.[KYMA_NAME_LABEL];
+  } catch (err) {
+    if (isNotFound(err)) return undefined;
+    throw err;
+  }
+}

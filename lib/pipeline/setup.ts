@@ -1,0 +1,56 @@
+// setup.ts builds the pipeline's dependencies once per process from the environment:
+// configuration (SYNC_*), the KCP client (in-cluster, or KUBECONFIG locally) and the
+// broker sink (K_SINK, injected by the SinkBinding).
+import { hostname } from 'node:os';
+import { KubeConfig } from '@kubernetes/client-node';
+import { emitterFor, type CloudEvent, type Message, type TransportFunction } from 'cloudevents';
+import { request } from 'undici';
+import { ClientCache } from '../cluster/cache.ts';
+import { parseConfig, type Config } from '../config.ts';
+import { KcpStore } from '../kcp.ts';
+import { KubeClient, type RequestInfo } from '../kube/client.ts';
+import { RestMapper } from '../kube/discovery.ts';
+import { Recorder } from '../kube/recorder.ts';
+import type { Deps, Logger } from './deps.ts';
+
+/** sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's own transport ignores the status). */
+export function sinkTransport(url: string): TransportFunction {
+  return async (message: Message) => {
+    const res = await request(url, { method: 'POST', headers: message.headers as Record<string, string>, body: message.body as string });
+    await res.body.dump();
+    if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`sink ${url} answered ${res.statusCode}`);
+    return res.statusCode;
+  };
+}
+
+/** EnvDeps options let callers observe API requests (metrics) and replace the logger. */
+export interface SetupOptions {
+  env?: Record<string, string | undefined>;
+  log?: Logger;
+  onRequest?: (info: RequestInfo) => void;
+}
+
+/** depsFromEnv builds Deps from the process environment. */
+export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
+  const env = opts.env ?? process.env;
+  const config: Config = parseConfig(env);
+  const kc = new KubeConfig();
+  if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG);
+  else kc.loadFromCluster();
+  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200, ...(opts.onRequest ? { onRequest: opts.onRequest } : {}) });
+  const kcp = { client, mapper: new RestMapper(client) };
+  const sink = env.K_SINK;
+  const emit = sink ? emitterFor(sinkTransport(sink)) : undefined;
+  return {
+    config,
+    kcp,
+    store: new KcpStore(kcp, config.fieldManager),
+    cache: new ClientCache(config, opts.onRequest),
+    recorder: new Recorder(kcp, env.K_REVISION ?? env.HOSTNAME ?? hostname()),
+    send: async (event: CloudEvent<unknown>) => {
+      if (!emit) throw new Error('K_SINK is not set: this function cannot post events');
+      await emit(event);
+    },
+    log: opts.log ?? { info() {}, warn() {}, error() {} },
+  };
+}

@@ -1,0 +1,72 @@
+// status.ts is the write-status step: a run's outcome in; the SyncResource's status
+// written only when it changed, never from a result older than what is there, the
+// kyma-name label kept equal to spec.kyma, and Kubernetes Events on transitions,
+// failures, drift corrections and pruning.
+import type { ItemsApplied } from '../events.ts';
+import { PatchType } from '../kube/client.ts';
+import { resourcePath } from '../kube/discovery.ts';
+import { isNotFound } from '../kube/errors.ts';
+import { syncResourceInfo } from '../kcp.ts';
+import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { computeStatus, sameStatus } from '../status.ts';
+import type { Deps } from './deps.ts';
+
+/** StatusOutcome says what the step did. */
+export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone';
+
+/** isStale tells whether a result is older than the status already written. */
+export function isStale(live: SyncResource, data: ItemsApplied): boolean {
+  const status = live.status;
+  if (!status?.observedGeneration) return false;
+  if (status.observedGeneration > data.result.generation) return true;
+  const written = status.lastOperation?.lastUpdateTime;
+  return status.observedGeneration === data.result.generation && written !== undefined && written > data.result.observedAt;
+}
+
+/** writeStatusStep writes the status for one outcome. */
+export async function writeStatusStep(deps: Deps, data: ItemsApplied, now = new Date()): Promise<StatusOutcome> {
+  const live = await deps.store.get(data.namespace, data.name);
+  if (!live || live.metadata.uid !== data.uid) return 'gone';
+  await syncLabel(deps, live);
+  if (isStale(live, data)) return 'stale';
+  const next = computeStatus(data.result, live.status, now);
+  if (sameStatus(live.status, next)) return 'unchanged';
+  try {
+    await deps.store.writeStatus(live, next);
+  } catch (err) {
+    if (isNotFound(err)) return 'gone';
+    throw err;
+  }
+  await recordEvents(deps, live, data, next.state!, next.conditions![0]!.message);
+  return 'written';
+}
+
+async function syncLabel(deps: Deps, sr: SyncResource): Promise<void> {
+  if (sr.metadata.labels?.[KYMA_NAME_LABEL] === sr.spec.kyma || sr.metadata.deletionTimestamp) return;
+  await deps.kcp.client.call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
+    body: { metadata: { labels: { [KYMA_NAME_LABEL]: sr.spec.kyma } } }, contentType: PatchType.merge,
+  });
+}
+
+async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, state: string, message: string): Promise<void> {
+  const r = data.result;
+  const previous = sr.status?.state;
+  if (previous !== state) {
+    await deps.recorder.event(sr, state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
+      state, 'Reconcile', message);
+  }
+  const wasFailing = new Set((sr.status?.items ?? []).filter((i) => i.state === 'Error').map((i) => `${i.name}/${i.reason}`));
+  for (const i of r.items) {
+    if (i.state === 'Error' && !wasFailing.has(`${i.name}/${i.reason}`)) {
+      await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
+    }
+  }
+  const drifted = r.changes.filter((c) => c.drift).map((c) => c.subject);
+  if (drifted.length > 0) {
+    await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', `reverted changes made in the SKR to ${drifted.join(', ')}`);
+  }
+  const pruned = r.changes.filter((c) => c.action === 'deleted' && !r.items.some((i) => i.name === c.item)).map((c) => c.subject);
+  if (pruned.length > 0) {
+    await deps.recorder.event(sr, 'Normal', 'Pruned', 'Prune', `deleted objects no item claims any more: ${pruned.join(', ')}`);
+  }
+}
