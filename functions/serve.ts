@@ -1,7 +1,7 @@
 // serve.ts runs one function (chosen by $FUNCTION or the first argument) as a
 // faas-js-runtime HTTP server: one image, four Knative Services.
 //   FUNCTION=apply-items PORT=8080 node functions/serve.ts
-import { start } from 'faas-js-runtime';
+import faas from 'faas-js-runtime';
 import { getDeps } from './shared.ts';
 
 const names = ['resync', 'resolve-cluster', 'apply-items', 'write-status', 'dead-letter'];
@@ -10,6 +10,7 @@ if (!name || !names.includes(name)) {
   console.error(JSON.stringify({ level: 'error', msg: 'unknown function', function: name, known: names }));
   process.exit(2);
 }
+const { start } = faas;
 const mod = (await import(`./${name}/index.ts`)) as { handle: Parameters<typeof start>[0] };
 await start({
   handle: mod.handle as never,

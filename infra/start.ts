@@ -1,24 +1,56 @@
-// start.ts is `npm start`: it brings up the local system (one KCP and N SKRs with
-// the product's CRDs, Kymas and access Secrets), writes .local/ and waits for Ctrl-C.
-//   npm start -- --skrs 3
-import { join } from 'node:path';
+// start.ts is `npm start`: the whole system locally. It brings up one KCP and N SKRs
+// (with the product's CRDs, Kymas and access Secrets), the functions as real
+// faas-js-runtime servers and the local event runtime, writes .local/, prints
+// "ready" and what to try, and stops everything on Ctrl-C.
+//   npm start                              # 1 KCP + 2 SKRs
+//   npm start -- --skrs 3 --ping-interval 30s
+//   npm start -- --kubeconfig ~/.kube/kcp.yaml   # functions + runtime against an existing KCP
+import { writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ClusterSet } from './clusters.ts';
 import { setupKcp } from './kcp-setup.ts';
+import { startRuntime, type Runtime } from './runtime/index.ts';
 
 const { values } = parseArgs({
   options: {
     skrs: { type: 'string', default: '2' },
+    kubeconfig: { type: 'string' },
+    'ping-interval': { type: 'string', default: '60s' },
   },
 });
 const skrs = Number(values.skrs);
 if (!Number.isInteger(skrs) || skrs < 1) throw new Error(`--skrs must be a positive integer, got ${values.skrs}`);
+const interval = /^(\d+)(ms|s|m)$/.exec(values['ping-interval']!);
+if (!interval) throw new Error(`--ping-interval must look like 500ms, 30s or 5m, got ${values['ping-interval']}`);
+const pingIntervalMs = Number(interval[1]) * ({ ms: 1, s: 1000, m: 60_000 } as const)[interval[2] as 'ms' | 's' | 'm'];
 
 const root = join(import.meta.dirname, '..');
 const stateDir = join(root, '.local');
 const started = Date.now();
-const set = await ClusterSet.start({ skrs, stateDir, log: (l) => console.log(l) });
-await setupKcp(set);
+let set: ClusterSet | undefined;
+let kubeconfig: string;
+if (values.kubeconfig) {
+  kubeconfig = resolve(values.kubeconfig);
+} else {
+  set = await ClusterSet.start({ skrs, stateDir, log: (l) => console.log(l) });
+  await setupKcp(set);
+  kubeconfig = set.kcp.kubeconfigFile;
+}
+let runtime: Runtime;
+try {
+  runtime = await startRuntime({ kubeconfig, stateDir, pingIntervalMs });
+} catch (err) {
+  await set?.stop();
+  throw err;
+}
+if (set) {
+  set.extraProcesses.push(...runtime.functions.map((f) => f.proc));
+  await set.writeState();
+} else {
+  const processes = runtime.functions.map((f) => ({ role: f.proc.role, cluster: f.proc.cluster, pid: f.proc.pid }));
+  await writeFile(join(stateDir, 'state.json'), JSON.stringify({ processes, clusters: { kcp: { kubeconfig } } }, null, 2) + '\n');
+}
 
 // Children and the reaper pipe are unref'd so tests can exit freely; keep this one alive.
 const keepAlive = setInterval(() => {}, 1 << 30);
@@ -27,14 +59,19 @@ const stop = async () => {
   if (stopping) return;
   stopping = true;
   console.log('stopping ...');
-  await set.stop();
+  await runtime.stop();
+  await set?.stop();
   clearInterval(keepAlive);
 };
 process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
 
-console.log(`ready: KCP + ${skrs} SKRs in ${Date.now() - started} ms`);
-console.log(`  kubectl --kubeconfig .local/kubeconfig/kcp.yaml get kymas,secrets -n kcp-system`);
-console.log(`  kubectl --kubeconfig .local/kubeconfig/kcp.yaml apply -f examples/seed-scenario.yaml`);
-console.log(`  kubectl --kubeconfig .local/kubeconfig/skr-1.yaml get configmaps -n kyma-system`);
+const kcp = values.kubeconfig ? `--kubeconfig ${values.kubeconfig}` : '--kubeconfig .local/kubeconfig/kcp.yaml';
+console.log(`ready: ${set ? `KCP + ${skrs} SKRs, ` : ''}${runtime.functions.length} functions, broker ${runtime.broker.url} in ${Date.now() - started} ms`);
+console.log('Try:');
+console.log(`  kubectl ${kcp} apply -f examples/seed-scenario.yaml`);
+console.log(`  kubectl ${kcp} get syncresources -n kcp-system -w`);
+if (set) console.log('  kubectl --kubeconfig .local/kubeconfig/skr-1.yaml get configmaps,deployments -n kyma-system');
+console.log(`  kubectl ${kcp} describe syncresource seed-scenario -n kcp-system`);
+console.log(`Logs: .local/logs/  Dead letters: .local/dead-letters.log  Resync every ${values['ping-interval']}.`);
 console.log('Ctrl-C stops everything.');

@@ -71,10 +71,13 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const plan = parseItems(sr.spec.items ?? [], config);
   const results = new Map<PlanItem, ItemResult>();
   const refused = new Set<string>();
+  // Phases: Namespaces and CRDs; then every other object; then items that only write a
+  // status, so that an object created by another item of this run is there for them.
   const foundation = plan.filter((p) => p.id && isFoundation(p.id.kind));
-  const rest = plan.filter((p) => !foundation.includes(p));
-  for (const phase of [foundation, rest]) {
-    if (phase === rest) await waitForCrds(plan, rest, skr, config);
+  const statusOnly = plan.filter((p) => !p.object && !foundation.includes(p));
+  const rest = plan.filter((p) => !foundation.includes(p) && !statusOnly.includes(p));
+  for (const phase of [foundation, rest, statusOnly]) {
+    if (phase === rest) await waitForCrds(plan, [...rest, ...statusOnly], skr, config);
     await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config));
     const active = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
     const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p));
@@ -95,7 +98,9 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     if (r.change) res.changes.push(r.change);
   }
   // Prune what no current item claims; keep entries of items whose text cannot be read now.
-  const claimed = new Map(plan.filter((p) => p.id).map((p) => [objectKey(p.id!), p]));
+  // An object is claimed by its item; an item with a resource wins over a status-only one.
+  const claimed = new Map<string, PlanItem>();
+  for (const p of plan) if (p.id && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
   const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
   const pruned = await deleteEntries(skr, orphans, owner, config);

@@ -123,6 +123,15 @@ export class KubeClient {
     }
   }
 
+  /** stream opens a long-lived GET (a watch) and returns its status and body stream; the caller consumes it. */
+  async stream(path: string, query: Record<string, string | undefined>, signal: AbortSignal): Promise<{ status: number; body: AsyncIterable<Buffer> & { dump(): Promise<void> } }> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+    this.requests++;
+    const res = await request(url, { method: 'GET', headers: this.headers, dispatcher: this.agent, signal, bodyTimeout: 0 });
+    return { status: res.statusCode, body: res.body as never };
+  }
+
   /** close ends the connection pool. */
   async close(): Promise<void> {
     await this.agent.close();

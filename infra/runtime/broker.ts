@@ -1,0 +1,170 @@
+// broker.ts plays Knative's Broker and Triggers: an HTTP ingress, fan-out to every
+// matching trigger, delivery with Knative's retry rules (retry on network errors,
+// 404, 408, 409, 429 and 5xx, exponential or linear backoff), dead letters to a log
+// file, and reply events fed back into the broker. A chaos mode duplicates, delays and
+// so reorders deliveries, for reliability tests.
+import { appendFile } from 'node:fs/promises';
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CloudEvent, HTTP } from 'cloudevents';
+import { request } from 'undici';
+import { triggerMatches, type Attributes } from './filters.ts';
+import { isoDurationMs, type Delivery, type Trigger } from './knative.ts';
+
+/** Chaos perturbs delivery: duplicate with a probability, delay up to maxDelayMs. */
+export interface Chaos {
+  duplicate: number;
+  maxDelayMs: number;
+  random?: () => number;
+}
+
+/** BrokerStats counts what happened to deliveries. */
+export interface BrokerStats {
+  received: number;
+  delivered: number;
+  retries: number;
+  deadLettered: number;
+  replies: number;
+}
+
+/** Observed is one event the broker received, for tests (identity and attributes). */
+export type Observed = { attributes: Attributes; data: unknown };
+
+const retryable = (code: number) => code === 0 || code === 404 || code === 408 || code === 409 || code === 429 || code >= 500;
+
+/** Broker is the local stand-in for a Knative Broker. */
+export class Broker {
+  readonly stats: BrokerStats = { received: 0, delivered: 0, retries: 0, deadLettered: 0, replies: 0 };
+  readonly observed: Observed[] = [];
+  /** observe keeps every received event in `observed` (tests). */
+  observe = false;
+  private server?: Server;
+  private readonly triggers: Trigger[];
+  private readonly delivery: Delivery;
+  private readonly resolve: (service: string) => string | undefined;
+  private readonly deadLetterFile: string;
+  private readonly chaos: Chaos | undefined;
+  private inflight = 0;
+  url = '';
+
+  constructor(opts: { triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string | undefined; deadLetterFile: string; chaos?: Chaos }) {
+    this.triggers = opts.triggers;
+    this.delivery = opts.delivery;
+    this.resolve = opts.resolve;
+    this.deadLetterFile = opts.deadLetterFile;
+    this.chaos = opts.chaos;
+  }
+
+  /** listen starts the ingress on a loopback port. */
+  async listen(): Promise<string> {
+    this.server = createServer((req, res) => {
+      void readBody(req).then((body) => {
+        let event: CloudEvent<unknown>;
+        try {
+          event = HTTP.toEvent({ headers: req.headers, body }) as CloudEvent<unknown>;
+        } catch (err) {
+          res.writeHead(400).end(err instanceof Error ? err.message : 'not a CloudEvent');
+          return;
+        }
+        this.publish(event);
+        res.writeHead(202).end();
+      });
+    });
+    await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
+    this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}/`;
+    return this.url;
+  }
+
+  /** publish routes an event to every matching trigger (asynchronously, like the ingress). */
+  publish(event: CloudEvent<unknown>): void {
+    this.stats.received++;
+    const attributes = attributesOf(event);
+    if (this.observe) this.observed.push({ attributes, data: event.data });
+    for (const t of this.triggers) {
+      if (!triggerMatches(t, attributes)) continue;
+      const copies = this.chaos && (this.chaos.random ?? Math.random)() < this.chaos.duplicate ? 2 : 1;
+      for (let i = 0; i < copies; i++) void this.deliver(t, event);
+    }
+  }
+
+  /** idle resolves when no delivery is in flight. */
+  async idle(timeoutMs = 30_000): Promise<void> {
+    const deadline = Date.now() + timeoutMs;
+    while (this.inflight > 0 && Date.now() < deadline) await sleep(20);
+  }
+
+  private async deliver(t: Trigger, event: CloudEvent<unknown>): Promise<void> {
+    this.inflight++;
+    try {
+      if (this.chaos) await sleep((this.chaos.random ?? Math.random)() * this.chaos.maxDelayMs);
+      const delivery = { ...this.delivery, ...t.delivery };
+      const retries = delivery.retry ?? 0;
+      const base = delivery.backoffDelay ? isoDurationMs(delivery.backoffDelay) : 200;
+      let last = '';
+      for (let attempt = 0; attempt <= retries; attempt++) {
+        if (attempt > 0) {
+          this.stats.retries++;
+          await sleep(delivery.backoffPolicy === 'linear' ? base * attempt : base * 2 ** (attempt - 1));
+        }
+        const url = this.resolve(t.subscriber);
+        const { code, reply, error } = url ? await send(url, event) : { code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` };
+        if (code >= 200 && code < 300) {
+          this.stats.delivered++;
+          if (reply) {
+            this.stats.replies++;
+            this.publish(reply);
+          }
+          return;
+        }
+        last = error ?? `HTTP ${code}`;
+        if (!retryable(code)) break;
+      }
+      this.stats.deadLettered++;
+      await appendFile(this.deadLetterFile, JSON.stringify({
+        time: new Date().toISOString(), trigger: t.name, subscriber: t.subscriber, error: last,
+        event: { id: event.id, type: event.type, source: event.source, subject: event.subject },
+      }) + '\n');
+    } finally {
+      this.inflight--;
+    }
+  }
+
+  async close(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+}
+
+/** attributesOf flattens an event's context attributes and extensions to strings. */
+export function attributesOf(event: CloudEvent<unknown>): Attributes {
+  const out: Attributes = {};
+  for (const [k, v] of Object.entries(event.toJSON())) {
+    if (k !== 'data' && k !== 'data_base64' && v !== undefined && v !== null) out[k] = String(v);
+  }
+  return out;
+}
+
+async function send(url: string, event: CloudEvent<unknown>): Promise<{ code: number; reply?: CloudEvent<unknown>; error?: string }> {
+  const msg = HTTP.binary(event);
+  try {
+    const res = await request(url, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, headersTimeout: 120_000, bodyTimeout: 120_000 });
+    const body = await res.body.text();
+    const headers = res.headers as Record<string, string>;
+    let reply: CloudEvent<unknown> | undefined;
+    if (res.statusCode >= 200 && res.statusCode < 300 && (headers['ce-type'] || headers['content-type']?.startsWith('application/cloudevents'))) {
+      reply = HTTP.toEvent({ headers, body }) as CloudEvent<unknown>;
+    }
+    return { code: res.statusCode, reply, error: res.statusCode >= 300 ? `HTTP ${res.statusCode}: ${body.slice(0, 200)}` : undefined };
+  } catch (err) {
+    return { code: 0, error: err instanceof Error ? err.message : String(err) };
+  }
+}
+
+function readBody(req: IncomingMessage): Promise<string> {
+  return new Promise((resolve) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c: string) => (body += c));
+    req.on('end', () => resolve(body));
+  });
+}

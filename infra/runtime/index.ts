@@ -1,0 +1,126 @@
+// index.ts starts the local stand-in for Knative: the function Services of
+// knative.yaml as real faas-js-runtime HTTP servers (one process each), the Broker
+// and Triggers, the ApiServerSources against the KCP and the PingSource.
+import { mkdir } from 'node:fs/promises';
+import { join } from 'node:path';
+import { KubeConfig } from '@kubernetes/client-node';
+import { readFile } from 'node:fs/promises';
+import { KubeClient } from '../../lib/kube/client.ts';
+import { RestMapper } from '../../lib/kube/discovery.ts';
+import type { Cluster } from '../../lib/kube/objects.ts';
+import { freePort, waitFor } from '../net.ts';
+import { startProcess, stopProcess, type Proc } from '../processes.ts';
+import { Broker, type Chaos } from './broker.ts';
+import { cronIntervalMs, loadRouting } from './knative.ts';
+import { ApiServerWatch, PingTimer } from './sources.ts';
+
+const root = join(import.meta.dirname, '..', '..');
+
+/** RuntimeOptions configure startRuntime. */
+export interface RuntimeOptions {
+  /** kubeconfig is the path of the KCP kubeconfig the functions and sources use. */
+  kubeconfig: string;
+  /** stateDir receives logs/ and dead-letters.log. */
+  stateDir: string;
+  knativeYaml?: string;
+  /** pingIntervalMs overrides the PingSource schedule (e.g. seconds in tests). */
+  pingIntervalMs?: number;
+  /** env is added to every function's environment (e.g. SYNC_* settings). */
+  env?: Record<string, string>;
+  chaos?: Chaos;
+}
+
+/** FunctionProc is one running function Service. */
+export interface FunctionProc {
+  service: string;
+  url: string;
+  port: number;
+  proc: Proc;
+}
+
+/** Runtime is the running local event runtime. */
+export interface Runtime {
+  broker: Broker;
+  functions: FunctionProc[];
+  ping: PingTimer[];
+  /** restartFunction kills one function (SIGKILL) and starts it again on the same port. */
+  restartFunction(service: string): Promise<void>;
+  stop(): Promise<void>;
+}
+
+async function startFunction(service: string, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string): Promise<FunctionProc> {
+  const proc = startProcess('function', service, process.execPath, [join(root, 'functions', 'serve.ts')], {
+    logDir,
+    cwd: root,
+    env: { ...process.env, ...env, ...opts.env, PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: opts.kubeconfig, LOG_LEVEL: 'info' },
+  });
+  const url = `http://127.0.0.1:${port}/`;
+  await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,
+    () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined));
+  return { service, url, port, proc };
+}
+
+/** startRuntime starts functions, broker and sources; stop() ends them. */
+export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  const routing = await loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml'));
+  const logDir = join(opts.stateDir, 'logs');
+  await mkdir(logDir, { recursive: true });
+  const functions: FunctionProc[] = [];
+  const broker = new Broker({
+    triggers: routing.triggers,
+    delivery: routing.broker.delivery,
+    resolve: (svc) => functions.find((f) => f.service === svc)?.url,
+    deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
+    ...(opts.chaos ? { chaos: opts.chaos } : {}),
+  });
+  const brokerUrl = await broker.listen();
+  const kc = new KubeConfig();
+  kc.loadFromString(await readFile(opts.kubeconfig, 'utf8'));
+  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200 });
+  const kcp: Cluster = { client, mapper: new RestMapper(client) };
+  const watches: ApiServerWatch[] = [];
+  const ping: PingTimer[] = [];
+  const stop = async () => {
+    for (const w of watches) w.stop();
+    for (const p of ping) p.stop();
+    await Promise.all(functions.map((f) => stopProcess(f.proc)));
+    await broker.close();
+    await client.close();
+  };
+  try {
+    const started = await Promise.all(routing.services.map(async (s) =>
+      startFunction(s.name, s.env, await freePort(), opts, brokerUrl, logDir)));
+    functions.push(...started);
+    for (const src of routing.apiServerSources) {
+      for (const res of src.resources) {
+        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
+        watches.push(w);
+        await w.start();
+      }
+    }
+    for (const p of routing.pingSources) {
+      const t = new PingTimer({
+        source: `/apis/v1/namespaces/${routing.namespace}/pingsources/${p.name}`,
+        intervalMs: opts.pingIntervalMs ?? cronIntervalMs(p.schedule),
+        ...(p.data ? { data: p.data } : {}), ...(p.contentType ? { contentType: p.contentType } : {}),
+        emit: (e) => broker.publish(e),
+      });
+      t.start();
+      ping.push(t);
+    }
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    broker, functions, ping, stop,
+    async restartFunction(service: string) {
+      const i = functions.findIndex((f) => f.service === service);
+      const f = functions[i]!;
+      try { process.kill(-f.proc.pid, 'SIGKILL'); } catch { /* gone */ }
+      await f.proc.exited;
+      const env = routing.services.find((s) => s.name === service)!.env;
+      functions[i] = await startFunction(service, env, f.port, opts, brokerUrl, logDir);
+    },
+  };
+}

@@ -1,0 +1,107 @@
+// knative.ts reads knative.yaml into the routing the local runtime plays: broker
+// delivery, triggers, sources and the function Services.
+import { readFile } from 'node:fs/promises';
+import { loadAll } from 'js-yaml';
+
+/** Delivery is Knative's delivery spec (retries, backoff, dead letter). */
+export interface Delivery {
+  retry?: number;
+  backoffPolicy?: 'exponential' | 'linear';
+  backoffDelay?: string;
+}
+
+/** Filter is one expression of a Trigger's `filters` dialect. */
+export type Filter = {
+  exact?: Record<string, string>;
+  prefix?: Record<string, string>;
+  suffix?: Record<string, string>;
+  all?: Filter[];
+  any?: Filter[];
+  not?: Filter;
+};
+
+/** Trigger routes matching events from the broker to a subscriber Service. */
+export interface Trigger {
+  name: string;
+  attributes?: Record<string, string>;
+  filters?: Filter[];
+  subscriber: string;
+  delivery?: Delivery;
+}
+
+/** ApiServerResource is one watched kind of an ApiServerSource. */
+export interface ApiServerResource {
+  apiVersion: string;
+  kind: string;
+  labelSelector?: string;
+}
+
+/** Routing is everything the runtime takes from knative.yaml. */
+export interface Routing {
+  namespace: string;
+  broker: { name: string; delivery: Delivery };
+  triggers: Trigger[];
+  apiServerSources: { name: string; resources: ApiServerResource[] }[];
+  pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
+  services: { name: string; env: Record<string, string> }[];
+}
+
+type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
+
+function selector(sel: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } | undefined): string | undefined {
+  if (!sel) return undefined;
+  const parts = Object.entries(sel.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
+  for (const e of sel.matchExpressions ?? []) {
+    if (e.operator === 'Exists') parts.push(e.key);
+    else if (e.operator === 'DoesNotExist') parts.push(`!${e.key}`);
+    else parts.push(`${e.key} ${e.operator === 'In' ? 'in' : 'notin'} (${(e.values ?? []).join(',')})`);
+  }
+  return parts.join(',') || undefined;
+}
+
+/** loadRouting parses knative.yaml. */
+export async function loadRouting(file: string): Promise<Routing> {
+  const docs = (loadAll(await readFile(file, 'utf8')) as Doc[]).filter(Boolean);
+  const brokers = docs.filter((d) => d.kind === 'Broker');
+  if (brokers.length !== 1) throw new Error(`${file}: expected exactly one Broker, found ${brokers.length}`);
+  const broker = brokers[0]!;
+  return {
+    namespace: broker.metadata.namespace ?? 'default',
+    broker: { name: broker.metadata.name, delivery: broker.spec?.delivery ?? {} },
+    triggers: docs.filter((d) => d.kind === 'Trigger').map((t) => ({
+      name: t.metadata.name,
+      attributes: t.spec.filter?.attributes,
+      filters: t.spec.filters,
+      subscriber: t.spec.subscriber.ref.name,
+      delivery: t.spec.delivery,
+    })),
+    apiServerSources: docs.filter((d) => d.kind === 'ApiServerSource').map((s) => ({
+      name: s.metadata.name,
+      resources: s.spec.resources.map((r: { apiVersion: string; kind: string; selector?: never }) => ({
+        apiVersion: r.apiVersion, kind: r.kind, labelSelector: selector(r.selector),
+      })),
+    })),
+    pingSources: docs.filter((d) => d.kind === 'PingSource').map((p) => ({
+      name: p.metadata.name, schedule: p.spec.schedule, data: p.spec.data, contentType: p.spec.contentType,
+    })),
+    services: docs.filter((d) => d.kind === 'Service' && d.apiVersion === 'serving.knative.dev/v1').map((s) => ({
+      name: s.metadata.name,
+      env: Object.fromEntries((s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [e.name, e.value])),
+    })),
+  };
+}
+
+/** isoDurationMs converts an ISO 8601 duration such as PT0.5S or PT1M to milliseconds. */
+export function isoDurationMs(d: string): number {
+  const m = /^PT(?:(\d+(?:\.\d+)?)H)?(?:(\d+(?:\.\d+)?)M)?(?:(\d+(?:\.\d+)?)S)?$/.exec(d);
+  if (!m) throw new Error(`unsupported duration ${d}`);
+  return ((Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0)) * 60 + Number(m[3] ?? 0)) * 1000;
+}
+
+/** cronIntervalMs understands the "every N minutes" schedules PingSource is used with here. */
+export function cronIntervalMs(schedule: string): number {
+  const m = /^\*\/(\d+) \* \* \* \*$/.exec(schedule.trim());
+  if (m) return Number(m[1]) * 60_000;
+  if (schedule.trim() === '* * * * *') return 60_000;
+  throw new Error(`unsupported schedule "${schedule}" (use */N * * * * or set a local interval)`);
+}

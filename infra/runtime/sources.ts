@@ -1,0 +1,155 @@
+// sources.ts plays Knative's ApiServerSource (Reference mode) and PingSource. The
+// ApiServerSource lists, then watches, each resource in its namespace and emits
+// dev.knative.apiserver.ref.add|update|delete with the real attributes (source =
+// API server URL, subject = self link, extensions kind/name/namespace/apiversion,
+// data = the object reference). After a broken watch it lists again and reports
+// what changed meanwhile.
+import { randomUUID } from 'node:crypto';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { CloudEvent } from 'cloudevents';
+import { resourcePath } from '../../lib/kube/discovery.ts';
+import { listObjects, mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
+import type { ApiServerResource } from './knative.ts';
+
+type Emit = (event: CloudEvent<unknown>) => void;
+
+/** refEvent builds the event ApiServerSource sends in Reference mode. */
+export function refEvent(server: string, op: 'add' | 'update' | 'delete', o: KubeObject): CloudEvent<unknown> {
+  const { apiVersion, kind } = o;
+  const { name, namespace } = o.metadata;
+  const versioned = apiVersion.includes('.') && !apiVersion.includes('/') ? `${apiVersion}/versionUnknown` : apiVersion;
+  return new CloudEvent({
+    id: randomUUID(),
+    type: `dev.knative.apiserver.ref.${op}`,
+    source: server,
+    subject: `/apis/${versioned}/namespaces/${namespace ?? ''}/${kind.toLowerCase()}s/${name}`,
+    datacontenttype: 'application/json',
+    data: { kind, namespace, name, apiVersion },
+    kind, name, ...(namespace ? { namespace } : {}), apiversion: apiVersion,
+  });
+}
+
+/** ApiServerWatch watches one resource kind and emits reference events until stopped. */
+export class ApiServerWatch {
+  private stopped = false;
+  private readonly abort = new AbortController();
+  private readonly known = new Map<string, string>();
+  private readonly kcp: Cluster;
+  private readonly res: ApiServerResource;
+  private readonly namespace: string;
+  private readonly emit: Emit;
+
+  constructor(kcp: Cluster, res: ApiServerResource, namespace: string, emit: Emit) {
+    this.kcp = kcp;
+    this.res = res;
+    this.namespace = namespace;
+    this.emit = emit;
+  }
+
+  /** start lists and watches in the background; resolves after the first list. */
+  async start(): Promise<void> {
+    await this.relist();
+    void this.loop();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    this.abort.abort();
+  }
+
+  private async relist(): Promise<string> {
+    const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
+    const page = await this.kcp.client.call<{ metadata: { resourceVersion: string } }>('GET', resourcePath(info, this.namespace), {
+      query: { labelSelector: this.res.labelSelector, limit: 1 },
+    });
+    const items = await listObjects(this.kcp, info, { namespace: this.namespace, ...(this.res.labelSelector ? { labelSelector: this.res.labelSelector } : {}) });
+    const seen = new Set<string>();
+    for (const o of items) {
+      const key = o.metadata.name;
+      seen.add(key);
+      const before = this.known.get(key);
+      if (before !== o.metadata.resourceVersion) this.emit(refEvent(this.kcp.client.server, before === undefined ? 'add' : 'update', o));
+      this.known.set(key, o.metadata.resourceVersion!);
+    }
+    for (const key of [...this.known.keys()]) {
+      if (seen.has(key)) continue;
+      this.known.delete(key);
+      this.emit(refEvent(this.kcp.client.server, 'delete', { apiVersion: this.res.apiVersion, kind: this.res.kind, metadata: { name: key, namespace: this.namespace } }));
+    }
+    return page.metadata.resourceVersion;
+  }
+
+  private async loop(): Promise<void> {
+    let rv: string | undefined;
+    while (!this.stopped) {
+      try {
+        rv ??= await this.relist();
+        rv = await this.watch(rv);
+      } catch {
+        rv = undefined;
+        if (!this.stopped) await sleep(500);
+      }
+    }
+  }
+
+  /** watch streams changes from rv; returns the last resourceVersion seen, undefined to relist. */
+  private async watch(rv: string): Promise<string | undefined> {
+    const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
+    const res = await this.kcp.client.stream(resourcePath(info, this.namespace), {
+      watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300', labelSelector: this.res.labelSelector,
+    }, this.abort.signal);
+    if (res.status !== 200) {
+      await res.body.dump();
+      return undefined;
+    }
+    let buf = '';
+    let last: string | undefined = rv;
+    for await (const chunk of res.body) {
+      buf += chunk.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (!line.trim()) continue;
+        const ev = JSON.parse(line) as { type: string; object: KubeObject & { code?: number } };
+        if (ev.type === 'ERROR') return undefined; // e.g. 410 Gone: relist
+        last = ev.object.metadata.resourceVersion ?? last;
+        if (ev.type === 'BOOKMARK') continue;
+        const o = { ...ev.object, apiVersion: this.res.apiVersion, kind: this.res.kind };
+        const op = ev.type === 'ADDED' ? 'add' : ev.type === 'DELETED' ? 'delete' : 'update';
+        if (op === 'delete') this.known.delete(o.metadata.name);
+        else this.known.set(o.metadata.name, o.metadata.resourceVersion!);
+        this.emit(refEvent(this.kcp.client.server, op, o));
+      }
+    }
+    return last;
+  }
+}
+
+/** PingTimer emits PingSource events every intervalMs until stopped. */
+export class PingTimer {
+  private timer?: NodeJS.Timeout;
+  private readonly opts: { source: string; intervalMs: number; data?: string; contentType?: string; emit: Emit };
+
+  constructor(opts: PingTimer['opts']) {
+    this.opts = opts;
+  }
+
+  start(): void {
+    this.timer = setInterval(() => this.fire(), this.opts.intervalMs);
+  }
+
+  /** fire sends one ping now. */
+  fire(): void {
+    const { source, data, contentType, emit } = this.opts;
+    emit(new CloudEvent({
+      id: randomUUID(), type: 'dev.knative.sources.ping', source,
+      datacontenttype: contentType ?? 'application/json',
+      data: data ? (contentType === 'application/json' ? JSON.parse(data) : data) : undefined,
+    }));
+  }
+
+  stop(): void {
+    clearInterval(this.timer);
+  }
+}
