@@ -27,6 +27,8 @@ export interface RuntimeOptions {
   pingIntervalMs?: number;
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
+  /** namespace overrides the control-plane namespace of knative.yaml (sources and functions). */
+  namespace?: string;
   chaos?: Chaos;
 }
 
@@ -63,6 +65,10 @@ async function startFunction(service: string, env: Record<string, string>, port:
 /** startRuntime starts functions, broker and sources; stop() ends them. */
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const routing = await loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml'));
+  if (opts.namespace) {
+    routing.namespace = opts.namespace;
+    for (const s of routing.services) if (s.env.SYNC_CONTROL_PLANE_NAMESPACES) s.env.SYNC_CONTROL_PLANE_NAMESPACES = opts.namespace;
+  }
   const logDir = join(opts.stateDir, 'logs');
   await mkdir(logDir, { recursive: true });
   const functions: FunctionProc[] = [];

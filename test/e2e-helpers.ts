@@ -1,0 +1,75 @@
+// Helpers for end-to-end tests: the local runtime with real function processes
+// against the test KCP, in a control-plane namespace of the test's own, driven by kubectl.
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inject } from 'vitest';
+import { applyObjects, kymaName, kymaObjects } from '../infra/kcp-setup.ts';
+import { startRuntime, type Runtime, type RuntimeOptions } from '../infra/runtime/index.ts';
+import type { SyncResource } from '../lib/model.ts';
+import { cluster, eventually, uniqueName } from './helpers.ts';
+
+/** kubectl runs kubectl against a kubeconfig file, with optional stdin; rejects with stderr on failure. */
+export function kubectl(kubeconfig: string, args: string[], stdin?: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const child = execFile('kubectl', ['--kubeconfig', kubeconfig, ...args], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
+      err ? reject(new Error(`kubectl ${args.join(' ')}: ${stderr || err.message}`)) : resolve(stdout));
+    if (stdin !== undefined) child.stdin!.end(stdin);
+  });
+}
+
+/** Stack is a running runtime in its own control-plane namespace. */
+export interface Stack {
+  ns: string;
+  runtime: Runtime;
+  stateDir: string;
+  kcp: string;
+  skr: string[];
+  stop(): Promise<void>;
+}
+
+/** startStack creates a namespace with a Kyma and access Secret per SKR and starts the runtime for it. */
+export async function startStack(prefix: string, opts: Partial<RuntimeOptions> = {}): Promise<Stack> {
+  const clusters = inject('clusters');
+  const ns = uniqueName(prefix);
+  const kcp = await cluster('kcp');
+  await applyObjects(kcp, [
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    ...clusters.skrs.flatMap((s, i) => kymaObjects(kymaName(i + 1), s.kubeconfig, ns)),
+  ]);
+  const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-${prefix}-`));
+  const kcpFile = `${clusters.stateDir}/kubeconfig/kcp.yaml`;
+  const runtime = await startRuntime({ kubeconfig: kcpFile, stateDir, pingIntervalMs: 2000, namespace: ns, ...opts });
+  return {
+    ns, runtime, stateDir, kcp: kcpFile,
+    skr: clusters.skrs.map((_, i) => `${clusters.stateDir}/kubeconfig/skr-${i + 1}.yaml`),
+    async stop() {
+      await runtime.stop();
+      await rm(stateDir, { recursive: true, force: true });
+    },
+  };
+}
+
+/** getSr reads a SyncResource with kubectl (undefined when it does not exist). */
+export async function getSr(s: Stack, name: string): Promise<SyncResource | undefined> {
+  const out = await kubectl(s.kcp, ['get', 'syncresource', name, '-n', s.ns, '-o', 'json', '--ignore-not-found']);
+  return out.trim() ? (JSON.parse(out) as SyncResource) : undefined;
+}
+
+/** waitSr waits until check passes on the SyncResource. */
+export async function waitSr(s: Stack, name: string, check: (sr: SyncResource | undefined) => void, timeoutMs = 30_000): Promise<SyncResource | undefined> {
+  return eventually(async () => {
+    const sr = await getSr(s, name);
+    check(sr);
+    return sr;
+  }, timeoutMs, 250);
+}
+
+/** syncResourceYaml renders a SyncResource for kubectl apply. */
+export function syncResourceYaml(ns: string, name: string, kyma: string, items: { name: string; strategy: string; resource?: string; subresource?: string }[]): string {
+  return JSON.stringify({
+    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource',
+    metadata: { name, namespace: ns }, spec: { kyma, items },
+  });
+}

@@ -1,0 +1,143 @@
+// End to end through the whole pipeline: kubectl against the real KCP, the local
+// runtime (ApiServerSource, Broker, Triggers, PingSource) and the four functions as
+// real HTTP servers, objects checked in the real SKRs.
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { dump } from 'js-yaml';
+import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import { eventually, uniqueName } from './helpers.ts';
+
+let s: Stack;
+const cm = (name: string, ns: string, data: Record<string, string>) =>
+  `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: ${ns}}\ndata: ${JSON.stringify(data)}\n`;
+const nsItem = (ns: string) => ({ name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n` });
+const ready = (sr: { status?: { state?: string; observedGeneration?: number }; metadata: { generation?: number } } | undefined) => {
+  expect(sr?.status?.state).toBe('Ready');
+  expect(sr?.status?.observedGeneration).toBe(sr?.metadata.generation);
+};
+
+async function skrGet(skr: string, kind: string, name: string, ns: string): Promise<{ data?: Record<string, string>; metadata: { uid: string } } | undefined> {
+  const out = await kubectl(skr, ['get', kind, name, '-n', ns, '-o', 'json', '--ignore-not-found']);
+  return out.trim() ? JSON.parse(out) : undefined;
+}
+
+describe('end to end', () => {
+  beforeAll(async () => {
+    s = await startStack('e2e');
+  });
+  afterAll(async () => {
+    await s?.stop();
+  });
+
+  it('syncs, updates, reverts drift, keeps ignored edits, recreates, prunes and deletes', async () => {
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = [nsItem(target),
+      { name: 'sync', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '1' }) },
+      { name: 'ignore', strategy: 'CreateAndIgnore', resource: cm('ignored', target, { a: '1' }) },
+      { name: 'extra', strategy: 'CreateAndSync', resource: cm('extra', target, {}) }];
+    // kyma-2: the objects must land in the second SKR, and only there.
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items));
+    let sr = await waitSr(s, name, ready);
+    expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-2');
+    expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '1' });
+    expect(await skrGet(s.skr[0]!, 'namespace', target, '')).toBeUndefined();
+
+    // Change an item: updated.
+    items[1] = { name: 'sync', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '2' }) };
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items));
+    await eventually(async () => expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }));
+    await waitSr(s, name, ready);
+
+    // Edits in the SKR: the CreateAndSync one is reverted at the next resync, the CreateAndIgnore one is kept.
+    await kubectl(s.skr[1]!, ['patch', 'configmap', 'synced', '-n', target, '--type', 'merge', '-p', '{"data":{"a":"user"}}']);
+    await kubectl(s.skr[1]!, ['patch', 'configmap', 'ignored', '-n', target, '--type', 'merge', '-p', '{"data":{"a":"user"}}']);
+    await eventually(async () => expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }));
+    expect((await skrGet(s.skr[1]!, 'configmap', 'ignored', target))?.data).toEqual({ a: 'user' });
+
+    // A deleted synced object is recreated.
+    const uid = (await skrGet(s.skr[1]!, 'configmap', 'extra', target))!.metadata.uid;
+    await kubectl(s.skr[1]!, ['delete', 'configmap', 'extra', '-n', target]);
+    await eventually(async () => {
+      const again = await skrGet(s.skr[1]!, 'configmap', 'extra', target);
+      expect(again?.metadata.uid).toBeDefined();
+      expect(again?.metadata.uid).not.toBe(uid);
+    });
+
+    // A removed item is pruned.
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items.slice(0, 3)));
+    await eventually(async () => expect(await skrGet(s.skr[1]!, 'configmap', 'extra', target)).toBeUndefined());
+    sr = await waitSr(s, name, (x) => {
+      ready(x);
+      expect(x?.status?.synced?.map((e) => e.name).sort()).toEqual(['ignored', 'synced', target].sort());
+    });
+
+    // Deleting the SyncResource removes its objects and then it disappears.
+    await kubectl(s.kcp, ['delete', 'syncresource', name, '-n', s.ns, '--wait=false']);
+    await waitSr(s, name, (x) => expect(x).toBeUndefined());
+    expect(await skrGet(s.skr[1]!, 'configmap', 'synced', target)).toBeUndefined();
+    await eventually(async () => expect(await skrGet(s.skr[1]!, 'namespace', target, '')).toBeUndefined(), 60_000);
+  });
+
+  it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {
+    const lost = uniqueName('lost');
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, lost, 'no-such-kyma', [{ name: 'a', strategy: 'CreateAndSync', resource: cm('a', 'default', {}) }]));
+    const sr = await waitSr(s, lost, (x) => expect(x?.status?.state).toBe('Error'));
+    expect(sr?.status?.conditions?.[0]).toMatchObject({ reason: 'KymaNotFound', message: `Kyma ${s.ns}/no-such-kyma does not exist` });
+    const described = await kubectl(s.kcp, ['describe', 'syncresource', lost, '-n', s.ns]);
+    expect(described).toMatch(/Warning\s+Error\s+.*Kyma .* does not exist/);
+
+    const mixed = uniqueName('mixed');
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, mixed, 'kyma-1', [
+      { name: 'good', strategy: 'CreateAndSync', resource: cm(mixed, 'default', { ok: 'yes' }) },
+      { name: 'typo', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: Configmap\nmetadata: {name: x, namespace: default}\n' },
+    ]));
+    const m = await waitSr(s, mixed, (x) => expect(x?.status?.items).toHaveLength(2));
+    expect(m?.status?.state).toBe('Error');
+    expect(m?.status?.items?.find((i) => i.name === 'good')).toMatchObject({ state: 'Ready' });
+    expect(m?.status?.items?.find((i) => i.name === 'typo')).toMatchObject({ state: 'Error', reason: 'UnknownKind' });
+    expect((await skrGet(s.skr[0]!, 'configmap', mixed, 'default'))?.data).toEqual({ ok: 'yes' });
+    await kubectl(s.kcp, ['delete', 'syncresource', mixed, lost, '-n', s.ns, '--wait=false']);
+    await waitSr(s, mixed, (x) => expect(x).toBeUndefined());
+  });
+
+  it('keeps syncing after the access Secret is rotated to a new credential and the old one is revoked', async () => {
+    const skr = s.skr[0]!;
+    const id = uniqueName('rot');
+    const token = async (sa: string) => {
+      await kubectl(skr, ['create', 'serviceaccount', sa, '-n', 'default']);
+      await kubectl(skr, ['create', 'clusterrolebinding', sa, '--clusterrole=cluster-admin', `--serviceaccount=default:${sa}`]);
+      return (await kubectl(skr, ['create', 'token', sa, '-n', 'default', '--duration=1h'])).trim();
+    };
+    const view = JSON.parse(await kubectl(skr, ['config', 'view', '--raw', '-o', 'json'])) as { clusters: { cluster: { server: string; 'certificate-authority-data': string } }[] };
+    const kubeconfigFor = (t: string) => dump({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'skr',
+      clusters: [{ name: 'skr', cluster: view.clusters[0]!.cluster }],
+      users: [{ name: 'sa', user: { token: t } }],
+      contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'sa' } }],
+    });
+    const secret = (t: string) => JSON.stringify({
+      apiVersion: 'v1', kind: 'Secret', metadata: { name: 'kyma-1-kubeconfig', namespace: s.ns, labels: { 'operator.kyma-project.io/kyma-name': 'kyma-1' } },
+      stringData: { config: kubeconfigFor(t) },
+    });
+    const old = await token(`${id}-a`);
+    await kubectl(s.kcp, ['apply', '-f', '-'], secret(old));
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, id, 'kyma-1', [{ name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '1' }) }]));
+    await waitSr(s, id, ready);
+    // Rotate: new credential in the Secret, then revoke the old one and wait until the
+    // API server really refuses it (it caches successful authentications for seconds).
+    await kubectl(s.kcp, ['apply', '-f', '-'], secret(await token(`${id}-b`)));
+    await kubectl(skr, ['delete', 'serviceaccount', `${id}-a`, '-n', 'default']);
+    const oldFile = join(s.stateDir, 'old-kubeconfig.yaml');
+    await writeFile(oldFile, kubeconfigFor(old));
+    await eventually(() => expect(kubectl(oldFile, ['get', 'ns'])).rejects.toThrow(/Unauthorized|must be logged in/), 30_000, 500);
+    // The next reconcile can only succeed with the new credential.
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, id, 'kyma-1', [{ name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '2' }) }]));
+    await eventually(async () => expect((await skrGet(skr, 'configmap', id, 'default'))?.data).toEqual({ v: '2' }));
+    await waitSr(s, id, ready);
+    await kubectl(s.kcp, ['delete', 'syncresource', id, '-n', s.ns, '--wait=false']);
+    await waitSr(s, id, (x) => expect(x).toBeUndefined());
+    expect(await getSr(s, id)).toBeUndefined();
+  });
+});
