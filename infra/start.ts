@@ -17,6 +17,8 @@ const { values } = parseArgs({
     skrs: { type: 'string', default: '2' },
     kubeconfig: { type: 'string' },
     'ping-interval': { type: 'string', default: '60s' },
+    // Where .local's files go; tests use a directory of their own.
+    'state-dir': { type: 'string' },
   },
 });
 const skrs = Number(values.skrs);
@@ -26,7 +28,7 @@ if (!interval) throw new Error(`--ping-interval must look like 500ms, 30s or 5m,
 const pingIntervalMs = Number(interval[1]) * ({ ms: 1, s: 1000, m: 60_000 } as const)[interval[2] as 'ms' | 's' | 'm'];
 
 const root = join(import.meta.dirname, '..');
-const stateDir = join(root, '.local');
+const stateDir = values['state-dir'] ? resolve(values['state-dir']) : join(root, '.local');
 const started = Date.now();
 let set: ClusterSet | undefined;
 let kubeconfig: string;

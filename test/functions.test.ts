@@ -1,0 +1,180 @@
+// The function handlers called directly (as the Knative Functions template tests
+// do) against the real KCP and SKR: replies, error mapping, idempotency under
+// duplicate and reordered delivery, stale results, cluster gone, foreign namespaces.
+import { CloudEvent } from 'cloudevents';
+import type { Context } from 'faas-js-runtime';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { handle as applyItems } from '../functions/apply-items/index.ts';
+import { handle as resolveCluster } from '../functions/resolve-cluster/index.ts';
+import { handle as resync } from '../functions/resync/index.ts';
+import { handle as writeStatus } from '../functions/write-status/index.ts';
+import { HttpError, setDeps } from '../functions/shared.ts';
+import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import { ClientCache } from '../lib/cluster/cache.ts';
+import { parseConfig } from '../lib/config.ts';
+import { EventTypes, type ClusterResolved, type ItemsApplied } from '../lib/events.ts';
+import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
+import { resourcePath } from '../lib/kube/discovery.ts';
+import { Recorder } from '../lib/kube/recorder.ts';
+import type { Cluster } from '../lib/kube/objects.ts';
+import { FINALIZER, type SyncResource } from '../lib/model.ts';
+import type { Deps } from '../lib/pipeline/deps.ts';
+import { cluster, uniqueName } from './helpers.ts';
+
+let kcp: Cluster;
+let deps: Deps;
+let ns: string;
+const sent: CloudEvent<unknown>[] = [];
+const ctx = {} as Context;
+const cm = (name: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {a: "1"}\n`;
+
+const ref = (name: string, type = 'dev.knative.apiserver.ref.update') => new CloudEvent({
+  type, source: 'https://kcp', subject: `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources/${name}`,
+  data: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', name, namespace: ns },
+  kind: 'SyncResource', name, namespace: ns, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+});
+
+async function create(name: string, kyma: string, items: unknown[]): Promise<SyncResource> {
+  return kcp.client.call<SyncResource>('POST', resourcePath(syncResourceInfo, ns), {
+    body: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: ns }, spec: { kyma, items } },
+  });
+}
+
+/** pipeline runs resolve -> apply -> status by hand, returning the events in between. */
+async function pipeline(name: string) {
+  const resolved = await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>;
+  const applied = resolved.type === EventTypes.clusterResolved ? await applyItems(ctx, resolved) as CloudEvent<unknown> : resolved;
+  await writeStatus(ctx, applied);
+  return { resolved, applied };
+}
+
+describe('functions', () => {
+  beforeAll(async () => {
+    kcp = await cluster('kcp');
+    ns = uniqueName('fn');
+    const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
+    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, ...kymaObjects('kyma-1', inject('clusters').skrs[0]!.kubeconfig, ns)]);
+    deps = {
+      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config),
+      recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
+    };
+    setDeps(deps);
+  });
+  afterAll(async () => {
+    await deps.cache.closeAll();
+  });
+
+  it('chains resolve -> apply -> status, carrying identity and trace context but no credentials', async () => {
+    const name = uniqueName('chain');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    const { resolved, applied } = await pipeline(name);
+    expect(resolved.type).toBe(EventTypes.clusterResolved);
+    const data = resolved.data as ClusterResolved;
+    expect(data).toMatchObject({ namespace: ns, name, kyma: 'kyma-1', secret: { namespace: ns, name: 'kyma-1-kubeconfig' } });
+    expect(resolved.subject).toBe(`${ns}/${name}`);
+    expect((resolved as unknown as { traceparent: string }).traceparent).toBe('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    expect(applied.type).toBe(EventTypes.itemsApplied);
+    const kubeconfig = inject('clusters').skrs[0]!.kubeconfig;
+    for (const e of [resolved, applied]) {
+      const text = JSON.stringify(e);
+      for (const line of kubeconfig.split('\n').filter((l) => l.includes('-data:') || l.includes('token:'))) {
+        expect(text).not.toContain(line.split(':')[1]!.trim().slice(0, 40));
+      }
+    }
+    const sr = await deps.store.get(ns, name);
+    expect(sr?.status?.state).toBe('Ready');
+    expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
+  });
+
+  it('is idempotent under duplicate and reordered delivery; an older result never overwrites a newer status', async () => {
+    const name = uniqueName('dup');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    const first = await pipeline(name);
+    // Generation 2 with a bad item.
+    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+      body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }] } }, contentType: 'application/merge-patch+json',
+    });
+    const second = await pipeline(name);
+    let sr = await deps.store.get(ns, name);
+    expect(sr?.status).toMatchObject({ observedGeneration: 2, state: 'Error' });
+    // The generation-1 outcome arrives late, twice: ignored.
+    await writeStatus(ctx, first.applied);
+    await writeStatus(ctx, first.applied);
+    sr = await deps.store.get(ns, name);
+    expect(sr?.status).toMatchObject({ observedGeneration: 2, state: 'Error' });
+    // Duplicates of the current events change nothing.
+    const before = sr?.metadata.resourceVersion;
+    await applyItems(ctx, second.resolved);
+    await writeStatus(ctx, second.applied);
+    sr = await deps.store.get(ns, name);
+    expect(sr?.metadata.resourceVersion).toBe(before);
+  });
+
+  it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
+    await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
+    const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };
+    setDeps(broken);
+    try {
+      const err = await resolveCluster(ctx, ref('any')).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(HttpError);
+      expect((err as HttpError).code).toBe(503);
+    } finally {
+      setDeps(deps);
+    }
+  });
+
+  it('ends a resolution failure in an Error status with its reason', async () => {
+    const name = uniqueName('nokyma');
+    await create(name, 'nope', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    const { resolved } = await pipeline(name);
+    expect(resolved.type).toBe(EventTypes.itemsApplied);
+    expect((resolved.data as ItemsApplied).result.clusterError).toMatchObject({ reason: 'KymaNotFound', transient: false });
+    const sr = await deps.store.get(ns, name);
+    expect(sr?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'KymaNotFound' });
+  });
+
+  it('releases a SyncResource being deleted whose cluster is gone, with a Warning event', async () => {
+    const name = uniqueName('gone');
+    await applyObjects(kcp, kymaObjects('kyma-tmp', inject('clusters').skrs[0]!.kubeconfig, ns));
+    await create(name, 'kyma-tmp', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    expect((await deps.store.get(ns, name))?.metadata.finalizers).toContain(FINALIZER);
+    await kcp.client.call('DELETE', resourcePath({ apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', resource: 'kymas', namespaced: true, hasStatus: true }, ns, 'kyma-tmp'));
+    await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
+    expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
+    expect(await deps.store.get(ns, name)).toBeUndefined();
+    const events = await kcp.client.call<{ items: { reason: string; note: string; regarding: { name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
+    expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(/Kyma .* does not exist/);
+  });
+
+  it('resync posts one reconcile request per SyncResource of the control-plane namespace, and per Kyma on a Secret change', async () => {
+    sent.length = 0;
+    await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
+    const all = (await deps.store.list({ namespace: ns })).items.map((s) => s.metadata.name).sort();
+    expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
+    expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
+    sent.length = 0;
+    await resync(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
+    const forKyma = (await deps.store.list({ namespace: ns })).items.filter((s) => s.spec.kyma === 'kyma-1').map((s) => s.metadata.name).sort();
+    expect(forKyma.length).toBeGreaterThan(0);
+    expect(sent.map((e) => (e.data as { name: string; trigger: string }).name).sort()).toEqual(forKyma);
+    expect(sent.every((e) => (e.data as { trigger: string }).trigger === 'secret')).toBe(true);
+  });
+
+  it('ignores SyncResources outside the control-plane namespaces, with a Warning event', async () => {
+    const other = uniqueName('tenant');
+    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: other } }]);
+    const name = uniqueName('sneaky');
+    await kcp.client.call('POST', resourcePath(syncResourceInfo, other), {
+      body: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: other }, spec: { kyma: 'kyma-1', items: [] } },
+    });
+    const e = ref(name);
+    (e.data as { namespace: string }).namespace = other;
+    expect(await resolveCluster(ctx, e)).toBeUndefined();
+    const events = await kcp.client.call<{ items: { reason: string; type: string; regarding: { name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${other}/events`);
+    expect(events.items.find((x) => x.regarding.name === name)).toMatchObject({ reason: 'Ignored', type: 'Warning' });
+    const sr = await kcp.client.call<SyncResource>('GET', resourcePath(syncResourceInfo, other, name));
+    expect(sr.metadata.finalizers ?? []).toEqual([]);
+    expect(sr.status).toBeUndefined();
+  });
+});
