@@ -153,3 +153,30 @@ describe('UpdateAndDelete', () => {
     expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.data).toEqual({ a: 'x' });
   });
 });
+
+describe('request budget', () => {
+  it('a 5-item SyncResource: first apply, then an unchanged rerun that writes nothing anywhere', async () => {
+    const h = await new Harness('budget').init();
+    await h.put([
+      { name: 'cm1', strategy: 'CreateAndSync', resource: h.cm('cm1', { a: '1' }) },
+      { name: 'cm2', strategy: 'CreateAndSync', resource: h.cm('cm2', { b: '2' }) },
+      { name: 'svc', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: ${h.ns}}\nspec: {ports: [{port: 80}]}\n` },
+      { name: 'deploy', strategy: 'CreateAndSync', resource: `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app, namespace: ${h.ns}}\nspec:\n  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: x}}\n    spec: {containers: [{name: c, image: nginx}]}\n` },
+      { name: 'ignored', strategy: 'CreateAndIgnore', resource: h.cm('ignored', {}) },
+    ]);
+    const count = () => ({ skr: h.skr.client.requests, skrWrites: h.skr.client.writes, kcpWrites: h.kcp.client.writes });
+    const delta = (a: ReturnType<typeof count>, b: ReturnType<typeof count>) => ({ skr: b.skr - a.skr, skrWrites: b.skrWrites - a.skrWrites, kcpWrites: b.kcpWrites - a.kcpWrites });
+    let before = count();
+    let { sr } = await h.sync();
+    const first = delta(before, count());
+    expect(sr?.status?.state).toBe('Ready');
+    // 5 reads, 5 applies; finalizer, inventory and status in the KCP (plus the harness' own reads).
+    expect(first.skrWrites).toBe(5);
+    await h.sync(); // second run: item reasons go from Created to Unchanged (one status write)
+    before = count();
+    ({ sr } = await h.sync());
+    const rerun = delta(before, count());
+    expect(rerun).toEqual({ skr: 5, skrWrites: 0, kcpWrites: 0 });
+    console.log(`request budget (5 items): first apply ${JSON.stringify(first)}, unchanged rerun ${JSON.stringify(rerun)}`);
+  });
+});

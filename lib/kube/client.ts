@@ -54,8 +54,9 @@ export class KubeClient {
   private readonly limiter: TokenBucket;
   private readonly timeoutMs: number;
   private readonly onRequest: ((info: RequestInfo) => void) | undefined;
-  /** requests counts calls made, for tests and benchmarks. */
+  /** requests and writes count calls made (writes: all but GET), for tests and benchmarks. */
   requests = 0;
+  writes = 0;
 
   private constructor(name: string, server: string, agent: Dispatcher, headers: Record<string, string>, opts: ClientOptions) {
     this.name = name;
@@ -102,6 +103,7 @@ export class KubeClient {
     }
     const started = performance.now();
     const write = method !== 'GET';
+    if (write) this.writes++;
     let code = 0;
     try {
       const res = await request(url, {
