@@ -27,6 +27,8 @@ export interface RuntimeOptions {
   pingIntervalMs?: number;
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
+  /** envFor adds per-function environment (e.g. a metrics port of its own). */
+  envFor?: (service: string) => Record<string, string>;
   /** namespace overrides the control-plane namespace of knative.yaml (sources and functions). */
   namespace?: string;
   chaos?: Chaos;
@@ -54,7 +56,7 @@ async function startFunction(service: string, env: Record<string, string>, port:
   const proc = startProcess('function', service, process.execPath, [join(root, 'functions', 'serve.ts')], {
     logDir,
     cwd: root,
-    env: { ...process.env, ...env, ...opts.env, PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: opts.kubeconfig, LOG_LEVEL: 'info' },
+    env: { ...process.env, ...env, ...opts.env, ...opts.envFor?.(service), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: opts.kubeconfig, LOG_LEVEL: 'info' },
   });
   const url = `http://127.0.0.1:${port}/`;
   await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,

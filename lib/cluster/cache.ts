@@ -7,6 +7,7 @@ import { RestMapper } from '../kube/discovery.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { validateKubeconfig } from './kubeconfig.ts';
 import type { AccessSecret } from './resolve.ts';
+import { Metrics } from '../telemetry.ts';
 
 /** CacheStats counts hits, misses and evictions, for metrics. */
 export interface CacheStats {
@@ -34,9 +35,11 @@ export class ClientCache {
     const hit = this.entries.get(key);
     if (hit && hit.version === version) {
       this.stats.hits++;
+      Metrics.cacheHits.add(1, { cluster: name });
       return hit.cluster;
     }
     this.stats.misses++;
+    Metrics.cacheMisses.add(1, { cluster: name });
     if (hit) void this.close(hit.cluster);
     const cluster = (async () => {
       const kc = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
@@ -57,6 +60,7 @@ export class ClientCache {
     if (!hit) return;
     this.entries.delete(key);
     this.stats.evictions++;
+    Metrics.cacheEvictions.add(1);
     void this.close(hit.cluster);
   }
 

@@ -8,6 +8,7 @@ import { TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
 import { FINALIZER, objectKey, ownerRef, type InventoryEntry, type SyncResource } from '../model.ts';
 import { installRank, isFoundation } from '../strategies.ts';
+import { inSpan, tracer } from '../telemetry.ts';
 import { mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { ClusterUnreachableError, decide, execute, observe, ownerOf, type Decision } from './items.ts';
@@ -39,7 +40,7 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
     items: [], changes: [], inventory: [], pending: [],
   };
   const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
-    ref.sr = await kcpWrite(() => deps.kcp.writeInventory(ref.sr, entries));
+    ref.sr = await kcpWrite(() => inSpan('write inventory', { 'sync.inventory.size': entries.length }, () => deps.kcp.writeInventory(ref.sr, entries)));
     await deps.hooks?.afterInventoryWrite?.();
   });
   try {
@@ -84,7 +85,12 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));
-    const done = await mapLimit(active, config.applyConcurrency, (p, i) => execute(skr, p, decisions[i]!, lives[i], config));
+    const done = await mapLimit(active, config.applyConcurrency, (p, i) =>
+      inSpan('apply item', itemAttributes(p), async (span) => {
+        const r = await execute(skr, p, decisions[i]!, lives[i], config);
+        span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
+        return r;
+      }));
     active.forEach((p, i) => {
       results.set(p, done[i]!);
       // A create the API server refused for good created nothing: its write-ahead entry goes.
@@ -93,6 +99,8 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     await adoptOwned(active, decisions, lives, owner, inventory);
   }
   for (const p of plan) {
+    // Items settled without touching the SKR get their span too: one span per item.
+    if (p.done) tracer.startSpan('apply item', { attributes: { ...itemAttributes(p), 'sync.item.reason': p.done.reason, 'sync.item.state': p.done.state } }).end();
     const r = p.done ?? results.get(p)!;
     res.items.push(r);
     if (r.change) res.changes.push(r.change);
@@ -121,6 +129,13 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     next.push(p ? { ...e, item: p.item.name, apiVersion: p.id!.apiVersion } : e);
   }
   await inventory.replace(next);
+}
+
+function itemAttributes(p: PlanItem): Record<string, string> {
+  return {
+    'sync.item': p.item.name, 'sync.item.strategy': p.item.strategy,
+    ...(p.id ? { 'sync.object': `${p.id.kind}/${p.id.namespace ?? ''}/${p.id.name}` } : {}),
+  };
 }
 
 /** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */

@@ -5,6 +5,7 @@ import { findAccessSecret } from '../cluster/resolve.ts';
 import { reconcile } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
+import { Metrics } from '../telemetry.ts';
 import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 
@@ -34,6 +35,10 @@ export async function applyStep(deps: Deps, data: ClusterResolved): Promise<Appl
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secret);
   }
+  const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
+  for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
+  const drift = result.changes.filter((c) => c.drift).length;
+  if (drift > 0) Metrics.driftCorrections.add(drift, { cluster: sr.spec.kyma });
   const out: ItemsApplied = { namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }

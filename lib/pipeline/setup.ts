@@ -11,6 +11,7 @@ import { KcpStore } from '../kcp.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
 import { RestMapper } from '../kube/discovery.ts';
 import { Recorder } from '../kube/recorder.ts';
+import { recordRequest } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 
 /** sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's own transport ignores the status). */
@@ -33,11 +34,12 @@ export interface SetupOptions {
 /** depsFromEnv builds Deps from the process environment. */
 export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
   const env = opts.env ?? process.env;
+  const onRequest = opts.onRequest ?? recordRequest;
   const config: Config = parseConfig(env);
   const kc = new KubeConfig();
   if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG);
   else kc.loadFromCluster();
-  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200, ...(opts.onRequest ? { onRequest: opts.onRequest } : {}) });
+  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200, onRequest });
   const kcp = { client, mapper: new RestMapper(client) };
   const sink = env.K_SINK;
   const emit = sink ? emitterFor(sinkTransport(sink)) : undefined;
@@ -45,7 +47,7 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
     config,
     kcp,
     store: new KcpStore(kcp, config.fieldManager),
-    cache: new ClientCache(config, opts.onRequest),
+    cache: new ClientCache(config, onRequest),
     recorder: new Recorder(kcp, env.K_REVISION ?? env.HOSTNAME ?? hostname()),
     send: async (event: CloudEvent<unknown>) => {
       if (!emit) throw new Error('K_SINK is not set: this function cannot post events');

@@ -9,6 +9,7 @@ import { isNotFound } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { computeStatus, sameStatus } from '../status.ts';
+import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps } from './deps.ts';
 
 /** StatusOutcome says what the step did. */
@@ -30,13 +31,17 @@ export async function writeStatusStep(deps: Deps, data: ItemsApplied, now = new 
   await syncLabel(deps, live);
   if (isStale(live, data)) return 'stale';
   const next = computeStatus(data.result, live.status, now);
-  if (sameStatus(live.status, next)) return 'unchanged';
+  if (sameStatus(live.status, next)) {
+    Metrics.statusWritesSkipped.add(1);
+    return 'unchanged';
+  }
   try {
-    await deps.store.writeStatus(live, next);
+    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(live, next));
   } catch (err) {
     if (isNotFound(err)) return 'gone';
     throw err;
   }
+  Metrics.statusWrites.add(1, { state: next.state! });
   await recordEvents(deps, live, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }

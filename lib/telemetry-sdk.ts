@@ -1,0 +1,26 @@
+// telemetry-sdk.ts starts the OpenTelemetry SDK when, and only when, the standard
+// OTEL_* variables configure an exporter: otherwise the API stays a no-op.
+import { NodeSDK } from '@opentelemetry/sdk-node';
+
+/** telemetryConfigured tells whether the environment asks for traces or metrics. */
+export function telemetryConfigured(env: Record<string, string | undefined> = process.env): boolean {
+  const set = (k: string) => env[k] !== undefined && env[k] !== '' && env[k] !== 'none';
+  return set('OTEL_TRACES_EXPORTER') || set('OTEL_METRICS_EXPORTER') || set('OTEL_EXPORTER_OTLP_ENDPOINT') ||
+    set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || set('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
+}
+
+/** startTelemetry starts the SDK for service (if configured) and returns its shutdown. */
+export function startTelemetry(service: string, env: Record<string, string | undefined> = process.env): () => Promise<void> {
+  if (!telemetryConfigured(env)) return async () => {};
+  process.env.OTEL_SERVICE_NAME ??= service;
+  // Logs go to stdout as JSON; traces and metrics only where asked for (an OTLP
+  // endpoint alone means both, as the specification's defaults say).
+  process.env.OTEL_LOGS_EXPORTER ??= 'none';
+  if (!env.OTEL_EXPORTER_OTLP_ENDPOINT) {
+    process.env.OTEL_TRACES_EXPORTER ??= env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT ? 'otlp' : 'none';
+    process.env.OTEL_METRICS_EXPORTER ??= env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT ? 'otlp' : 'none';
+  }
+  const sdk = new NodeSDK({ instrumentations: [] });
+  sdk.start();
+  return () => sdk.shutdown();
+}

@@ -1,0 +1,94 @@
+// telemetry.ts: traces and metrics through the OpenTelemetry API. Without an SDK
+// (no OTEL_* exporter configured) every call here is a no-op. Trace context travels on
+// CloudEvents as the distributed-tracing extension (traceparent, tracestate).
+import {
+  context, metrics, propagation, trace, SpanStatusCode, type Attributes, type Context, type Span,
+} from '@opentelemetry/api';
+
+const NAME = 'kcp-sync-resource';
+
+/** tracer creates the product's spans. */
+export const tracer = trace.getTracer(NAME);
+
+/** TraceCarrier is the pair of CloudEvent extensions that carry trace context. */
+export interface TraceCarrier {
+  traceparent?: string;
+  tracestate?: string;
+}
+
+/** extractContext returns the context an incoming event carries (or the active one). */
+export function extractContext(carrier: TraceCarrier): Context {
+  const c: Record<string, string> = {};
+  if (carrier.traceparent) c.traceparent = carrier.traceparent;
+  if (carrier.tracestate) c.tracestate = carrier.tracestate;
+  return propagation.extract(context.active(), c);
+}
+
+/** injectContext returns the extensions to put on an outgoing event for the active span. */
+export function injectContext(): Record<string, string> {
+  const c: Record<string, string> = {};
+  propagation.inject(context.active(), c);
+  return c;
+}
+
+/** traceId returns the active trace id, for log fields ('' when not tracing). */
+export function traceId(): string {
+  const id = trace.getActiveSpan()?.spanContext().traceId ?? '';
+  return /^0+$/.test(id) ? '' : id;
+}
+
+/** inSpan runs fn in a child span of the active context; errors mark the span and rethrow. */
+export async function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context): Promise<T> {
+  return tracer.startActiveSpan(name, { attributes }, parent ?? context.active(), async (span) => {
+    try {
+      return await fn(span);
+    } catch (err) {
+      span.recordException(err instanceof Error ? err : String(err));
+      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+      throw err;
+    } finally {
+      span.end();
+    }
+  });
+}
+
+function createInstruments() {
+  const meter = metrics.getMeter(NAME);
+  return {
+    /** reconcileDuration: seconds per step run, attribute step and outcome. */
+    reconcileDuration: meter.createHistogram('sync.step.duration', { unit: 's', description: 'Duration of one pipeline step run' }),
+    /** items: item results by strategy, reason and state. */
+    items: meter.createCounter('sync.items', { description: 'Item results by strategy, reason and state' }),
+    /** apiRequests: API requests by cluster, method and status code class. */
+    apiRequests: meter.createCounter('sync.api.requests', { description: 'Kubernetes API requests by cluster, method and code' }),
+    /** apiErrors: API requests that failed (non-2xx or unreachable), by cluster. */
+    apiErrors: meter.createCounter('sync.api.errors', { description: 'Failed Kubernetes API requests by cluster and code' }),
+    /** driftCorrections: objects re-applied because they had changed in the SKR. */
+    driftCorrections: meter.createCounter('sync.drift.corrections', { description: 'Objects re-applied because they changed in the SKR' }),
+    /** statusWritesSkipped: status writes skipped because nothing changed. */
+    statusWritesSkipped: meter.createCounter('sync.status.writes.skipped', { description: 'Status writes skipped because nothing changed' }),
+    /** statusWrites: status writes done. */
+    statusWrites: meter.createCounter('sync.status.writes', { description: 'Status writes' }),
+    /** cacheHits / cacheMisses / cacheEvictions: the SKR client cache. */
+    cacheHits: meter.createCounter('sync.client_cache.hits', { description: 'SKR client cache hits' }),
+    cacheMisses: meter.createCounter('sync.client_cache.misses', { description: 'SKR client cache misses' }),
+    cacheEvictions: meter.createCounter('sync.client_cache.evictions', { description: 'SKR client cache evictions (401/TLS failures, rotation)' }),
+  };
+}
+
+let instruments: ReturnType<typeof createInstruments> | undefined;
+
+/**
+ * Metrics are the product's instruments, created on first use: the metrics API has no
+ * proxy provider, so instruments made before the SDK starts would stay no-ops.
+ */
+export const Metrics = new Proxy({} as ReturnType<typeof createInstruments>, {
+  get: (_, key: keyof ReturnType<typeof createInstruments>) => (instruments ??= createInstruments())[key],
+});
+
+/** recordRequest feeds API request metrics; used as the clients' onRequest observer. */
+export function recordRequest(info: { cluster: string; method: string; code: number }): void {
+  const code = info.code === 0 ? 'unreachable' : `${Math.floor(info.code / 100)}xx`;
+  Metrics.apiRequests.add(1, { cluster: info.cluster, method: info.method, code });
+  if (info.code === 0 || info.code >= 400) Metrics.apiErrors.add(1, { cluster: info.cluster, code });
+}

@@ -1,0 +1,162 @@
+// Observability through the whole pipeline: one trace per reconcile across all hops
+// (received by a local OTLP/JSON collector), metrics on each function's Prometheus
+// endpoint, and no credential byte in any log, event, status, Kubernetes Event or span.
+import { createServer, type Server } from 'node:http';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { load } from 'js-yaml';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { freePort } from '../infra/net.ts';
+import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import { eventually, uniqueName } from './helpers.ts';
+
+interface Span { traceId: string; spanId: string; parentSpanId?: string; name: string; attributes: Record<string, unknown>; service: string; startTimeUnixNano: string; endTimeUnixNano: string }
+
+let collector: Server;
+const spans: Span[] = [];
+let s: Stack;
+const metricsPorts: Record<string, number> = {};
+
+function value(v: Record<string, unknown>): unknown {
+  return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
+}
+
+async function startCollector(): Promise<string> {
+  collector = createServer((req, res) => {
+    let body = '';
+    req.on('data', (c) => (body += c));
+    req.on('end', () => {
+      if (req.url === '/v1/traces') {
+        const doc = JSON.parse(body) as { resourceSpans: { resource: { attributes: { key: string; value: Record<string, unknown> }[] }; scopeSpans: { spans: { traceId: string; spanId: string; parentSpanId?: string; name: string; startTimeUnixNano: string; endTimeUnixNano: string; attributes?: { key: string; value: Record<string, unknown> }[] }[] }[] }[] };
+        for (const rs of doc.resourceSpans) {
+          const service = String(value(rs.resource.attributes.find((a) => a.key === 'service.name')?.value ?? {}));
+          for (const ss of rs.scopeSpans) {
+            for (const sp of ss.spans) {
+              spans.push({ ...sp, service, attributes: Object.fromEntries((sp.attributes ?? []).map((a) => [a.key, value(a.value)])) });
+            }
+          }
+        }
+      }
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+  });
+  await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
+  return `http://127.0.0.1:${(collector.address() as { port: number }).port}`;
+}
+
+async function scrape(service: string): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPorts[service]}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const line of text.split('\n')) {
+    if (!line || line.startsWith('#')) continue;
+    const m = /^([a-zA-Z_:][\w:]*)(\{[^}]*\})? ([\d.e+-]+|NaN)/.exec(line);
+    if (m) out[`${m[1]}${m[2] ?? ''}`] = (out[`${m[1]}${m[2] ?? ''}`] ?? 0) + Number(m[3]);
+  }
+  return out;
+}
+const total = (m: Record<string, number>, name: string) => Object.entries(m).filter(([k]) => k === name || k.startsWith(`${name}{`)).reduce((a, [, v]) => a + v, 0);
+
+describe('observability', () => {
+  beforeAll(async () => {
+    const endpoint = await startCollector();
+    for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) metricsPorts[svc] = await freePort();
+    s = await startStack('obs', {
+      env: {
+        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_EXPORTER: 'otlp',
+        OTEL_METRICS_EXPORTER: 'prometheus', OTEL_BSP_SCHEDULE_DELAY: '100',
+      },
+      envFor: (svc) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[svc]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+      pingIntervalMs: 1500,
+    });
+    s.runtime.broker.observe = true;
+  });
+  afterAll(async () => {
+    await s?.stop();
+    collector?.close();
+  });
+
+  it('traces one reconcile as one trace: resolve -> apply (a span per item) -> status, with parent links', async () => {
+    const name = uniqueName('traced');
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
+      { name: 'one', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-1, namespace: default}\n` },
+      { name: 'two', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-2, namespace: default}\n` },
+      { name: 'bad', strategy: 'CreateAndSync', resource: 'kind: [' },
+    ]));
+    await waitSr(s, name, (x) => expect(x?.status?.items).toHaveLength(3));
+    const trace = await eventually(async () => {
+      const created = spans.find((sp) => sp.name === 'apply item' && sp.attributes['sync.item.reason'] === 'Created' && String(sp.attributes['sync.object']).includes(`${name}-1`));
+      expect(created).toBeDefined();
+      const inTrace = spans.filter((sp) => sp.traceId === created!.traceId);
+      expect(inTrace.map((sp) => sp.name)).toEqual(expect.arrayContaining(['resolve-cluster', 'apply-items', 'write-status', 'write status']));
+      return inTrace;
+    }, 30_000, 250);
+    const byName = (n: string) => trace.filter((sp) => sp.name === n);
+    const resolve = byName('resolve-cluster')[0]!;
+    const apply = byName('apply-items')[0]!;
+    const status = byName('write-status')[0]!;
+    expect(apply.parentSpanId).toBe(resolve.spanId);
+    expect(status.parentSpanId).toBe(apply.spanId);
+    const items = byName('apply item');
+    expect(items.map((i) => i.attributes['sync.item']).sort()).toEqual(['bad', 'one', 'two']);
+    for (const i of items) expect(i.parentSpanId).toBe(apply.spanId);
+    expect(items.find((i) => i.attributes['sync.item'] === 'bad')?.attributes['sync.item.reason']).toBe('InvalidManifest');
+    expect(new Set(trace.map((sp) => sp.service))).toEqual(new Set(['kcp-sync-resolve-cluster', 'kcp-sync-apply-items', 'kcp-sync-write-status']));
+    const ms = (sp: Span) => ((Number(BigInt(sp.endTimeUnixNano) - BigInt(sp.startTimeUnixNano)) / 1e6).toFixed(1));
+    const tree = (parent: string | undefined, depth: number): string[] => trace.filter((sp) => (sp.parentSpanId || undefined) === parent)
+      .flatMap((sp) => [`${'  '.repeat(depth)}${sp.name} [${sp.service}] ${ms(sp)} ms ${sp.attributes['sync.item'] ?? ''} ${sp.attributes['sync.item.reason'] ?? ''}`.trimEnd(), ...tree(sp.spanId, depth + 1)]);
+    console.log(`trace ${apply.traceId}:\n${tree(resolve.parentSpanId || undefined, 0).join('\n')}`);
+    // Logs carry the trace id.
+    const applyLog = await readFile(join(s.stateDir, 'logs', 'function-sync-apply-items.log'), 'utf8');
+    expect(applyLog).toContain(`"traceId":"${apply.traceId}"`);
+  });
+
+  it('counts drift corrections and skipped status writes', async () => {
+    const name = uniqueName('metered');
+    const cmName = `${name}-cm`;
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
+      { name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${cmName}, namespace: default}\ndata: {a: "1"}\n` },
+    ]));
+    await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
+    // A no-op resync: skipped status writes grow, no drift is counted.
+    const before = { apply: await scrape('sync-apply-items'), status: await scrape('sync-write-status') };
+    await eventually(async () => expect(total(await scrape('sync-write-status'), 'sync_status_writes_skipped_total')).toBeGreaterThan(total(before.status, 'sync_status_writes_skipped_total')), 20_000, 300);
+    expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBe(total(before.apply, 'sync_drift_corrections_total'));
+    // Drift in the SKR: corrected at the next resync and counted.
+    await kubectl(s.skr[0]!, ['patch', 'configmap', cmName, '-n', 'default', '--type', 'merge', '-p', '{"data":{"a":"edited"}}']);
+    await eventually(async () => expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBeGreaterThan(total(before.apply, 'sync_drift_corrections_total')), 20_000, 300);
+    expect(await kubectl(s.skr[0]!, ['get', 'configmap', cmName, '-n', 'default', '-o', 'jsonpath={.data.a}'])).toBe('1');
+    await eventually(async () => expect(await kubectl(s.kcp, ['describe', 'syncresource', name, '-n', s.ns])).toMatch(/Normal\s+DriftCorrected\s+.*reverted changes made in the SKR to ConfigMap\/default\//), 10_000, 300);
+    const apply = await scrape('sync-apply-items');
+    expect(total(apply, 'sync_api_requests_total')).toBeGreaterThan(0);
+    expect(Object.keys(apply).some((k) => k.startsWith('sync_items_total{') && k.includes('reason="Applied"'))).toBe(true);
+    expect(total(apply, 'sync_client_cache_hits_total')).toBeGreaterThan(0);
+  });
+
+  it('never lets a credential byte into logs, events, status, Kubernetes Events or spans', async () => {
+    // A failing SyncResource too, so error paths are captured.
+    const name = uniqueName('leak');
+    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [{ name: 'x', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n' }]));
+    await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Warning'));
+    const secrets: string[] = [];
+    for (const skr of inject('clusters').skrs) {
+      const kc = load(skr.kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+      for (const v of [...Object.values(kc.users[0]!.user), kc.clusters[0]!.cluster['certificate-authority-data']!]) {
+        secrets.push(v.slice(0, 48));
+        for (const line of Buffer.from(v, 'base64').toString().split('\n')) if (line.length >= 32 && !line.startsWith('-----')) secrets.push(line.slice(0, 32));
+      }
+    }
+    expect(secrets.length).toBeGreaterThan(6);
+    const logs = await Promise.all((await readdir(join(s.stateDir, 'logs'))).map((f) => readFile(join(s.stateDir, 'logs', f), 'utf8')));
+    const captured = {
+      logs: logs.join('\n'),
+      events: JSON.stringify(s.runtime.broker.observed),
+      status: await kubectl(s.kcp, ['get', 'syncresources', '-n', s.ns, '-o', 'json']),
+      kubeEvents: await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '-o', 'json']),
+      spans: JSON.stringify(spans),
+    };
+    for (const [where, text] of Object.entries(captured)) {
+      expect(text.length, where).toBeGreaterThan(100);
+      for (const secret of secrets) expect(text.includes(secret), `${where} holds credential bytes`).toBe(false);
+    }
+  });
+});
