@@ -1,0 +1,297 @@
+// run.ts is `npm run bench` (`-- --quick` for the small version): the product on the
+// local stack (real API servers, real function processes, the local event runtime),
+// measured against a direct server-side-apply loop. Prints a table of figures and the
+// targets they are held to. Figures only: nothing here asserts a time.
+import { spawn } from 'node:child_process';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { cpus, tmpdir, totalmem } from 'node:os';
+import { join } from 'node:path';
+import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import { ClusterSet } from '../infra/clusters.ts';
+import { applyObjects, connect, installCrds, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
+import { freePort } from '../infra/net.ts';
+import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
+import { resourcePath } from '../lib/kube/discovery.ts';
+import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
+import { syncResourceInfo } from '../lib/kcp.ts';
+import type { SyncResource } from '../lib/model.ts';
+import { mapLimit } from '../lib/util.ts';
+import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
+
+const quick = process.argv.includes('--quick');
+const S = quick ? 60 : 300;
+const K = quick ? 2 : 3;
+const EDITS = 50;
+const NS = 'bench';
+const rows: { scenario: string; figure: string; value: string; target?: string }[] = [];
+const row = (scenario: string, figure: string, value: string, target?: string) => {
+  rows.push({ scenario, figure, value, ...(target ? { target } : {}) });
+  console.log(`  ${scenario} | ${figure}: ${value}${target ? ` (target ${target})` : ''}`);
+};
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor((p / 100) * xs.length))]!;
+const median = (xs: number[]) => pct(xs, 50);
+
+const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
+console.log(`bench (${quick ? 'quick' : 'full'}): S=${S} K=${K} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB`);
+const set = await ClusterSet.start({ skrs: K, stateDir });
+let runtime: Runtime | undefined;
+try {
+  await setupKcp(set);
+  const kcp = await connect(set.kcp.kubeconfig, 'kcp');
+  const skrs = await Promise.all(set.skrs.map((s, i) => connect(s.kubeconfig, `skr-${i + 1}`)));
+  for (const skr of skrs) {
+    await installCrds(skr, [benchCrd]);
+    await applyObjects(skr, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } }, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'direct' } }]);
+  }
+  await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench-direct' } }]);
+  const ports: Record<string, number> = {};
+  for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) ports[svc] = await freePort();
+  runtime = await startRuntime({
+    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000,
+    env: { OTEL_METRICS_EXPORTER: 'prometheus' },
+    envFor: (svc) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[svc]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+  });
+  const rt = runtime;
+  const kymaOf = (i: number) => `kyma-${(i % K) + 1}`;
+  const srPath = (name?: string, ns = 'kcp-system') => resourcePath(syncResourceInfo, ns, name);
+
+  /** readyCount counts SyncResources with prefix that are Ready for their generation. */
+  const readyCount = async (prefix: string) => {
+    const list = await kcp.client.call<{ items: SyncResource[] }>('GET', srPath());
+    return list.items.filter((s) => s.metadata.name.startsWith(prefix) && s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation).length;
+  };
+  const waitReady = async (prefix: string, n: number, timeoutMs = 600_000) => {
+    const deadline = Date.now() + timeoutMs;
+    while ((await readyCount(prefix)) < n) {
+      if (Date.now() > deadline) throw new Error(`${prefix}: not all ${n} Ready after ${timeoutMs} ms`);
+      await sleep(100);
+    }
+  };
+  const create = (objs: KubeObject[]) => mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
+  const bulk = async (from: number, n: number, prefix = 'bench-') => {
+    const objs = Array.from({ length: n }, (_, j) => {
+      const o = syncResourceFor(from + j, NS, 'kcp-system', kymaOf(from + j));
+      o.metadata.name = `${prefix}${from + j}`;
+      return o;
+    });
+    const t0 = performance.now();
+    await create(objs);
+    await waitReady(prefix, n);
+    return performance.now() - t0;
+  };
+  const pids = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
+  const rssOf = async (pid: number, field: 'VmHWM' | 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+
+  // 1. Bulk create.
+  console.log('1. bulk create');
+  const bulkMs = await bulk(0, S);
+  row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
+  row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
+  for (const p of pids()) row('7 memory', `peak RSS ${p.svc} during bulk create`, `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`);
+
+  // 2. The limit: the same objects applied directly, plus the KCP writes a SyncResource needs.
+  console.log('2. direct apply');
+  const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
+  let best = Infinity;
+  let bestC = 0;
+  for (const c of [8, 16, 32, 64]) {
+    const apis = set.skrs.map((s) => {
+      const kc = new KubeConfig();
+      kc.loadFromString(s.kubeconfig);
+      return KubernetesObjectApi.makeApiClient(kc);
+    });
+    const kcpKc = new KubeConfig();
+    kcpKc.loadFromString(set.kcp.kubeconfig);
+    const kcpApi = KubernetesObjectApi.makeApiClient(kcpKc);
+    const t0 = performance.now();
+    await mapLimit(Array.from({ length: S }, (_, i) => i), c, async (i) => {
+      const api = apis[i % K]!;
+      const { objects, status } = objectsFor(i, 'direct', c);
+      for (const o of objects) await api.patch(o as never, undefined, undefined, 'bench-direct', true, PatchStrategy.ServerSideApply);
+      await skrs[i % K]!.client.call('PATCH', resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'), {
+        body: status, query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
+      });
+      const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
+      sr.metadata.name = `direct-${c}-${i}`;
+      await kcpApi.create(sr as never);
+      await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
+        body: { apiVersion: sr.apiVersion, kind: sr.kind, metadata: { name: sr.metadata.name, namespace: 'bench-direct' }, status: { state: 'Ready', observedGeneration: 1 } },
+        query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
+      });
+    });
+    const ms = performance.now() - t0;
+    if (ms < best) [best, bestC] = [ms, c];
+  }
+  row('2 limit', `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`, `${(best / 1000).toFixed(2)} s`);
+  row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
+
+  // 3. Latency of one edit, idle and under load.
+  console.log('3. latency');
+  const kcpFile = set.kcp.kubeconfigFile;
+  const edit = async (rev: number) => {
+    const sr = syncResourceFor(0, NS, 'kcp-system', kymaOf(0), rev);
+    const t0 = performance.now();
+    await new Promise<void>((resolve, reject) => {
+      const p = spawn('kubectl', ['--kubeconfig', kcpFile, 'apply', '-f', '-'], { stdio: ['pipe', 'ignore', 'inherit'] });
+      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kubectl exited ${code}`))));
+      p.stdin.end(JSON.stringify(sr));
+    });
+    for (;;) {
+      const live = await kcp.client.call<SyncResource>('GET', srPath('bench-0'));
+      if (live.status?.observedGeneration === live.metadata.generation && live.status?.state === 'Ready') return performance.now() - t0;
+      await sleep(10);
+    }
+  };
+  let rev = 100;
+  const idle: number[] = [];
+  for (let i = 0; i < EDITS; i++) idle.push(await edit(rev++));
+  row('3 latency', `idle, kubectl apply -> Ready (${EDITS} edits) p50`, `${median(idle).toFixed(0)} ms`, '<= 300 ms');
+  row('3 latency', 'idle p99', `${pct(idle, 99).toFixed(0)} ms`);
+  // Load: bulk-create S more SyncResources, then keep editing them, while timing edits.
+  let loading = true;
+  const load = (async () => {
+    const objs = Array.from({ length: S }, (_, j) => { const o = syncResourceFor(10_000 + j, NS, 'kcp-system', kymaOf(j)); o.metadata.name = `load-${j}`; return o; });
+    await create(objs);
+    for (let r = 2; loading; r++) {
+      await mapLimit(objs.map((o, j) => ({ o, j })), 16, async ({ j }) => {
+        if (!loading) return;
+        const next = syncResourceFor(10_000 + j, NS, 'kcp-system', kymaOf(j), r);
+        await kcp.client.call('PATCH', srPath(`load-${j}`), { body: { spec: next.spec }, contentType: 'application/merge-patch+json' });
+      });
+    }
+  })();
+  const loaded: number[] = [];
+  for (let i = 0; i < EDITS; i++) loaded.push(await edit(rev++));
+  loading = false;
+  await load;
+  row('3 latency', `under load (${S} SyncResources created and edited meanwhile) p50`, `${median(loaded).toFixed(0)} ms`);
+  row('3 latency', 'under load p99', `${pct(loaded, 99).toFixed(0)} ms`, '<= 2 s');
+  await waitReady('load-', S);
+  await rt.broker.idle(120_000);
+
+  // 4. No-op resync.
+  console.log('4. no-op resync');
+  const total = await kcp.client.call<{ items: unknown[] }>('GET', srPath()).then((l) => l.items.length);
+  const scrapeAll = async () => {
+    const out: Record<string, number> = {};
+    for (const svc of Object.keys(ports)) {
+      const text = await (await fetch(`http://127.0.0.1:${ports[svc]}/metrics`)).text().catch(() => '');
+      for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+        const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
+        out[key] = (out[key] ?? 0) + Number(m[2]);
+      }
+    }
+    return out;
+  };
+  const settle = async () => {
+    let last = -1;
+    while (rt.broker.stats.received !== last) {
+      last = rt.broker.stats.received;
+      await rt.broker.idle(300_000);
+      await sleep(300);
+    }
+  };
+  await settle();
+  const diff = (a: Record<string, number>, b: Record<string, number>, k: string) => (b[k] ?? 0) - (a[k] ?? 0);
+  let before = await scrapeAll();
+  let t0 = performance.now();
+  rt.ping[0]!.fire();
+  await settle();
+  let ms = performance.now() - t0 - 300;
+  let after = await scrapeAll();
+  row('4 no-op resync', `${total} SyncResources: SKR requests per SyncResource`, (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2), '<= 1');
+  row('4 no-op resync', 'KCP requests per SyncResource', ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2));
+  row('4 no-op resync', 'writes anywhere (SKR + KCP)', String(diff(before, after, 'skr:write') + diff(before, after, 'kcp:write')), '0');
+  row('4 no-op resync', 'time for the whole resync', `${(ms / 1000).toFixed(2)} s`);
+
+  // 5. Drift: edit or delete 10% of the synced objects, resync.
+  console.log('5. drift');
+  const victims = Array.from({ length: Math.ceil(S / 10) }, (_, j) => j * 10).filter((i) => i < S);
+  await mapLimit(victims, 16, async (i) => {
+    const skr = skrs[i % K]!;
+    const info = await mustFind(skr, 'v1', 'ConfigMap');
+    if (i % 20 === 0) await skr.client.call('DELETE', resourcePath(info, NS, `b${i}-a`));
+    else await skr.client.call('PATCH', resourcePath(info, NS, `b${i}-a`), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
+  });
+  before = await scrapeAll();
+  t0 = performance.now();
+  rt.ping[0]!.fire();
+  const corrected = async () => (await mapLimit(victims, 16, async (i) => {
+    const skr = skrs[i % K]!;
+    const o = await getObject(skr, await mustFind(skr, 'v1', 'ConfigMap'), NS, `b${i}-a`);
+    return (o?.data as { rev?: string } | undefined)?.rev === '1';
+  })).every(Boolean);
+  while (!(await corrected())) await sleep(50);
+  ms = performance.now() - t0;
+  await settle();
+  after = await scrapeAll();
+  row('5 drift', `${victims.length} objects edited or deleted (10%): time until corrected`, `${(ms / 1000).toFixed(2)} s`);
+  row('5 drift', 'SKR requests per SyncResource', ((diff(before, after, 'skr:read') + diff(before, after, 'skr:write')) / total).toFixed(2));
+
+  // 6. Cold start of one function process, and its first reconcile.
+  console.log('6. cold start');
+  const cold: number[] = [];
+  const first: number[] = [];
+  for (let i = 0; i < 10; i++) {
+    const port = await freePort();
+    const t = performance.now();
+    const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'], {
+      env: { ...process.env, PORT: String(port), KUBECONFIG: set.kcp.kubeconfigFile, K_SINK: rt.broker.url, LOG_LEVEL: 'warn' }, stdio: 'ignore',
+    });
+    for (;;) {
+      const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then((r) => r.ok, () => false);
+      if (ok) break;
+      await sleep(5);
+    }
+    cold.push(performance.now() - t);
+    const sr = await kcp.client.call<SyncResource>('GET', srPath('bench-1'));
+    const secret = await kcp.client.call<{ items: KubeObject[] }>('GET', '/api/v1/namespaces/kcp-system/secrets', { query: { labelSelector: `operator.kyma-project.io/kyma-name=${sr.spec.kyma}` } });
+    const s = secret.items[0]!;
+    const t1 = performance.now();
+    const res = await fetch(`http://127.0.0.1:${port}/`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': `cold-${i}`, 'ce-source': '/bench', 'ce-type': 'io.kyma-project.syncresource.cluster.resolved' },
+      body: JSON.stringify({ namespace: 'kcp-system', name: 'bench-1', uid: sr.metadata.uid, generation: sr.metadata.generation, kyma: sr.spec.kyma, secret: { namespace: 'kcp-system', name: s.metadata.name, uid: s.metadata.uid, resourceVersion: s.metadata.resourceVersion } }),
+    });
+    await res.text();
+    first.push(performance.now() - t1);
+    child.kill('SIGKILL');
+  }
+  row('6 cold start', 'spawn -> ready on /health/readiness (median of 10)', `${median(cold).toFixed(0)} ms`, '<= 500 ms');
+  row('6 cold start', 'first reconcile of a 5-item SyncResource (median of 10)', `${median(first).toFixed(0)} ms`);
+
+  // 7. Memory with clients cached for 50 SKRs (50 access Secrets, one cached client each).
+  console.log('7. memory with 50 cached clients');
+  const kymas = Array.from({ length: 50 }, (_, i) => `mem-${i}`);
+  await applyObjects(kcp, kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)));
+  await create(kymas.map((k, i) => ({
+    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system' },
+    spec: { kyma: k, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `mem-${i}`, namespace: NS } }) }] },
+  })));
+  await waitReady('mem-', 50);
+  const apply = pids().find((p) => p.svc === 'sync-apply-items')!;
+  row('7 memory', 'RSS of apply-items with 50 SKR clients cached', `${(await rssOf(apply.pid, 'VmRSS')).toFixed(0)} MiB`);
+
+  // 8. Scaling (full only).
+  if (!quick) {
+    console.log('8. scaling');
+    const per: number[] = [];
+    let from = 20_000;
+    for (const n of [100, 300, 1000]) {
+      const t = await bulk(from, n, `scale${n}-`);
+      from += n;
+      per.push(t / n);
+      row('8 scaling', `S=${n}: time per SyncResource`, `${(t / n).toFixed(1)} ms`);
+    }
+    row('8 scaling', 'ratio S=1000 / S=100 per SyncResource', (per[2]! / per[0]!).toFixed(2), '<= 1.5');
+  }
+  console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
+  for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
+} finally {
+  await runtime?.stop();
+  await set.stop();
+  await rm(stateDir, { recursive: true, force: true });
+}
