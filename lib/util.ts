@@ -41,3 +41,31 @@ export function canonical(v: unknown): string {
   }
   return JSON.stringify(v);
 }
+
+/**
+ * KeyedQueue runs at most one task per key at a time (a controller's workqueue
+ * semantics): a request that arrives while its key runs waits for one more run, which
+ * every request arriving meanwhile shares, so bursts of events for one object collapse.
+ */
+export class KeyedQueue<T> {
+  private readonly running = new Map<string, { current: Promise<T>; next?: Promise<T> }>();
+
+  /** run executes task for key, or joins the run queued behind the current one. */
+  run(key: string, task: () => Promise<T>): Promise<T> {
+    const slot = this.running.get(key);
+    if (slot) {
+      slot.next ??= slot.current.then(() => undefined, () => undefined).then(() => this.start(key, task));
+      return slot.next;
+    }
+    return this.start(key, task);
+  }
+
+  private start(key: string, task: () => Promise<T>): Promise<T> {
+    const current = task().finally(() => {
+      const slot = this.running.get(key);
+      if (slot && slot.current === current && !slot.next) this.running.delete(key);
+    });
+    this.running.set(key, { current });
+    return current;
+  }
+}

@@ -12,7 +12,8 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
   return run(context, event, 'resolve-cluster', async (d, log) => {
-    const out = await resolveStep(d, ref);
+    // Watch events also report our own writes: those for a settled SyncResource need no run.
+    const out = await resolveStep(d, ref, event.type.startsWith('dev.knative.apiserver.ref.'));
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
     switch (out.kind) {
       case 'none':

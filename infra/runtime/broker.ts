@@ -45,9 +45,15 @@ export class Broker {
   private readonly deadLetterFile: string;
   private readonly chaos: Chaos | undefined;
   private inflight = 0;
+  private readonly limits: Map<string, Semaphore>;
   url = '';
 
-  constructor(opts: { triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string | undefined; deadLetterFile: string; chaos?: Chaos }) {
+  constructor(opts: {
+    triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string | undefined; deadLetterFile: string; chaos?: Chaos;
+    /** concurrency caps requests in flight per subscriber, as containerConcurrency and the queue-proxy do. */
+    concurrency?: Record<string, number>;
+  }) {
+    this.limits = new Map(Object.entries(opts.concurrency ?? {}).filter(([, n]) => n > 0).map(([svc, n]) => [svc, new Semaphore(n)]));
     this.triggers = opts.triggers;
     this.delivery = opts.delivery;
     this.resolve = opts.resolve;
@@ -107,7 +113,10 @@ export class Broker {
           await sleep(delivery.backoffPolicy === 'linear' ? base * attempt : base * 2 ** (attempt - 1));
         }
         const url = this.resolve(t.subscriber);
-        const { code, reply, error } = url ? await send(url, event) : { code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` };
+        const limit = this.limits.get(t.subscriber);
+        await limit?.acquire();
+        const { code, reply, error } = await (url ? send(url, event) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
+          .finally(() => limit?.release());
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
           if (reply) {
@@ -132,6 +141,27 @@ export class Broker {
   async close(): Promise<void> {
     this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
+  }
+}
+
+/** Semaphore admits at most n holders; others wait in order. */
+class Semaphore {
+  private free: number;
+  private readonly waiting: (() => void)[] = [];
+  constructor(n: number) {
+    this.free = n;
+  }
+  acquire(): Promise<void> {
+    if (this.free > 0) {
+      this.free--;
+      return Promise.resolve();
+    }
+    return new Promise((r) => this.waiting.push(r));
+  }
+  release(): void {
+    const next = this.waiting.shift();
+    if (next) next();
+    else this.free++;
   }
 }
 

@@ -79,6 +79,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     delivery: routing.broker.delivery,
     resolve: (svc) => functions.find((f) => f.service === svc)?.url,
     deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
+    concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
     ...(opts.chaos ? { chaos: opts.chaos } : {}),
   });
   const brokerUrl = await broker.listen();

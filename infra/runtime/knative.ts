@@ -43,7 +43,8 @@ export interface Routing {
   triggers: Trigger[];
   apiServerSources: { name: string; resources: ApiServerResource[] }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
-  services: { name: string; env: Record<string, string> }[];
+  /** services are the function Services; concurrency is their containerConcurrency (0: unlimited). */
+  services: { name: string; env: Record<string, string>; concurrency: number }[];
 }
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
@@ -87,6 +88,7 @@ export async function loadRouting(file: string): Promise<Routing> {
     services: docs.filter((d) => d.kind === 'Service' && d.apiVersion === 'serving.knative.dev/v1').map((s) => ({
       name: s.metadata.name,
       env: Object.fromEntries((s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [e.name, e.value])),
+      concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
     })),
   };
 }

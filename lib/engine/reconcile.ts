@@ -4,12 +4,12 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.ts';
 import { getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
-import { TransientError } from '../kube/errors.ts';
+import { isConflict, TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
 import { FINALIZER, objectKey, ownerRef, type InventoryEntry, type SyncResource } from '../model.ts';
 import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
-import { mapLimit } from '../util.ts';
+import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { ClusterUnreachableError, decide, execute, observe, ownerOf, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
@@ -40,7 +40,7 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
     items: [], changes: [], inventory: [], pending: [],
   };
   const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
-    ref.sr = await kcpWrite(() => inSpan('write inventory', { 'sync.inventory.size': entries.length }, () => deps.kcp.writeInventory(ref.sr, entries)));
+    ref.sr = await kcpWrite(() => inSpan('write inventory', { 'sync.inventory.size': entries.length }, () => writeInventory(deps.kcp, ref.sr, entries)));
     await deps.hooks?.afterInventoryWrite?.();
   });
   try {
@@ -56,6 +56,27 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
   }
   res.inventory = [...inventory.entries];
   return res;
+}
+
+/**
+ * writeInventory writes status.synced guarded by the resourceVersion we read. On a
+ * conflict it re-reads: if only other fields changed (the status step wrote), the
+ * inventory we built on still holds and the write is retried; otherwise the run fails
+ * transiently and starts over from fresh state.
+ */
+async function writeInventory(kcp: KcpStore, sr: SyncResource, entries: InventoryEntry[]): Promise<SyncResource> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await kcp.writeInventory(sr, entries);
+    } catch (err) {
+      if (!isConflict(err) || attempt >= 3) throw err;
+      const live = await kcp.get(sr.metadata.namespace!, sr.metadata.name);
+      const same = live && live.metadata.uid === sr.metadata.uid && live.metadata.generation === sr.metadata.generation &&
+        canonical(live.status?.synced ?? []) === canonical(sr.status?.synced ?? []);
+      if (!same) throw err;
+      sr = { ...sr, metadata: { ...sr.metadata, resourceVersion: live.metadata.resourceVersion } };
+    }
+  }
 }
 
 async function kcpWrite<T>(fn: () => Promise<T>): Promise<T> {

@@ -6,14 +6,24 @@ import { reconcile } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { Metrics } from '../telemetry.ts';
+import { KeyedQueue } from '../util.ts';
 import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
 
-/** applyStep reconciles the SyncResource named in data. */
-export async function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+const queue = new KeyedQueue<ApplyOutcome>();
+
+/**
+ * applyStep reconciles the SyncResource named in data. Runs for one SyncResource are
+ * serialized in this process, and requests arriving during a run share the next one.
+ */
+export function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+  return queue.run(`${data.namespace}/${data.name}`, () => applyOnce(deps, data));
+}
+
+async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
   const sr = await deps.store.get(data.namespace, data.name);
   if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
   let secret;

@@ -16,8 +16,17 @@ export type ResolveOutcome =
   | { kind: 'failed'; data: ItemsApplied }
   | { kind: 'none'; why: string };
 
-/** resolveStep resolves the target cluster of ref. */
-export async function resolveStep(deps: Deps, ref: SyncRef): Promise<ResolveOutcome> {
+/**
+ * settled tells whether a SyncResource is Ready for its current generation, so that a
+ * watch event (our own status, label or inventory write) needs no run; resync and spec
+ * changes (a new generation; deletion bumps it too) always run.
+ */
+export function settled(sr: SyncResource): boolean {
+  return !sr.metadata.deletionTimestamp && sr.status?.state === 'Ready' && sr.status.observedGeneration === sr.metadata.generation;
+}
+
+/** resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources that are settled. */
+export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false): Promise<ResolveOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
     const sr = await deps.store.get(ref.namespace, ref.name);
     if (sr) {
@@ -28,6 +37,7 @@ export async function resolveStep(deps: Deps, ref: SyncRef): Promise<ResolveOutc
   }
   const sr = await deps.store.get(ref.namespace, ref.name);
   if (!sr) return { kind: 'none', why: 'gone' };
+  if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   const kyma = sr.spec.kyma;
   try {
     await getKyma(deps.kcp, ref.namespace, kyma);
