@@ -47,10 +47,8 @@ export async function signCert(
   const lines = ['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment'];
   lines.push(opts.san ? `extendedKeyUsage=serverAuth\nsubjectAltName=${opts.san}` : 'extendedKeyUsage=clientAuth');
   await writeFile(ext, lines.join('\n') + '\n');
-  const days = opts.days ?? 3650;
-  const validity = days > 0
-    ? ['-days', String(days)]
-    : ['-not_before', '20200101000000Z', '-not_after', '20200102000000Z'];
+  // A negative number of days yields a certificate whose notAfter lies in the past.
+  const validity = ['-days', String(opts.days ?? 3650)];
   await run('openssl', ['x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile,
     '-set_serial', String(randomInt(1, 2 ** 47)), '-extfile', ext, '-out', certFile, ...validity]);
   return { certFile, keyFile, pem: { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') } };

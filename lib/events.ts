@@ -33,6 +33,8 @@ export interface ReconcileRequest extends SyncRef {
 
 /** ClusterResolved is the data of a cluster.resolved event. */
 export interface ClusterResolved extends SyncRef {
+  /** trigger says what started this run: a watch event of the SyncResource, or a reconcile request. */
+  trigger?: 'watch' | ReconcileRequest['trigger'];
   uid: string;
   generation: number;
   kyma: string;

@@ -147,14 +147,14 @@ describe('functions', () => {
     expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(/Kyma .* does not exist/);
   });
 
-  it('resync posts one reconcile request per SyncResource of the control-plane namespace, and per Kyma on a Secret change', async () => {
+  it('resync posts one reconcile request per SyncResource of the control-plane namespace; resolve-cluster one per SyncResource of a Kyma whose Secret changed', async () => {
     sent.length = 0;
     await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
     const all = (await deps.store.list({ namespace: ns })).items.map((s) => s.metadata.name).sort();
     expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
     expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
     sent.length = 0;
-    await resync(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
+    await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
     const forKyma = (await deps.store.list({ namespace: ns })).items.filter((s) => s.spec.kyma === 'kyma-1').map((s) => s.metadata.name).sort();
     expect(forKyma.length).toBeGreaterThan(0);
     expect(sent.map((e) => (e.data as { name: string; trigger: string }).name).sort()).toEqual(forKyma);

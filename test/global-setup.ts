@@ -11,7 +11,7 @@ import { setupKcp } from '../infra/kcp-setup.ts';
 export interface TestClusters {
   stateDir: string;
   kcp: { kubeconfig: string; url: string };
-  skrs: { name: string; kubeconfig: string; url: string }[];
+  skrs: { name: string; kubeconfig: string; url: string; ca: { certFile: string; keyFile: string } }[];
   kubernetesVersion: string;
 }
 
@@ -32,7 +32,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide('clusters', {
     stateDir,
     kcp: { kubeconfig: set.kcp.kubeconfig, url: set.kcp.url },
-    skrs: set.skrs.map((s) => ({ name: s.name, kubeconfig: s.kubeconfig, url: s.url })),
+    skrs: set.skrs.map((s) => ({ name: s.name, kubeconfig: s.kubeconfig, url: s.url, ca: { certFile: s.pki.caFile, keyFile: `${s.pki.dir}/ca.key` } })),
     kubernetesVersion: set.binaries.versions.kubernetes,
   });
   return async () => {

@@ -1,9 +1,11 @@
 // resolve-cluster: a SyncResource reference (ApiServerSource) or a reconcile request
-// in; "cluster resolved" out, or the resolution failure for the status step.
+// in; "cluster resolved" out, or the resolution failure for the status step. A changed
+// access Secret is mapped to its Kyma and fans out reconcile requests (rotation).
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { EventTypes, makeEvent, refFromEvent } from '../../lib/events.ts';
 import { resolveStep } from '../../lib/pipeline/resolve.ts';
+import { kymaOfSecret, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
@@ -11,9 +13,19 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
+  if ((event as unknown as { kind?: string }).kind === 'Secret') {
+    return run(context, event, 'resolve-cluster', async (d, log) => {
+      const kyma = await kymaOfSecret(d, ref.namespace, ref.name);
+      const sent = kyma ? await resyncKyma(d, ref.namespace, kyma, 'secret') : 0;
+      log.info({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: kyma, sent }, 'resync requested');
+      return undefined;
+    });
+  }
   return run(context, event, 'resolve-cluster', async (d, log) => {
     // Watch events also report our own writes: those for a settled SyncResource need no run.
-    const out = await resolveStep(d, ref, event.type.startsWith('dev.knative.apiserver.ref.'));
+    const watched = event.type.startsWith('dev.knative.apiserver.ref.');
+    const trigger = watched ? 'watch' : (event.data as { trigger?: 'resync' | 'kyma' | 'secret' }).trigger ?? 'resync';
+    const out = await resolveStep(d, ref, watched, trigger);
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
     switch (out.kind) {
       case 'none':

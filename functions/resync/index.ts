@@ -1,9 +1,10 @@
 // resync: PingSource ticks fan out a reconcile request per SyncResource; a change of
-// a Kyma or of an access Secret fans out to that Kyma's SyncResources.
+// a Kyma fans out to that Kyma's SyncResources. (Access Secret changes go to
+// resolve-cluster, which may read Secrets.)
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { ApiServerRefTypes, PING_TYPE, type ObjectRef } from '../../lib/events.ts';
-import { kymaOfSecret, resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
+import { resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { HttpError, run } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
@@ -19,12 +20,8 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     const ref = event.data as ObjectRef | undefined;
     if (!ref?.name || !ref.namespace) throw new HttpError(400, 'event data is not an object reference');
     const kind = (event as unknown as { kind?: string }).kind ?? ref.kind;
-    let sent = 0;
-    if (kind === 'Kyma') sent = await resyncKyma(d, ref.namespace, ref.name, 'kyma');
-    if (kind === 'Secret') {
-      const kyma = await kymaOfSecret(d, ref.namespace, ref.name);
-      if (kyma) sent = await resyncKyma(d, ref.namespace, kyma, 'secret');
-    }
+    if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
+    const sent = await resyncKyma(d, ref.namespace, ref.name, 'kyma');
     log.info({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}`, sent }, 'resync requested');
   });
 }

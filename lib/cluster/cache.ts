@@ -4,6 +4,8 @@
 import type { Config } from '../config.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
 import { RestMapper } from '../kube/discovery.ts';
+import { ListCache } from '../kube/listcache.ts';
+import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { validateKubeconfig } from './kubeconfig.ts';
 import type { AccessSecret } from './resolve.ts';
@@ -46,7 +48,7 @@ export class ClientCache {
       const client = await KubeClient.fromKubeConfig(kc, {
         name, qps: this.config.clusterQps, burst: this.config.clusterBurst, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
       });
-      return { client, mapper: new RestMapper(client) };
+      return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
     })();
     this.entries.set(key, { version, cluster });
     cluster.catch(() => this.entries.get(key)?.cluster === cluster && this.entries.delete(key));

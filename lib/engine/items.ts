@@ -91,8 +91,18 @@ function change(p: PlanItem, action: Change['action'], drift = false): Change {
   return { subject: subjectOf(p.id!), action, item: p.item.name, ...(drift ? { drift } : {}) };
 }
 
-/** observe reads an item's live object; unreachable clusters abort the run. */
-export async function observe(skr: Cluster, p: PlanItem): Promise<KubeObject | undefined> {
+/**
+ * observe reads an item's live object; unreachable clusters abort the run. With owner
+ * and a list cache, a recent snapshot that shows nothing to do stands in for the read.
+ */
+export async function observe(skr: Cluster, p: PlanItem, owner?: string): Promise<KubeObject | undefined> {
+  if (owner && skr.lists && p.object && p.opts.own) {
+    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name));
+    if (snap) {
+      const d = decide(p, snap, owner);
+      if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
+    }
+  }
   return guard(() => getObject(skr, p.info!, p.id!.namespace, p.id!.name));
 }
 

@@ -7,6 +7,7 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import type { ObjectId, SyncItem } from '../model.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
+import { guard } from './items.ts';
 import { result, type ItemResult } from './result.ts';
 
 /** PlanItem is one spec item on its way through a run. */
@@ -72,7 +73,7 @@ export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string):
  */
 export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, config: Config): Promise<void> {
   if (p.done || !p.id) return;
-  const info = await skr.mapper.find(p.id.apiVersion, p.id.kind);
+  const info = await guard(() => skr.mapper.find(p.id!.apiVersion, p.id!.kind));
   if (!info) {
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
     p.done = crd

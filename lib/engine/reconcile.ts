@@ -11,7 +11,7 @@ import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { ClusterUnreachableError, decide, execute, observe, ownerOf, type Decision } from './items.ts';
+import { ClusterUnreachableError, decide, execute, guard, observe, ownerOf, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
@@ -102,7 +102,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     if (phase === rest) await waitForCrds(plan, [...rest, ...statusOnly], skr, config);
     await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config));
     const active = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
-    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p));
+    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p, owner));
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));
@@ -179,11 +179,11 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
     }
   }
   if (needed.size === 0) return;
-  const info = await mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition');
+  const info = await guard(() => mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'));
   const deadline = Date.now() + config.crdWaitMs;
   for (const crd of needed) {
     while (Date.now() < deadline) {
-      const live = await getObject(skr, info, undefined, crd.object!.metadata.name) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+      const live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
       if (live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       await sleep(100);
     }

@@ -4,6 +4,7 @@ import type { KubeClient } from './client.ts';
 import { PatchType } from './client.ts';
 import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
 import { isNotFound } from './errors.ts';
+import type { ListCache } from './listcache.ts';
 
 /** KubeObject is any Kubernetes object as plain JSON. */
 export interface KubeObject {
@@ -28,6 +29,8 @@ export interface KubeObject {
 export interface Cluster {
   client: KubeClient;
   mapper: RestMapper;
+  /** lists, when present, serves recent snapshots to confirm objects are unchanged. */
+  lists?: ListCache;
 }
 
 /** UnknownKindError says the cluster does not serve apiVersion/kind. */

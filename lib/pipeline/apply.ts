@@ -15,6 +15,12 @@ export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean
 
 const queue = new KeyedQueue<ApplyOutcome>();
 
+// Runs that left a SyncResource fully Ready, by key: a watch event that follows such a
+// run for the same generation is the echo of our own writes (finalizer, inventory) and
+// needs no second run. Reconcile requests (resync, Kyma or Secret change) always run.
+const ECHO_WINDOW_MS = 2_000;
+const recent = new Map<string, { uid: string; generation: number; at: number }>();
+
 /**
  * applyStep reconciles the SyncResource named in data. Runs for one SyncResource are
  * serialized in this process, and requests arriving during a run share the next one.
@@ -24,8 +30,14 @@ export function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutco
 }
 
 async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+  const key = `${data.namespace}/${data.name}`;
   const sr = await deps.store.get(data.namespace, data.name);
   if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
+  const last = recent.get(key);
+  if (data.trigger === 'watch' && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation &&
+    Date.now() - last.at < ECHO_WINDOW_MS && !sr.metadata.deletionTimestamp) {
+    return { kind: 'none', why: 'echo of our own writes' };
+  }
   let secret;
   try {
     secret = await findAccessSecret(deps.kcp, data.namespace, sr.spec.kyma);
@@ -45,6 +57,10 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secret);
   }
+  const allReady = !result.clusterError && !result.deleting && result.pending.length === 0 && result.items.every((i) => i.state === 'Ready');
+  if (allReady) recent.set(key, { uid: sr.metadata.uid!, generation: result.generation, at: Date.now() });
+  else recent.delete(key);
+  if (recent.size > 50_000) recent.clear();
   const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
   for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
   const drift = result.changes.filter((c) => c.drift).length;

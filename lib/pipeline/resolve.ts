@@ -26,7 +26,7 @@ export function settled(sr: SyncResource): boolean {
 }
 
 /** resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources that are settled. */
-export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false): Promise<ResolveOutcome> {
+export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false, trigger: ClusterResolved['trigger'] = 'resync'): Promise<ResolveOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
     const sr = await deps.store.get(ref.namespace, ref.name);
     if (sr) {
@@ -45,7 +45,7 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return {
       kind: 'resolved',
-      data: { ...ref, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref },
+      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;

@@ -3,7 +3,6 @@
 import { EventTypes, makeEvent, type ReconcileRequest } from '../events.ts';
 import { secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
-import { isNotFound } from '../kube/errors.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { mapLimit } from '../util.ts';
 import type { Deps } from './deps.ts';
@@ -47,16 +46,12 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
   return sent;
 }
 
-/** kymaOfSecret reads only the metadata of an access Secret and returns its Kyma, if labelled. */
+/** kymaOfSecret finds the Kyma an access Secret is labelled for (list by name: the verb the Secret readers have). */
 export async function kymaOfSecret(deps: Deps, namespace: string, name: string): Promise<string | undefined> {
-  try {
-    const meta = await deps.kcp.client.call<{ metadata: { labels?: Record<string, string> } }>(
-      'GET', resourcePath(secretInfo, namespace, name), {
-        headers: { accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1' },
-      });
-    return meta.metadata.labels?.[KYMA_NAME_LABEL];
-  } catch (err) {
-    if (isNotFound(err)) return undefined;
-    throw err;
-  }
+  const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
+    'GET', resourcePath(secretInfo, namespace), {
+      query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
+      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+    });
+  return list.items[0]?.metadata.labels?.[KYMA_NAME_LABEL];
 }

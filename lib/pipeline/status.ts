@@ -28,11 +28,14 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
 export async function writeStatusStep(deps: Deps, data: ItemsApplied, now = new Date()): Promise<StatusOutcome> {
   const live = await deps.store.get(data.namespace, data.name);
   if (!live || live.metadata.uid !== data.uid) return 'gone';
-  await syncLabel(deps, live);
-  if (isStale(live, data)) return 'stale';
+  if (isStale(live, data)) {
+    await syncLabel(deps, live);
+    return 'stale';
+  }
   const next = computeStatus(data.result, live.status, now);
   if (sameStatus(live.status, next)) {
     Metrics.statusWritesSkipped.add(1);
+    await syncLabel(deps, live);
     return 'unchanged';
   }
   try {
@@ -42,6 +45,8 @@ export async function writeStatusStep(deps: Deps, data: ItemsApplied, now = new 
     throw err;
   }
   Metrics.statusWrites.add(1, { state: next.state! });
+  // The label after the status: its watch event then finds the SyncResource settled.
+  await syncLabel(deps, live);
   await recordEvents(deps, live, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }

@@ -1,0 +1,49 @@
+// listcache.ts shares short-lived LIST snapshots of the objects the product manages
+// (label managed-by) per kind and namespace of one cluster. During a resync burst,
+// hundreds of SyncResources confirm "unchanged" from one LIST per kind and namespace
+// instead of a GET per object. A snapshot is only ever used to confirm that nothing
+// needs doing; every other decision reads the live object.
+import { resourcePath, type ResourceInfo } from './discovery.ts';
+import type { KubeClient } from './client.ts';
+import type { KubeObject } from './objects.ts';
+
+/** ListCache holds snapshots for ttlMs. */
+export class ListCache {
+  private readonly client: KubeClient;
+  private readonly selector: string;
+  private readonly ttlMs: number;
+  private readonly snapshots = new Map<string, { at: number; objects: Promise<Map<string, KubeObject>> }>();
+
+  constructor(client: KubeClient, selector: string, ttlMs = 2_000) {
+    this.client = client;
+    this.selector = selector;
+    this.ttlMs = ttlMs;
+  }
+
+  /** get returns the object as of a recent snapshot, or undefined if the snapshot lacks it. */
+  async get(info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
+    const key = `${info.apiVersion}/${info.kind}/${namespace ?? ''}`;
+    const now = Date.now();
+    let snap = this.snapshots.get(key);
+    if (!snap || now - snap.at > this.ttlMs) {
+      snap = { at: now, objects: this.list(info, namespace) };
+      this.snapshots.set(key, snap);
+      snap.objects.catch(() => this.snapshots.get(key) === snap && this.snapshots.delete(key));
+      if (this.snapshots.size > 1000) this.snapshots.clear();
+    }
+    return (await snap.objects).get(name);
+  }
+
+  private async list(info: ResourceInfo, namespace: string | undefined): Promise<Map<string, KubeObject>> {
+    const out = new Map<string, KubeObject>();
+    let cont: string | undefined;
+    do {
+      const page = await this.client.call<{ items: KubeObject[]; metadata: { continue?: string } }>('GET', resourcePath(info, namespace), {
+        query: { labelSelector: this.selector, limit: 500, continue: cont },
+      });
+      for (const o of page.items) out.set(o.metadata.name, { ...o, apiVersion: info.apiVersion, kind: info.kind });
+      cont = page.metadata.continue || undefined;
+    } while (cont);
+    return out;
+  }
+}
