@@ -1,0 +1,70 @@
+// The ServiceAccounts of knative.yaml get only what each function needs: checked with
+// a `kubectl auth can-i --as=...` matrix against the real KCP with that RBAC applied.
+import { readFile } from 'node:fs/promises';
+import { loadAll } from 'js-yaml';
+import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { applyObjects, knativeYaml } from '../infra/kcp-setup.ts';
+import type { KubeObject } from '../lib/kube/objects.ts';
+import { kubectl } from './e2e-helpers.ts';
+import { cluster } from './helpers.ts';
+
+const can = async (sa: string, verb: string, resource: string, ns?: string): Promise<boolean> => {
+  const kcp = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
+  const args = ['auth', 'can-i', verb, resource, `--as=system:serviceaccount:kcp-system:${sa}`, ...(ns ? ['-n', ns] : ['--all-namespaces'])];
+  const out = await kubectl(kcp, args).catch((err: Error) => err.message);
+  return /^yes\b/m.test(out);
+};
+
+// [service account, verb, resource, namespace (undefined: cluster-wide), allowed]
+const matrix: [string, string, string, string | undefined, boolean][] = [
+  // Only the two functions that load kubeconfigs read Secrets, only in kcp-system.
+  ['sync-resolve-cluster', 'list', 'secrets', 'kcp-system', true],
+  ['sync-apply-items', 'list', 'secrets', 'kcp-system', true],
+  ['sync-resolve-cluster', 'list', 'secrets', 'default', false],
+  ['sync-apply-items', 'get', 'secrets', 'kube-system', false],
+  ['sync-apply-items', 'list', 'secrets', undefined, false],
+  ['sync-resync', 'get', 'secrets', 'kcp-system', false],
+  ['sync-resync', 'list', 'secrets', 'kcp-system', false],
+  ['sync-write-status', 'get', 'secrets', 'kcp-system', false],
+  ['sync-write-status', 'list', 'secrets', 'kcp-system', false],
+  ['sync-dead-letter', 'get', 'secrets', 'kcp-system', false],
+  ['sync-apply-items', 'create', 'secrets', 'kcp-system', false],
+  ['sync-apply-items', 'update', 'secrets', 'kcp-system', false],
+  // Writes: SyncResource status, finalizers (patch), labels (patch), Events.
+  ['sync-apply-items', 'patch', 'syncresources.operator.kyma-project.io/status', 'kcp-system', true],
+  ['sync-apply-items', 'patch', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-write-status', 'patch', 'syncresources.operator.kyma-project.io/status', 'kcp-system', true],
+  ['sync-write-status', 'create', 'events.events.k8s.io', 'kcp-system', true],
+  ['sync-resolve-cluster', 'create', 'events.events.k8s.io', 'kcp-system', true],
+  ['sync-resync', 'patch', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  ['sync-resync', 'patch', 'syncresources.operator.kyma-project.io/status', 'kcp-system', false],
+  ['sync-resolve-cluster', 'patch', 'syncresources.operator.kyma-project.io/status', 'kcp-system', false],
+  ['sync-write-status', 'delete', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  ['sync-apply-items', 'create', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  ['sync-apply-items', 'update', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  // Reads each step needs.
+  ['sync-resync', 'list', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-resolve-cluster', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-write-status', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', false],
+  ['sync-apiserversource', 'watch', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-apiserversource', 'watch', 'secrets', 'kcp-system', true],
+  ['sync-apiserversource', 'watch', 'secrets', 'default', false],
+  // Nothing cluster-wide, nothing elsewhere.
+  ['sync-resync', 'list', 'syncresources.operator.kyma-project.io', 'default', false],
+  ['sync-apply-items', 'list', 'namespaces', undefined, false],
+  ['sync-apply-items', 'create', 'clusterroles', undefined, false],
+  ['sync-resolve-cluster', 'create', 'rolebindings', 'kcp-system', false],
+  ['sync-dead-letter', 'get', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+];
+
+describe('RBAC of knative.yaml', () => {
+  beforeAll(async () => {
+    const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[]).filter((d) => d && ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind));
+    expect(docs.filter((d) => d.kind.startsWith('Cluster'))).toEqual([]);
+    await applyObjects(await cluster('kcp'), docs);
+  });
+
+  it.each(matrix)('%s %s %s in %s: %s', async (sa, verb, resource, ns, allowed) => {
+    expect(await can(sa, verb, resource, ns)).toBe(allowed);
+  });
+});
