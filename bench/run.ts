@@ -56,16 +56,19 @@ try {
   const kymaOf = (i: number) => `kyma-${(i % K) + 1}`;
   const srPath = (name?: string, ns = 'kcp-system') => resourcePath(syncResourceInfo, ns, name);
 
-  /** readyCount counts SyncResources with prefix that are Ready for their generation. */
+  /** readyCount counts the SyncResources of one batch (label bench-batch) Ready for their generation. */
   const readyCount = async (prefix: string) => {
-    const list = await kcp.client.call<{ items: SyncResource[] }>('GET', srPath());
-    return list.items.filter((s) => s.metadata.name.startsWith(prefix) && s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation).length;
+    const list = await kcp.client.call<{ items: SyncResource[] }>('GET', srPath(), {
+      query: { labelSelector: `bench-batch=${prefix.replace(/-$/, '')}` },
+      headers: { accept: 'application/json' },
+    });
+    return list.items.filter((s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation).length;
   };
   const waitReady = async (prefix: string, n: number, timeoutMs = 600_000) => {
     const deadline = Date.now() + timeoutMs;
     while ((await readyCount(prefix)) < n) {
       if (Date.now() > deadline) throw new Error(`${prefix}: not all ${n} Ready after ${timeoutMs} ms`);
-      await sleep(100);
+      await sleep(200);
     }
   };
   const create = (objs: KubeObject[]) => mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
@@ -73,6 +76,7 @@ try {
     const objs = Array.from({ length: n }, (_, j) => {
       const o = syncResourceFor(from + j, NS, 'kcp-system', kymaOf(from + j));
       o.metadata.name = `${prefix}${from + j}`;
+      o.metadata.labels = { 'bench-batch': prefix.replace(/-$/, '') };
       return o;
     });
     const t0 = performance.now();
@@ -140,7 +144,7 @@ try {
     for (;;) {
       const live = await kcp.client.call<SyncResource>('GET', srPath('bench-0'));
       if (live.status?.observedGeneration === live.metadata.generation && live.status?.state === 'Ready') return performance.now() - t0;
-      await sleep(10);
+      await sleep(20);
     }
   };
   let rev = 100;
@@ -260,7 +264,7 @@ try {
   const kymas = Array.from({ length: 50 }, (_, i) => `mem-${i}`);
   await applyObjects(kcp, kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)));
   await create(kymas.map((k, i) => ({
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system' },
+    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'mem' } },
     spec: { kyma: k, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `mem-${i}`, namespace: NS } }) }] },
   })));
   await waitReady('mem-', 50);

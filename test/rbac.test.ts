@@ -10,7 +10,8 @@ import { cluster } from './helpers.ts';
 
 const can = async (sa: string, verb: string, resource: string, ns?: string): Promise<boolean> => {
   const kcp = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
-  const args = ['auth', 'can-i', verb, resource, `--as=system:serviceaccount:kcp-system:${sa}`, ...(ns ? ['-n', ns] : ['--all-namespaces'])];
+  const [res, sub] = resource.split('/');
+  const args = ['auth', 'can-i', verb, res!, ...(sub ? [`--subresource=${sub}`] : []), `--as=system:serviceaccount:kcp-system:${sa}`, ...(ns ? ['-n', ns] : ['--all-namespaces'])];
   const out = await kubectl(kcp, args).catch((err: Error) => err.message);
   return /^yes\b/m.test(out);
 };

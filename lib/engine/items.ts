@@ -97,7 +97,12 @@ function change(p: PlanItem, action: Change['action'], drift = false): Change {
  */
 export async function observe(skr: Cluster, p: PlanItem, owner?: string): Promise<KubeObject | undefined> {
   if (owner && skr.lists && p.object && p.opts.own) {
-    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name));
+    // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
+    // reason to fail: the live read below decides.
+    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name)).catch((err: unknown) => {
+      if (err instanceof ClusterUnreachableError) throw err;
+      return undefined;
+    });
     if (snap) {
       const d = decide(p, snap, owner);
       if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
