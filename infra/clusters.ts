@@ -220,7 +220,7 @@ function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
     `--service-account-key-file=${c.pki.serviceAccount.pubFile}`,
     `--service-account-signing-key-file=${c.pki.serviceAccount.keyFile}`,
     '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-    '--service-cluster-ip-range=10.0.0.0/24',
+    '--service-cluster-ip-range=10.96.0.0/12',
     '--authorization-mode=RBAC',
     '--allow-privileged=true',
     '--enable-priority-and-fairness=false',

@@ -50,7 +50,11 @@ async function ours(skr: Cluster): Promise<Map<string, string>> {
 }
 
 async function startPipeline(chaos?: { duplicate: number; maxDelayMs: number }): Promise<void> {
-  runtime = await startRuntime({ kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000, ...(chaos ? { chaos } : {}) });
+  // Knative's retry rules with a short backoff, so a dead SKR's retries end quickly.
+  runtime = await startRuntime({
+    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000,
+    delivery: { retry: 3, backoffPolicy: 'exponential', backoffDelay: 'PT0.1S' }, ...(chaos ? { chaos } : {}),
+  });
   runtime.broker.observe = true;
 }
 

@@ -11,7 +11,7 @@ import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
 import { startProcess, stopProcess, type Proc } from '../processes.ts';
 import { Broker, type Chaos } from './broker.ts';
-import { cronIntervalMs, loadRouting } from './knative.ts';
+import { cronIntervalMs, loadRouting, type Delivery } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -32,6 +32,8 @@ export interface RuntimeOptions {
   /** namespace overrides the control-plane namespace of knative.yaml (sources and functions). */
   namespace?: string;
   chaos?: Chaos;
+  /** delivery overrides the Broker's delivery settings (tests shorten the backoff). */
+  delivery?: Delivery;
 }
 
 /** FunctionProc is one running function Service. */
@@ -76,7 +78,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const functions: FunctionProc[] = [];
   const broker = new Broker({
     triggers: routing.triggers,
-    delivery: routing.broker.delivery,
+    delivery: { ...routing.broker.delivery, ...opts.delivery },
     resolve: (svc) => functions.find((f) => f.service === svc)?.url,
     deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
     concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
