@@ -45,6 +45,7 @@ export class Broker {
   private readonly deadLetterFile: string;
   private readonly chaos: Chaos | undefined;
   private inflight = 0;
+  private closed = false;
   private readonly limits: Map<string, Semaphore>;
   url = '';
 
@@ -107,7 +108,7 @@ export class Broker {
       const retries = delivery.retry ?? 0;
       const base = delivery.backoffDelay ? isoDurationMs(delivery.backoffDelay) : 200;
       let last = '';
-      for (let attempt = 0; attempt <= retries; attempt++) {
+      for (let attempt = 0; attempt <= retries && !this.closed; attempt++) {
         if (attempt > 0) {
           this.stats.retries++;
           await sleep(delivery.backoffPolicy === 'linear' ? base * attempt : base * 2 ** (attempt - 1));
@@ -128,6 +129,7 @@ export class Broker {
         last = error ?? `HTTP ${code}`;
         if (!retryable(code)) break;
       }
+      if (this.closed) return;
       this.stats.deadLettered++;
       await appendFile(this.deadLetterFile, JSON.stringify({
         time: new Date().toISOString(), trigger: t.name, subscriber: t.subscriber, error: last,
@@ -139,6 +141,7 @@ export class Broker {
   }
 
   async close(): Promise<void> {
+    this.closed = true;
     this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
   }
