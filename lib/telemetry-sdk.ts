@@ -1,6 +1,5 @@
 // telemetry-sdk.ts starts the OpenTelemetry SDK when, and only when, the standard
 // OTEL_* variables configure an exporter: otherwise the API stays a no-op.
-import { NodeSDK } from '@opentelemetry/sdk-node';
 
 /** telemetryConfigured tells whether the environment asks for traces or metrics. */
 export function telemetryConfigured(env: Record<string, string | undefined> = process.env): boolean {
@@ -9,9 +8,13 @@ export function telemetryConfigured(env: Record<string, string | undefined> = pr
     set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || set('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
 }
 
-/** startTelemetry starts the SDK for service (if configured) and returns its shutdown. */
-export function startTelemetry(service: string, env: Record<string, string | undefined> = process.env): () => Promise<void> {
+/**
+ * startTelemetry starts the SDK for service (if configured) and returns its shutdown.
+ * The SDK is loaded only then: without telemetry it costs no start-up time.
+ */
+export async function startTelemetry(service: string, env: Record<string, string | undefined> = process.env): Promise<() => Promise<void>> {
   if (!telemetryConfigured(env)) return async () => {};
+  const { NodeSDK } = await import('@opentelemetry/sdk-node');
   process.env.OTEL_SERVICE_NAME ??= service;
   // Logs go to stdout as JSON; traces and metrics only where asked for (an OTLP
   // endpoint alone means both, as the specification's defaults say).
