@@ -8,7 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudEvent } from 'cloudevents';
 import { resourcePath } from '../../lib/kube/discovery.ts';
-import { listObjects, mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
+import { mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
 import type { ApiServerResource } from './knative.ts';
 
 type Emit = (event: CloudEvent<unknown>) => void;
@@ -48,8 +48,8 @@ export class ApiServerWatch {
 
   /** start lists and watches in the background; resolves after the first list. */
   async start(): Promise<void> {
-    await this.relist();
-    void this.loop();
+    const rv = await this.relist();
+    void this.loop(rv);
   }
 
   stop(): void {
@@ -57,12 +57,19 @@ export class ApiServerWatch {
     this.abort.abort();
   }
 
+  /** relist lists all objects (one consistent, paged snapshot), reports what changed, and returns its resourceVersion. */
   private async relist(): Promise<string> {
     const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
-    const page = await this.kcp.client.call<{ metadata: { resourceVersion: string } }>('GET', resourcePath(info, this.namespace), {
-      query: { labelSelector: this.res.labelSelector, limit: 1 },
-    });
-    const items = await listObjects(this.kcp, info, { namespace: this.namespace, ...(this.res.labelSelector ? { labelSelector: this.res.labelSelector } : {}) });
+    const items: KubeObject[] = [];
+    let cont: string | undefined;
+    let rv: string | undefined;
+    do {
+      const page = await this.kcp.client.call<{ items: KubeObject[]; metadata: { resourceVersion: string; continue?: string } }>(
+        'GET', resourcePath(info, this.namespace), { query: { labelSelector: this.res.labelSelector, limit: 500, continue: cont } });
+      rv ??= page.metadata.resourceVersion;
+      items.push(...page.items.map((o) => ({ ...o, apiVersion: this.res.apiVersion, kind: this.res.kind })));
+      cont = page.metadata.continue || undefined;
+    } while (cont);
     const seen = new Set<string>();
     for (const o of items) {
       const key = o.metadata.name;
@@ -76,11 +83,11 @@ export class ApiServerWatch {
       this.known.delete(key);
       this.emit(refEvent(this.kcp.client.server, 'delete', { apiVersion: this.res.apiVersion, kind: this.res.kind, metadata: { name: key, namespace: this.namespace } }));
     }
-    return page.metadata.resourceVersion;
+    return rv!;
   }
 
-  private async loop(): Promise<void> {
-    let rv: string | undefined;
+  private async loop(first: string): Promise<void> {
+    let rv: string | undefined = first;
     while (!this.stopped) {
       try {
         rv ??= await this.relist();
@@ -117,6 +124,8 @@ export class ApiServerWatch {
         if (ev.type === 'BOOKMARK') continue;
         const o = { ...ev.object, apiVersion: this.res.apiVersion, kind: this.res.kind };
         const op = ev.type === 'ADDED' ? 'add' : ev.type === 'DELETED' ? 'delete' : 'update';
+        // A version already reported (by a list that overlapped the watch) is not news.
+        if (op !== 'delete' && this.known.get(o.metadata.name) === o.metadata.resourceVersion) continue;
         if (op === 'delete') this.known.delete(o.metadata.name);
         else this.known.set(o.metadata.name, o.metadata.resourceVersion!);
         this.emit(refEvent(this.kcp.client.server, op, o));
