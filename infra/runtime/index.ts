@@ -1,10 +1,9 @@
 // index.ts starts the local stand-in for Knative: the function Services of
 // knative.yaml as real faas-js-runtime HTTP servers (one process each), the Broker
 // and Triggers, the ApiServerSources against the KCP and the PingSource.
-import { mkdir } from 'node:fs/promises';
+import { mkdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeConfig } from '@kubernetes/client-node';
-import { readFile } from 'node:fs/promises';
 import { KubeClient } from '../../lib/kube/client.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';

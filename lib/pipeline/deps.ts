@@ -24,6 +24,3 @@ export interface Deps {
   send: (event: CloudEvent<unknown>) => Promise<void>;
   log: Logger;
 }
-
-/** quietLogger discards logs (tests). */
-export const quietLogger: Logger = { info() {}, warn() {}, error() {} };
