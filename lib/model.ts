@@ -93,8 +93,3 @@ export function objectKey(id: ObjectId): string {
   const group = id.apiVersion.includes('/') ? id.apiVersion.split('/')[0] : '';
   return `${id.kind}${group ? `.${group}` : ''}/${id.namespace ?? ''}/${id.name}`;
 }
-
-/** sameObject tells whether two ids name the same object (the version may differ). */
-export function sameObject(a: ObjectId, b: ObjectId): boolean {
-  return objectKey(a) === objectKey(b);
-}

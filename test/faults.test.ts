@@ -5,7 +5,6 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ClusterSet } from '../infra/clusters.ts';
 import { connect, setupKcp } from '../infra/kcp-setup.ts';
@@ -15,7 +14,7 @@ import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { MANAGED_BY_LABEL, type SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
-import { eventually, uniqueName } from './helpers.ts';
+import { credentialFragments, eventually, uniqueName } from './helpers.ts';
 
 let set: ClusterSet;
 let stateDir: string;
@@ -196,14 +195,7 @@ describe('fault suite', () => {
   });
 
   it('leaks no credential byte into logs, events, status or Kubernetes Events during the fault suite', async () => {
-    const secrets: string[] = [];
-    for (const skr of set.skrs) {
-      const kc = load(skr.kubeconfig) as { users: { user: Record<string, string> }[] };
-      for (const v of Object.values(kc.users[0]!.user)) {
-        secrets.push(v.slice(0, 48));
-        for (const line of Buffer.from(v, 'base64').toString().split('\n')) if (line.length >= 32 && !line.startsWith('-----')) secrets.push(line.slice(0, 32));
-      }
-    }
+    const secrets = set.skrs.flatMap((skr) => credentialFragments(skr.kubeconfig));
     const logs = await Promise.all((await readdir(join(stateDir, 'logs'))).map((f) => readFile(join(stateDir, 'logs', f), 'utf8')));
     const captured = {
       logs: logs.join('\n'),

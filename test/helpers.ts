@@ -1,7 +1,8 @@
 // Helpers shared by the integration tests: clients for the injected clusters and
 // unique names so tests never collide.
 import { randomBytes } from 'node:crypto';
-import { KubeConfig, KubernetesObjectApi } from '@kubernetes/client-node';
+import { KubeConfig } from '@kubernetes/client-node';
+import { load } from 'js-yaml';
 import { afterAll, inject } from 'vitest';
 import { connect } from '../infra/kcp-setup.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
@@ -23,16 +24,20 @@ export function kcpConfig(): KubeConfig {
   return kubeConfig(inject('clusters').kcp.kubeconfig);
 }
 
-/** skrConfig is the admin KubeConfig of test SKR i (0-based). */
-export function skrConfig(i = 0): KubeConfig {
-  const skr = inject('clusters').skrs[i];
-  if (!skr) throw new Error(`no SKR ${i}`);
-  return kubeConfig(skr.kubeconfig);
-}
-
-/** objectApi returns a generic object client for kc. */
-export function objectApi(kc: KubeConfig): KubernetesObjectApi {
-  return KubernetesObjectApi.makeApiClient(kc);
+/**
+ * credentialFragments returns pieces of a kubeconfig's credential bytes (the base64
+ * values and lines of the decoded PEM bodies) to search captured output for; withCa
+ * adds the cluster's CA certificate.
+ */
+export function credentialFragments(kubeconfig: string, withCa = false): string[] {
+  const kc = load(kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+  const values = [...Object.values(kc.users[0]!.user), ...(withCa ? [kc.clusters[0]!.cluster['certificate-authority-data']!] : [])];
+  const out: string[] = [];
+  for (const v of values) {
+    out.push(v.slice(0, 48));
+    for (const line of Buffer.from(v, 'base64').toString().split('\n')) if (line.length >= 32 && !line.startsWith('-----')) out.push(line.slice(0, 32));
+  }
+  return out;
 }
 
 /** eventually retries check until it stops throwing, or rethrows after timeoutMs. */

@@ -4,11 +4,10 @@
 import { createServer, type Server } from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../infra/net.ts';
 import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
-import { eventually, uniqueName } from './helpers.ts';
+import { credentialFragments, eventually, uniqueName } from './helpers.ts';
 
 interface Span { traceId: string; spanId: string; parentSpanId?: string; name: string; attributes: Record<string, unknown>; service: string; startTimeUnixNano: string; endTimeUnixNano: string }
 
@@ -137,14 +136,7 @@ describe('observability', () => {
     const name = uniqueName('leak');
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [{ name: 'x', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n' }]));
     await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Warning'));
-    const secrets: string[] = [];
-    for (const skr of inject('clusters').skrs) {
-      const kc = load(skr.kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
-      for (const v of [...Object.values(kc.users[0]!.user), kc.clusters[0]!.cluster['certificate-authority-data']!]) {
-        secrets.push(v.slice(0, 48));
-        for (const line of Buffer.from(v, 'base64').toString().split('\n')) if (line.length >= 32 && !line.startsWith('-----')) secrets.push(line.slice(0, 32));
-      }
-    }
+    const secrets = inject('clusters').skrs.flatMap((skr) => credentialFragments(skr.kubeconfig, true));
     expect(secrets.length).toBeGreaterThan(6);
     const logs = await Promise.all((await readdir(join(s.stateDir, 'logs'))).map((f) => readFile(join(s.stateDir, 'logs', f), 'utf8')));
     const captured = {

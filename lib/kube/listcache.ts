@@ -3,19 +3,19 @@
 // hundreds of SyncResources confirm "unchanged" from one LIST per kind and namespace
 // instead of a GET per object. A snapshot is only ever used to confirm that nothing
 // needs doing; every other decision reads the live object.
-import { resourcePath, type ResourceInfo } from './discovery.ts';
+import type { ResourceInfo } from './discovery.ts';
 import type { KubeClient } from './client.ts';
-import type { KubeObject } from './objects.ts';
+import { listObjects, type Cluster, type KubeObject } from './objects.ts';
 
 /** ListCache holds snapshots for ttlMs. */
 export class ListCache {
-  private readonly client: KubeClient;
+  private readonly cluster: Pick<Cluster, 'client'>;
   private readonly selector: string;
   private readonly ttlMs: number;
   private readonly snapshots = new Map<string, { at: number; objects: Promise<Map<string, KubeObject>> }>();
 
   constructor(client: KubeClient, selector: string, ttlMs = 2_000) {
-    this.client = client;
+    this.cluster = { client };
     this.selector = selector;
     this.ttlMs = ttlMs;
   }
@@ -35,15 +35,7 @@ export class ListCache {
   }
 
   private async list(info: ResourceInfo, namespace: string | undefined): Promise<Map<string, KubeObject>> {
-    const out = new Map<string, KubeObject>();
-    let cont: string | undefined;
-    do {
-      const page = await this.client.call<{ items: KubeObject[]; metadata: { continue?: string } }>('GET', resourcePath(info, namespace), {
-        query: { labelSelector: this.selector, limit: 500, continue: cont },
-      });
-      for (const o of page.items) out.set(o.metadata.name, { ...o, apiVersion: info.apiVersion, kind: info.kind });
-      cont = page.metadata.continue || undefined;
-    } while (cont);
-    return out;
+    const items = await listObjects(this.cluster, info, { ...(namespace ? { namespace } : {}), labelSelector: this.selector });
+    return new Map(items.map((o) => [o.metadata.name, o]));
   }
 }

@@ -86,7 +86,7 @@ export async function deleteObject(
 
 /** listObjects lists a kind, following continue tokens, with optional selectors. */
 export async function listObjects(
-  c: Cluster, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number } = {},
+  c: Pick<Cluster, 'client'>, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number } = {},
 ): Promise<KubeObject[]> {
   const out: KubeObject[] = [];
   let cont: string | undefined;
