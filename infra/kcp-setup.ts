@@ -3,9 +3,9 @@
 // plus its access Secret (lifecycle-manager's label convention, key "config").
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { load, loadAll } from 'js-yaml';
 import { KubeClient } from '../lib/kube/client.ts';
+import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import type { ClusterSet } from './clusters.ts';
@@ -35,9 +35,7 @@ const fieldManager = 'kcp-sync-local-setup';
 
 /** connect makes an engine-grade client for kubeconfig text (the caller closes it). */
 export async function connect(kubeconfig: string, name: string): Promise<Cluster> {
-  const kc = new KubeConfig();
-  kc.loadFromString(kubeconfig);
-  const client = await KubeClient.fromKubeConfig(kc, { name, qps: 1000, burst: 1000 });
+  const client = KubeClient.create(credentialsFromKubeconfig(kubeconfig), { name, qps: 1000, burst: 1000 });
   return { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
 }
 

@@ -1,8 +1,8 @@
 // Crashes and HTTP faults in the middle of a run: each is classified (transient or
 // not), nothing is half-recorded, and a rerun converges with nothing orphaned.
-import { KubeConfig } from '@kubernetes/client-node';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeClient } from '../lib/kube/client.ts';
+import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { KubeApiError } from '../lib/kube/errors.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
@@ -24,9 +24,7 @@ const items = (h: Harness) => ['a', 'b', 'c'].map((n) => ({ name: n, strategy: '
 describe('faults', () => {
   beforeAll(async () => {
     proxy = await FaultProxy.start(inject('clusters').skrs[0]!.kubeconfig);
-    const kc = new KubeConfig();
-    kc.loadFromString(proxy.kubeconfig);
-    const client = await KubeClient.fromKubeConfig(kc, { name: 'skr-1-via-proxy' });
+    const client = KubeClient.create(credentialsFromKubeconfig(proxy.kubeconfig), { name: 'skr-1-via-proxy' });
     viaProxy = { client, mapper: new RestMapper(client) };
   });
   afterAll(async () => {

@@ -1,10 +1,10 @@
 // index.ts starts the local stand-in for Knative: the function Services of
 // knative.yaml as real faas-js-runtime HTTP servers (one process each), the Broker
 // and Triggers, the ApiServerSources against the KCP and the PingSource.
-import { mkdir, readFile } from 'node:fs/promises';
+import { mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { KubeConfig } from '@kubernetes/client-node';
 import { KubeClient } from '../../lib/kube/client.ts';
+import { credentialsFromFile } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
@@ -84,9 +84,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     ...(opts.chaos ? { chaos: opts.chaos } : {}),
   });
   const brokerUrl = await broker.listen();
-  const kc = new KubeConfig();
-  kc.loadFromString(await readFile(opts.kubeconfig, 'utf8'));
-  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200 });
+  const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), { name: 'kcp', qps: 100, burst: 200 });
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const watches: ApiServerWatch[] = [];
   const ping: PingTimer[] = [];

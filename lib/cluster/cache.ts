@@ -44,8 +44,8 @@ export class ClientCache {
     Metrics.cacheMisses.add(1, { cluster: name });
     if (hit) void this.close(hit.cluster);
     const cluster = (async () => {
-      const kc = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
-      const client = await KubeClient.fromKubeConfig(kc, {
+      const creds = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
+      const client = KubeClient.create(creds, {
         name, qps: this.config.clusterQps, burst: this.config.clusterBurst, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
       });
       return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };

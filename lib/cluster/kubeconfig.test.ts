@@ -19,9 +19,10 @@ const edit = (f: (d: Doc) => void): string => {
 
 describe('validateKubeconfig', () => {
   it('accepts inline token and inline client certificates', () => {
-    expect(validateKubeconfig(dump(base()), { allowInsecure: false }).getCurrentCluster()?.server).toBe('https://127.0.0.1:6443');
+    expect(validateKubeconfig(dump(base()), { allowInsecure: false })).toMatchObject({ server: 'https://127.0.0.1:6443', ca: Buffer.from('CA'), insecure: false });
+    expect(validateKubeconfig(dump(base()), { allowInsecure: false }).token?.()).toBe(token);
     const cert = edit((d) => { d.users[0]!.user = { 'client-certificate-data': 'Y2VydA==', 'client-key-data': 'a2V5' } as never; });
-    expect(validateKubeconfig(cert, { allowInsecure: false }).getCurrentUser()?.name).toBe('u');
+    expect(validateKubeconfig(cert, { allowInsecure: false })).toMatchObject({ cert: Buffer.from('cert'), key: Buffer.from('key') });
   });
 
   it.each([
@@ -40,6 +41,7 @@ describe('validateKubeconfig', () => {
     ['a missing user', edit((d) => { d.users = []; }), 'context "x" names user "u", which is missing'],
     ['an http server', edit((d) => { d.clusters[0]!.cluster.server = 'http://127.0.0.1:8080'; }), 'the cluster server is not an https:// URL'],
     ['no credential', edit((d) => { d.users[0]!.user = {} as never; }), 'the user has neither an inline token nor inline client certificate and key'],
+    ['a token that is not a string', edit((d) => { d.users[0]!.user = { token: { nested: token } } as never; }), 'token is not a string'],
     ['not YAML', 'a: [', 'not valid YAML'],
     ['a list', '- a\n', 'not a YAML mapping'],
     ['a YAML bomb', 'a: &a [x,x]\nb: [*a,*a]\n', 'not valid YAML'],
@@ -59,7 +61,7 @@ describe('validateKubeconfig', () => {
 
   it('accepts insecure TLS only when configured', () => {
     const text = edit((d) => { (d.clusters[0]!.cluster as Record<string, unknown>)['insecure-skip-tls-verify'] = true; });
-    expect(validateKubeconfig(text, { allowInsecure: true }).getCurrentCluster()?.skipTLSVerify).toBe(true);
+    expect(validateKubeconfig(text, { allowInsecure: true }).insecure).toBe(true);
     expect(load(text)).toBeTruthy();
   });
 });

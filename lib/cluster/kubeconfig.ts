@@ -2,8 +2,8 @@
 // exactly one context, an https server, inline credentials only. Rejected: exec and
 // auth-provider plugins, every file path, proxies, basic auth, and skipping TLS
 // verification unless configured. Messages name the field, never its value.
-import { KubeConfig } from '@kubernetes/client-node';
 import { load } from 'js-yaml';
+import type { Credentials } from '../kube/credentials.ts';
 import { TerminalError } from '../kube/errors.ts';
 
 /** InvalidKubeconfigError is a rejected kubeconfig (reason InvalidKubeconfig). */
@@ -37,8 +37,8 @@ function entries(doc: Record<string, unknown>, key: string): Named<unknown>[] {
   return list as Named<unknown>[];
 }
 
-/** validateKubeconfig checks text and returns a KubeConfig for its one context. */
-export function validateKubeconfig(text: string, opts: { allowInsecure: boolean }): KubeConfig {
+/** validateKubeconfig checks text and returns the credentials of its one context. */
+export function validateKubeconfig(text: string, opts: { allowInsecure: boolean }): Credentials {
   let doc: unknown;
   try {
     doc = load(text, { maxAliases: 0, maxDepth: 20 });
@@ -77,11 +77,25 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   if (!user.token && !(user['client-certificate-data'] && user['client-key-data'])) {
     throw new InvalidKubeconfigError('the user has neither an inline token nor inline client certificate and key');
   }
-  const kc = new KubeConfig();
-  try {
-    kc.loadFromString(text);
-  } catch {
-    throw new InvalidKubeconfigError('it cannot be loaded');
+  const strings = [
+    ['certificate-authority-data', cluster], ['tls-server-name', cluster],
+    ['client-certificate-data', user], ['client-key-data', user], ['token', user],
+  ] as const;
+  for (const [field, body] of strings) {
+    if (body[field] !== undefined && typeof body[field] !== 'string') throw new InvalidKubeconfigError(`${field} is not a string`);
   }
-  return kc;
+  const data = (v: unknown) => (typeof v === 'string' && v ? Buffer.from(v, 'base64') : undefined);
+  const creds: Credentials = {
+    server: server.replace(/\/+$/, ''),
+    ca: data(cluster['certificate-authority-data']),
+    cert: data(user['client-certificate-data']),
+    key: data(user['client-key-data']),
+    insecure: cluster['insecure-skip-tls-verify'] === true,
+  };
+  if (typeof cluster['tls-server-name'] === 'string') creds.servername = cluster['tls-server-name'];
+  if (typeof user.token === 'string' && user.token) {
+    const token = user.token;
+    creds.token = () => token;
+  }
+  return creds;
 }

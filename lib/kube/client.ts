@@ -1,10 +1,10 @@
 // client.ts: a small Kubernetes REST client over one pooled keep-alive connection
-// set per cluster. Authentication and TLS material come from @kubernetes/client-node's
-// KubeConfig; requests go through undici with JSON bodies passed through untouched
+// set per cluster. Authentication and TLS material come from Credentials
+// (credentials.ts); requests go through undici with JSON bodies passed through untouched
 // (the generated typed clients rename fields of unknown shapes, which a manifest
 // engine cannot afford), a token-bucket rate limit and a per-request observer.
-import type { KubeConfig } from '@kubernetes/client-node';
 import { Agent, request, type Dispatcher } from 'undici';
+import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
 import { TokenBucket } from './ratelimit.ts';
 
@@ -50,7 +50,7 @@ export class KubeClient {
   readonly name: string;
   readonly server: string;
   private readonly agent: Dispatcher;
-  private readonly headers: Record<string, string>;
+  private readonly token: (() => string) | undefined;
   private readonly limiter: TokenBucket;
   private readonly timeoutMs: number;
   private readonly onRequest: ((info: RequestInfo) => void) | undefined;
@@ -58,35 +58,29 @@ export class KubeClient {
   requests = 0;
   writes = 0;
 
-  private constructor(name: string, server: string, agent: Dispatcher, headers: Record<string, string>, opts: ClientOptions) {
+  private constructor(name: string, server: string, agent: Dispatcher, token: (() => string) | undefined, opts: ClientOptions) {
     this.name = name;
     this.server = server.replace(/\/+$/, '');
     this.agent = agent;
-    this.headers = headers;
+    this.token = token;
     this.limiter = new TokenBucket(opts.qps ?? 50, opts.burst ?? 100);
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.onRequest = opts.onRequest;
   }
 
-  /** fromKubeConfig builds a client for kc's current context. */
-  static async fromKubeConfig(kc: KubeConfig, opts: ClientOptions): Promise<KubeClient> {
-    const cluster = kc.getCurrentCluster();
-    if (!cluster) throw new Error('kubeconfig has no current cluster');
-    const https: { ca?: Buffer; cert?: Buffer; key?: Buffer; headers?: Record<string, string>; rejectUnauthorized?: boolean; servername?: string } = {};
-    await kc.applyToHTTPSOptions(https as Parameters<KubeConfig['applyToHTTPSOptions']>[0]);
+  /** create builds a client for creds. */
+  static create(creds: Credentials, opts: ClientOptions): KubeClient {
     const agent = new Agent({
       connect: {
-        ca: https.ca, cert: https.cert, key: https.key,
-        rejectUnauthorized: https.rejectUnauthorized ?? true,
-        ...(https.servername ? { servername: https.servername } : {}),
+        ca: creds.ca, cert: creds.cert, key: creds.key,
+        rejectUnauthorized: !creds.insecure,
+        ...(creds.servername ? { servername: creds.servername } : {}),
         timeout: 10_000,
       },
       connections: opts.connections ?? 16,
       keepAliveTimeout: 30_000,
     });
-    const headers: Record<string, string> = { accept: 'application/json', 'user-agent': 'kcp-sync-resource' };
-    for (const [k, v] of Object.entries(https.headers ?? {})) headers[k.toLowerCase()] = String(v);
-    return new KubeClient(opts.name, cluster.server, agent, headers, opts);
+    return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
   }
 
   /** call performs one request and returns the decoded JSON body; non-2xx throws KubeApiError. */
@@ -95,7 +89,7 @@ export class KubeClient {
     this.requests++;
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
-    const headers = { ...this.headers, ...opts.headers };
+    const headers = { ...this.headers(), ...opts.headers };
     let body: string | undefined;
     if (opts.body !== undefined) {
       body = JSON.stringify(opts.body);
@@ -130,8 +124,14 @@ export class KubeClient {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
     this.requests++;
-    const res = await request(url, { method: 'GET', headers: this.headers, dispatcher: this.agent, signal, bodyTimeout: 0 });
+    const res = await request(url, { method: 'GET', headers: this.headers(), dispatcher: this.agent, signal, bodyTimeout: 0 });
     return { status: res.statusCode, body: res.body as never };
+  }
+
+  private headers(): Record<string, string> {
+    const h: Record<string, string> = { accept: 'application/json', 'user-agent': 'kcp-sync-resource' };
+    if (this.token) h.authorization = `Bearer ${this.token()}`;
+    return h;
   }
 
   /** close ends the connection pool. */

@@ -2,13 +2,13 @@
 // configuration (SYNC_*), the KCP client (in-cluster, or KUBECONFIG locally) and the
 // broker sink (K_SINK, injected by the SinkBinding).
 import { hostname } from 'node:os';
-import { KubeConfig } from '@kubernetes/client-node';
 import { emitterFor, type CloudEvent, type Message, type TransportFunction } from 'cloudevents';
 import { request } from 'undici';
 import { ClientCache } from '../cluster/cache.ts';
 import { parseConfig, type Config } from '../config.ts';
 import { KcpStore } from '../kcp.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
+import { credentialsFromFile, inClusterCredentials } from '../kube/credentials.ts';
 import { RestMapper } from '../kube/discovery.ts';
 import { Recorder } from '../kube/recorder.ts';
 import { recordRequest } from '../telemetry.ts';
@@ -36,10 +36,8 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
   const env = opts.env ?? process.env;
   const onRequest = opts.onRequest ?? recordRequest;
   const config: Config = parseConfig(env);
-  const kc = new KubeConfig();
-  if (env.KUBECONFIG) kc.loadFromFile(env.KUBECONFIG);
-  else kc.loadFromCluster();
-  const client = await KubeClient.fromKubeConfig(kc, { name: 'kcp', qps: 100, burst: 200, onRequest });
+  const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
+  const client = KubeClient.create(creds, { name: 'kcp', qps: 100, burst: 200, onRequest });
   const kcp = { client, mapper: new RestMapper(client) };
   const sink = env.K_SINK;
   const emit = sink ? emitterFor(sinkTransport(sink)) : undefined;
