@@ -15,9 +15,15 @@ export interface Config {
   maxManifestBytes: number;
   /** allowInsecureKubeconfigs lets kubeconfigs skip TLS verification (never in production). */
   allowInsecureKubeconfigs: boolean;
-  /** clusterQps and clusterBurst rate-limit requests to each SKR. */
+  /**
+   * clusterQps and clusterBurst rate-limit requests to each SKR, kcpQps and kcpBurst to
+   * the KCP, per process; 0 turns the client-side limit off and leaves it to the API
+   * server's priority and fairness (as controller-runtime does by default).
+   */
   clusterQps: number;
   clusterBurst: number;
+  kcpQps: number;
+  kcpBurst: number;
   /** crdWaitMs bounds how long one run waits for a CRD it applied to be established. */
   crdWaitMs: number;
   /** applyConcurrency bounds parallel object operations within one SyncResource. */
@@ -32,8 +38,10 @@ export const defaults: Config = {
   controlPlaneNamespaces: ['kcp-system'],
   maxManifestBytes: 262_144,
   allowInsecureKubeconfigs: false,
-  clusterQps: 50,
-  clusterBurst: 100,
+  clusterQps: 0,
+  clusterBurst: 0,
+  kcpQps: 0,
+  kcpBurst: 0,
   crdWaitMs: 10_000,
   applyConcurrency: 8,
 };
@@ -80,8 +88,10 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     controlPlaneNamespaces: namespaces,
     maxManifestBytes: int(env, 'SYNC_MAX_MANIFEST_BYTES', defaults.maxManifestBytes, 1),
     allowInsecureKubeconfigs: bool(env, 'SYNC_ALLOW_INSECURE_KUBECONFIGS', defaults.allowInsecureKubeconfigs),
-    clusterQps: int(env, 'SYNC_CLUSTER_QPS', defaults.clusterQps, 1),
-    clusterBurst: int(env, 'SYNC_CLUSTER_BURST', defaults.clusterBurst, 1),
+    clusterQps: int(env, 'SYNC_CLUSTER_QPS', defaults.clusterQps, 0),
+    clusterBurst: int(env, 'SYNC_CLUSTER_BURST', defaults.clusterBurst, 0),
+    kcpQps: int(env, 'SYNC_KCP_QPS', defaults.kcpQps, 0),
+    kcpBurst: int(env, 'SYNC_KCP_BURST', defaults.kcpBurst, 0),
     crdWaitMs: int(env, 'SYNC_CRD_WAIT_MS', defaults.crdWaitMs, 0),
     applyConcurrency: int(env, 'SYNC_APPLY_CONCURRENCY', defaults.applyConcurrency, 1),
   };

@@ -73,14 +73,19 @@ describe('faults', () => {
     expect(await annotated(h)).toEqual(['a', 'b', 'c']);
   });
 
-  it('429 with Retry-After is transient and carries the delay', async () => {
-    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '7' } });
+  it('429 is retried after its Retry-After; when it persists it is transient and carries the delay', async () => {
+    const seen = proxy.seen.length;
+    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '1' } });
+    const ns = await viaProxy.client.call<{ metadata: { name: string } }>('GET', '/api/v1/namespaces/default');
+    expect(ns.metadata.name).toBe('default');
+    expect(proxy.seen.slice(seen).filter((s) => s.path === '/api/v1/namespaces/default').map((s) => s.fault ?? 'passed')).toEqual(['429', 'passed']);
+    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '0' }, times: 4 });
     const err = await viaProxy.client.call('GET', '/api/v1/namespaces/default').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubeApiError);
-    expect(err).toMatchObject({ code: 429, transient: true, retryAfterSeconds: 7, authFailure: false });
+    expect(err).toMatchObject({ code: 429, transient: true, retryAfterSeconds: 0, authFailure: false });
     const h = await new Harness('f429').init();
     await h.put(items(h));
-    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/c\\?`), kind: 'status', status: 429, headers: { 'retry-after': '1' } });
+    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/c\\?`), kind: 'status', status: 429, headers: { 'retry-after': '0' }, times: 4 });
     const { result } = await h.sync({ skr: viaProxy });
     expect(result.items.find((i) => i.name === 'c')).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
   });

@@ -2,7 +2,8 @@
 // set per cluster. Authentication and TLS material come from Credentials
 // (credentials.ts); requests go through undici with JSON bodies passed through untouched
 // (the generated typed clients rename fields of unknown shapes, which a manifest
-// engine cannot afford), a token-bucket rate limit and a per-request observer.
+// engine cannot afford), an optional token-bucket rate limit and a per-request observer.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
@@ -22,8 +23,11 @@ export interface RequestInfo {
 export interface ClientOptions {
   /** name identifies the cluster in errors, logs and metrics (never a credential). */
   name: string;
+  /** qps and burst rate-limit requests on the client side; unset or 0: no limit (the server's priority and fairness decides). */
   qps?: number;
   burst?: number;
+  /** throttleRetries is how often a 429 is retried after its Retry-After (default 3). */
+  throttleRetries?: number;
   timeoutMs?: number;
   /** connections caps concurrent connections to the API server. */
   connections?: number;
@@ -51,7 +55,8 @@ export class KubeClient {
   readonly server: string;
   private readonly agent: Dispatcher;
   private readonly token: (() => string) | undefined;
-  private readonly limiter: TokenBucket;
+  private readonly limiter: TokenBucket | undefined;
+  private readonly throttleRetries: number;
   private readonly timeoutMs: number;
   private readonly onRequest: ((info: RequestInfo) => void) | undefined;
   /** requests and writes count calls made (writes: all but GET), for tests and benchmarks. */
@@ -63,7 +68,8 @@ export class KubeClient {
     this.server = server.replace(/\/+$/, '');
     this.agent = agent;
     this.token = token;
-    this.limiter = new TokenBucket(opts.qps ?? 50, opts.burst ?? 100);
+    this.limiter = opts.qps ? new TokenBucket(opts.qps, opts.burst || opts.qps) : undefined;
+    this.throttleRetries = opts.throttleRetries ?? 3;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.onRequest = opts.onRequest;
   }
@@ -83,9 +89,25 @@ export class KubeClient {
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
   }
 
-  /** call performs one request and returns the decoded JSON body; non-2xx throws KubeApiError. */
+  /**
+   * call performs one request and returns the decoded JSON body; non-2xx throws
+   * KubeApiError. A 429 (the server's priority and fairness turned the request away
+   * unprocessed) is retried after its Retry-After (1 s if absent, at most 10 s), as
+   * client-go does.
+   */
   async call<T = unknown>(method: string, path: string, opts: CallOptions = {}): Promise<T> {
-    await this.limiter.take();
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.once<T>(method, path, opts);
+      } catch (err) {
+        if (!(err instanceof KubeApiError) || err.code !== 429 || attempt >= this.throttleRetries) throw err;
+        await sleep(Math.max(0, Math.min(err.retryAfterSeconds ?? 1, 10)) * 1000);
+      }
+    }
+  }
+
+  private async once<T>(method: string, path: string, opts: CallOptions): Promise<T> {
+    await this.limiter?.take();
     this.requests++;
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
