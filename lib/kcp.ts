@@ -6,7 +6,7 @@ import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
 import type { Cluster } from './kube/objects.ts';
-import { FINALIZER, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
+import { FINALIZER, KYMA_NAME_LABEL, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
@@ -45,14 +45,24 @@ export class KcpStore {
       });
   }
 
-  /** addFinalizer adds our finalizer (a 409 if the object changed since sr was read). */
-  async addFinalizer(sr: SyncResource): Promise<SyncResource> {
-    const ops = [
-      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
-      sr.metadata.finalizers
+  /**
+   * claim adds our finalizer and sets the kyma-name label to spec.kyma, in one write
+   * when either is missing (a 409 if the object changed since sr was read).
+   */
+  async claim(sr: SyncResource): Promise<SyncResource> {
+    const ops: object[] = [];
+    if (!sr.metadata.finalizers?.includes(FINALIZER)) {
+      ops.push(sr.metadata.finalizers
         ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
-        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
-    ];
+        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] });
+    }
+    if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma) {
+      ops.push(sr.metadata.labels
+        ? { op: 'add', path: `/metadata/labels/${KYMA_NAME_LABEL.replace('/', '~1')}`, value: sr.spec.kyma }
+        : { op: 'add', path: '/metadata/labels', value: { [KYMA_NAME_LABEL]: sr.spec.kyma } });
+    }
+    if (ops.length === 0) return sr;
+    ops.unshift({ op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion });
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
   }
 

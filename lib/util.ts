@@ -45,27 +45,40 @@ export function canonical(v: unknown): string {
 /**
  * KeyedQueue runs at most one task per key at a time (a controller's workqueue
  * semantics): a request that arrives while its key runs waits for one more run, which
- * every request arriving meanwhile shares, so bursts of events for one object collapse.
+ * every request arriving meanwhile shares (their values merged), so bursts of events
+ * for one object collapse.
  */
-export class KeyedQueue<T> {
-  private readonly running = new Map<string, { current: Promise<T>; next?: Promise<T> }>();
+export class KeyedQueue<V, T> {
+  private readonly slots = new Map<string, { current: Promise<T>; next?: { value: V; result: Promise<T> } }>();
+  private readonly work: (value: V) => Promise<T>;
+  private readonly merge: (queued: V, incoming: V) => V;
 
-  /** run executes task for key, or joins the run queued behind the current one. */
-  run(key: string, task: () => Promise<T>): Promise<T> {
-    const slot = this.running.get(key);
-    if (slot) {
-      slot.next ??= slot.current.then(() => undefined, () => undefined).then(() => this.start(key, task));
-      return slot.next;
-    }
-    return this.start(key, task);
+  constructor(work: (value: V) => Promise<T>, merge: (queued: V, incoming: V) => V) {
+    this.work = work;
+    this.merge = merge;
   }
 
-  private start(key: string, task: () => Promise<T>): Promise<T> {
-    const current = task().finally(() => {
-      const slot = this.running.get(key);
-      if (slot && slot.current === current && !slot.next) this.running.delete(key);
+  /** run works on value for key now, or joins the run queued behind the current one. */
+  run(key: string, value: V): Promise<T> {
+    const slot = this.slots.get(key);
+    if (!slot) return this.start(key, value);
+    if (slot.next) {
+      slot.next.value = this.merge(slot.next.value, value);
+      return slot.next.result;
+    }
+    const next = { value } as { value: V; result: Promise<T> };
+    const settle = () => undefined;
+    next.result = slot.current.then(settle, settle).then(() => this.start(key, next.value));
+    slot.next = next;
+    return next.result;
+  }
+
+  private start(key: string, value: V): Promise<T> {
+    const current = this.work(value).finally(() => {
+      const slot = this.slots.get(key);
+      if (slot && slot.current === current && !slot.next) this.slots.delete(key);
     });
-    this.running.set(key, { current });
+    this.slots.set(key, { current });
     return current;
   }
 }

@@ -17,6 +17,7 @@ import { setDeps } from '../functions/shared.ts';
 import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { signCert } from '../infra/pki.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
+import { Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
 import { EventTypes } from '../lib/events.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
@@ -60,7 +61,7 @@ describe('bad-input corpus', async () => {
     const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, ...kymaObjects('kyma-1', clusters.skrs[0]!.kubeconfig, ns)]);
     deps = {
-      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config),
+      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config), lookups: new Lookups(kcp),
       recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
     };
     setDeps(deps);

@@ -65,7 +65,7 @@ describe('cluster resolution', () => {
     expect(s2.ref.resourceVersion).not.toBe(s1.ref.resourceVersion);
     const c2 = await cache.get(s2, 'k-real');
     expect(c2).not.toBe(c1);
-    cache.evict(s2);
+    cache.evict(s2.ref);
     expect(cache.stats.evictions).toBe(1);
     expect(cache.size).toBe(0);
     await cache.closeAll();

@@ -11,6 +11,7 @@ import { handle as writeStatus } from '../functions/write-status/index.ts';
 import { HttpError, setDeps } from '../functions/shared.ts';
 import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
+import { Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
 import { EventTypes, type ClusterResolved, type ItemsApplied } from '../lib/events.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
@@ -55,7 +56,7 @@ describe('functions', () => {
     const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, ...kymaObjects('kyma-1', inject('clusters').skrs[0]!.kubeconfig, ns)]);
     deps = {
-      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config),
+      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config), lookups: new Lookups(kcp),
       recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
     };
     setDeps(deps);

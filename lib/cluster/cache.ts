@@ -8,7 +8,7 @@ import { ListCache } from '../kube/listcache.ts';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { validateKubeconfig } from './kubeconfig.ts';
-import type { AccessSecret } from './resolve.ts';
+import type { AccessSecret, SecretRef } from './resolve.ts';
 import { Metrics } from '../telemetry.ts';
 
 /** CacheStats counts hits, misses and evictions, for metrics. */
@@ -55,9 +55,18 @@ export class ClientCache {
     return cluster;
   }
 
+  /** peek returns the cached cluster for exactly this Secret version, without reading the Secret. */
+  peek(ref: SecretRef, name: string): Promise<Cluster> | undefined {
+    const hit = this.entries.get(`${ref.namespace}/${ref.name}`);
+    if (!hit || hit.version !== `${ref.uid}/${ref.resourceVersion}`) return undefined;
+    this.stats.hits++;
+    Metrics.cacheHits.add(1, { cluster: name });
+    return hit.cluster;
+  }
+
   /** evict drops the client of a Secret (after 401 or a TLS failure). */
-  evict(secret: AccessSecret): void {
-    const key = `${secret.ref.namespace}/${secret.ref.name}`;
+  evict(ref: SecretRef): void {
+    const key = `${ref.namespace}/${ref.name}`;
     const hit = this.entries.get(key);
     if (!hit) return;
     this.entries.delete(key);

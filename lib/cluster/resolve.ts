@@ -57,3 +57,45 @@ export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: st
     kubeconfig: Buffer.from(data, 'base64').toString('utf8'),
   };
 }
+
+/**
+ * Lookups memoizes Kyma and access-Secret lookups per process for ttlMs: a burst of
+ * SyncResources that target the same Kyma (a bulk create, a resync) costs one read of
+ * each instead of one per SyncResource. Definite answers (found, or a ResolutionError)
+ * are kept; other failures are not. Callers pass fresh when a change of the Kyma or the
+ * Secret itself is being handled.
+ */
+export class Lookups {
+  private readonly kcp: Cluster;
+  private readonly ttlMs: number;
+  private readonly memo = new Map<string, { at: number; value: Promise<unknown> }>();
+
+  constructor(kcp: Cluster, ttlMs = 2_000) {
+    this.kcp = kcp;
+    this.ttlMs = ttlMs;
+  }
+
+  kyma(namespace: string, kyma: string, fresh = false): Promise<KubeObject> {
+    return this.get(`kyma/${namespace}/${kyma}`, fresh, () => getKyma(this.kcp, namespace, kyma));
+  }
+
+  accessSecret(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
+    return this.get(`secret/${namespace}/${kyma}`, fresh, () => findAccessSecret(this.kcp, namespace, kyma));
+  }
+
+  private get<T>(key: string, fresh: boolean, load: () => Promise<T>): Promise<T> {
+    const now = performance.now();
+    const hit = this.memo.get(key);
+    if (hit && !fresh && now - hit.at < this.ttlMs) return hit.value as Promise<T>;
+    const value = load();
+    const entry = { at: now, value };
+    this.memo.set(key, entry);
+    value.catch((err: unknown) => {
+      if (!(err instanceof ResolutionError) && this.memo.get(key) === entry) this.memo.delete(key);
+    });
+    if (this.memo.size > 10_000) {
+      for (const [k, e] of this.memo) if (now - e.at >= this.ttlMs) this.memo.delete(k);
+    }
+    return value;
+  }
+}

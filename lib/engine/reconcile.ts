@@ -47,7 +47,7 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
     if (input.metadata.deletionTimestamp) {
       await removeAll(ref, deps, inventory, res);
     } else {
-      if (!input.metadata.finalizers?.includes(FINALIZER)) ref.sr = await kcpWrite(() => deps.kcp.addFinalizer(ref.sr));
+      ref.sr = await kcpWrite(() => deps.kcp.claim(ref.sr));
       await applyItems(ref.sr, deps, inventory, res);
     }
   } catch (err) {

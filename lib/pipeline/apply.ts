@@ -1,7 +1,6 @@
 // apply.ts is the apply-items step: cluster resolved in, the engine run against the
 // SKR, the outcome out. The kubeconfig is read here, used through the per-process
 // client cache, and never leaves this process.
-import { findAccessSecret } from '../cluster/resolve.ts';
 import { reconcile } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
@@ -13,41 +12,58 @@ import { failure } from './resolve.ts';
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
 
-const queue = new KeyedQueue<ApplyOutcome>();
-
 // Runs that left a SyncResource fully Ready, by key: a watch event that follows such a
-// run for the same generation is the echo of our own writes (finalizer, inventory) and
-// needs no second run. Reconcile requests (resync, Kyma or Secret change) always run.
+// run for the same generation (as resolve-cluster read it) is the echo of our own
+// writes (finalizer, inventory) and needs no second run, not even a read. Reconcile
+// requests (resync, Kyma or Secret change) always run; so does a new generation
+// (deletion bumps it too).
 const ECHO_WINDOW_MS = 2_000;
 const recent = new Map<string, { uid: string; generation: number; at: number }>();
+
+/** mergeRequests combines requests for one SyncResource into one run: the newest identity, and a reconcile request's trigger over a watch event's. */
+export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved): ClusterResolved {
+  const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
+  const triggers = [queued.trigger ?? 'resync', incoming.trigger ?? 'resync'];
+  const trigger = triggers.includes('secret') ? 'secret' : triggers.find((t) => t !== 'watch') ?? 'watch';
+  return { ...newer, trigger };
+}
 
 /**
  * applyStep reconciles the SyncResource named in data. Runs for one SyncResource are
  * serialized in this process, and requests arriving during a run share the next one.
  */
 export function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
-  return queue.run(`${data.namespace}/${data.name}`, () => applyOnce(deps, data));
+  return queueFor(deps).run(`${data.namespace}/${data.name}`, data);
+}
+
+const queues = new WeakMap<Deps, KeyedQueue<ClusterResolved, ApplyOutcome>>();
+function queueFor(deps: Deps): KeyedQueue<ClusterResolved, ApplyOutcome> {
+  let q = queues.get(deps);
+  if (!q) queues.set(deps, q = new KeyedQueue((data) => applyOnce(deps, data), mergeRequests));
+  return q;
 }
 
 async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
-  const sr = await deps.store.get(data.namespace, data.name);
-  if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
   const last = recent.get(key);
-  if (data.trigger === 'watch' && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation &&
-    Date.now() - last.at < ECHO_WINDOW_MS && !sr.metadata.deletionTimestamp) {
+  if (data.trigger === 'watch' && last && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS) {
     return { kind: 'none', why: 'echo of our own writes' };
   }
-  let secret;
-  try {
-    secret = await findAccessSecret(deps.kcp, data.namespace, sr.spec.kyma);
-  } catch (err) {
-    if (!(err instanceof TerminalError)) throw err;
-    return { kind: 'applied', data: failure(sr, err), retry: false };
-  }
+  const sr = await deps.store.get(data.namespace, data.name);
+  if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
+  // The client for the Secret version resolve-cluster saw needs no Secret read; any
+  // other case reads the Secret (shared for a moment, afresh after it changed).
+  let secretRef = data.secret;
   let skr;
   try {
-    skr = await deps.cache.get(secret, sr.spec.kyma);
+    const cached = sr.spec.kyma === data.kyma ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
+    if (cached) {
+      skr = await cached;
+    } else {
+      const secret = await deps.lookups.accessSecret(data.namespace, sr.spec.kyma, data.trigger === 'secret');
+      secretRef = secret.ref;
+      skr = await deps.cache.get(secret, sr.spec.kyma);
+    }
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
@@ -55,7 +71,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   const result = await reconcile(sr, { skr, kcp: deps.store, config: deps.config });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
-    deps.cache.evict(secret);
+    deps.cache.evict(secretRef);
   }
   const allReady = !result.clusterError && !result.deleting && result.pending.length === 0 && result.items.every((i) => i.state === 'Ready');
   if (allReady) recent.set(key, { uid: sr.metadata.uid!, generation: result.generation, at: Date.now() });

@@ -1,6 +1,7 @@
 // deps.ts: what every step needs, built once per process from configuration.
 import type { CloudEvent } from 'cloudevents';
 import type { ClientCache } from '../cluster/cache.ts';
+import type { Lookups } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
 import type { KcpStore } from '../kcp.ts';
 import type { Cluster } from '../kube/objects.ts';
@@ -19,6 +20,8 @@ export interface Deps {
   kcp: Cluster;
   store: KcpStore;
   cache: ClientCache;
+  /** lookups memoizes Kyma and access-Secret reads for a moment. */
+  lookups: Lookups;
   recorder: Recorder;
   /** send posts an event to the broker (K_SINK). */
   send: (event: CloudEvent<unknown>) => Promise<void>;

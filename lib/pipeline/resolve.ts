@@ -3,7 +3,7 @@
 // Resolution failures become an items.applied outcome carrying the cluster error, so
 // the status step writes them; a SyncResource being deleted whose cluster is gone is
 // released (finalizer removed, Warning event) instead of blocking forever.
-import { findAccessSecret, getKyma, ResolutionError } from '../cluster/resolve.ts';
+import { ResolutionError } from '../cluster/resolve.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
@@ -40,8 +40,11 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   const kyma = sr.spec.kyma;
   try {
-    await getKyma(deps.kcp, ref.namespace, kyma);
-    const secret = await findAccessSecret(deps.kcp, ref.namespace, kyma);
+    // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
+    // share a read from the last two seconds.
+    const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
+    await deps.lookups.kyma(ref.namespace, kyma, fresh);
+    const secret = await deps.lookups.accessSecret(ref.namespace, kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return {
       kind: 'resolved',

@@ -5,6 +5,7 @@ import { hostname } from 'node:os';
 import { emitterFor, type CloudEvent, type Message, type TransportFunction } from 'cloudevents';
 import { request } from 'undici';
 import { ClientCache } from '../cluster/cache.ts';
+import { Lookups } from '../cluster/resolve.ts';
 import { parseConfig, type Config } from '../config.ts';
 import { KcpStore } from '../kcp.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
@@ -46,6 +47,7 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
     kcp,
     store: new KcpStore(kcp, config.fieldManager),
     cache: new ClientCache(config, onRequest),
+    lookups: new Lookups(kcp),
     recorder: new Recorder(kcp, env.K_REVISION ?? env.HOSTNAME ?? hostname()),
     send: async (event: CloudEvent<unknown>) => {
       if (!emit) throw new Error('K_SINK is not set: this function cannot post events');
