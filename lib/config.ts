@@ -28,6 +28,8 @@ export interface Config {
   crdWaitMs: number;
   /** applyConcurrency bounds parallel object operations within one SyncResource. */
   applyConcurrency: number;
+  /** reconcileConcurrency bounds the runs (apply-items) and status writes (write-status) one process does at a time. */
+  reconcileConcurrency: number;
 }
 
 /** defaults are the documented defaults of Config. */
@@ -44,6 +46,7 @@ export const defaults: Config = {
   kcpBurst: 0,
   crdWaitMs: 10_000,
   applyConcurrency: 8,
+  reconcileConcurrency: 16,
 };
 
 /** ConfigError says which variable is wrong. */
@@ -94,5 +97,6 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     kcpBurst: int(env, 'SYNC_KCP_BURST', defaults.kcpBurst, 0),
     crdWaitMs: int(env, 'SYNC_CRD_WAIT_MS', defaults.crdWaitMs, 0),
     applyConcurrency: int(env, 'SYNC_APPLY_CONCURRENCY', defaults.applyConcurrency, 1),
+    reconcileConcurrency: int(env, 'SYNC_RECONCILE_CONCURRENCY', defaults.reconcileConcurrency, 1),
   };
 }

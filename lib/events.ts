@@ -40,6 +40,8 @@ export interface ClusterResolved extends SyncRef {
   kyma: string;
   /** secret references the access Secret version (no content). */
   secret: { namespace: string; name: string; uid: string; resourceVersion: string };
+  /** urgent marks an edit or deletion of a SyncResource reconciled before: its run goes ahead of new SyncResources and resyncs. */
+  urgent?: boolean;
 }
 
 /** ItemsApplied is the data of an items.applied event: the run's outcome (reasons and messages, no manifests). */
@@ -47,6 +49,8 @@ export interface ItemsApplied extends SyncRef {
   uid: string;
   kyma: string;
   result: ApplyResult;
+  /** urgent carries ClusterResolved.urgent to the status step. */
+  urgent?: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */

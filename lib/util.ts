@@ -82,3 +82,35 @@ export class KeyedQueue<V, T> {
     return current;
   }
 }
+
+/**
+ * PriorityGate admits at most limit tasks at a time; waiting tasks start in order,
+ * urgent ones before the rest (controller-runtime's priority queue does the same for
+ * a workqueue): an edit is not stuck behind a bulk of new objects or a resync.
+ */
+export class PriorityGate {
+  private free: number;
+  private readonly urgent: (() => void)[] = [];
+  private readonly normal: (() => void)[] = [];
+
+  constructor(limit: number) {
+    this.free = limit;
+  }
+
+  /** waiting is the number of tasks not started yet. */
+  get waiting(): number {
+    return this.urgent.length + this.normal.length;
+  }
+
+  async run<T>(urgent: boolean, task: () => Promise<T>): Promise<T> {
+    if (this.free > 0) this.free--;
+    else await new Promise<void>((r) => (urgent ? this.urgent : this.normal).push(r));
+    try {
+      return await task();
+    } finally {
+      const next = this.urgent.shift() ?? this.normal.shift();
+      if (next) next();
+      else this.free++;
+    }
+  }
+}

@@ -47,13 +47,17 @@ export class Broker {
   private inflight = 0;
   private closed = false;
   private readonly limits: Map<string, Semaphore>;
+  private readonly timeouts: Record<string, number>;
   url = '';
 
   constructor(opts: {
     triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string | undefined; deadLetterFile: string; chaos?: Chaos;
     /** concurrency caps requests in flight per subscriber, as containerConcurrency and the queue-proxy do. */
     concurrency?: Record<string, number>;
+    /** timeouts bound one request per subscriber, as the Service's timeoutSeconds does (default 300 s). */
+    timeouts?: Record<string, number>;
   }) {
+    this.timeouts = opts.timeouts ?? {};
     this.limits = new Map(Object.entries(opts.concurrency ?? {}).filter(([, n]) => n > 0).map(([svc, n]) => [svc, new Semaphore(n)]));
     this.triggers = opts.triggers;
     this.delivery = opts.delivery;
@@ -116,7 +120,7 @@ export class Broker {
         const url = this.resolve(t.subscriber);
         const limit = this.limits.get(t.subscriber);
         await limit?.acquire();
-        const { code, reply, error } = await (url ? send(url, event) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
+        const { code, reply, error } = await (url ? send(url, event, this.timeouts[t.subscriber] ?? 300_000) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
           .finally(() => limit?.release());
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
@@ -177,10 +181,10 @@ export function attributesOf(event: CloudEvent<unknown>): Attributes {
   return out;
 }
 
-async function send(url: string, event: CloudEvent<unknown>): Promise<{ code: number; reply?: CloudEvent<unknown>; error?: string }> {
+async function send(url: string, event: CloudEvent<unknown>, timeoutMs: number): Promise<{ code: number; reply?: CloudEvent<unknown>; error?: string }> {
   const msg = HTTP.binary(event);
   try {
-    const res = await request(url, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, headersTimeout: 120_000, bodyTimeout: 120_000 });
+    const res = await request(url, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
     const body = await res.body.text();
     const headers = res.headers as Record<string, string>;
     let reply: CloudEvent<unknown> | undefined;

@@ -81,6 +81,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     resolve: (svc) => functions.find((f) => f.service === svc)?.url,
     deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
     concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
+    timeouts: Object.fromEntries(routing.services.map((s) => [s.name, s.timeoutMs])),
     ...(opts.chaos ? { chaos: opts.chaos } : {}),
   });
   const brokerUrl = await broker.listen();

@@ -43,8 +43,8 @@ export interface Routing {
   triggers: Trigger[];
   apiServerSources: { name: string; resources: ApiServerResource[] }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
-  /** services are the function Services; concurrency is their containerConcurrency (0: unlimited). */
-  services: { name: string; env: Record<string, string>; concurrency: number }[];
+  /** services are the function Services; concurrency is their containerConcurrency (0: unlimited), timeoutMs their timeoutSeconds (Knative's default 300 s). */
+  services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number }[];
 }
 
 type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
@@ -89,6 +89,7 @@ export async function loadRouting(file: string): Promise<Routing> {
       name: s.metadata.name,
       env: Object.fromEntries((s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [e.name, e.value])),
       concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
+      timeoutMs: Number(s.spec.template.spec.timeoutSeconds ?? 300) * 1000,
     })),
   };
 }

@@ -6,7 +6,7 @@ import type { ClusterResolved, ItemsApplied } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../util.ts';
-import type { Deps } from './deps.ts';
+import { gateFor, type Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
@@ -25,7 +25,8 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
   const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
   const triggers = [queued.trigger ?? 'resync', incoming.trigger ?? 'resync'];
   const trigger = triggers.includes('secret') ? 'secret' : triggers.find((t) => t !== 'watch') ?? 'watch';
-  return { ...newer, trigger };
+  const urgent = queued.urgent === true || incoming.urgent === true;
+  return { ...newer, trigger, ...(urgent ? { urgent } : {}) };
 }
 
 /**
@@ -36,19 +37,26 @@ export function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutco
   return queueFor(deps).run(`${data.namespace}/${data.name}`, data);
 }
 
+// Per process: one queue of runs per SyncResource, and one gate that bounds the runs
+// in progress and starts urgent ones (edits) first.
 const queues = new WeakMap<Deps, KeyedQueue<ClusterResolved, ApplyOutcome>>();
 function queueFor(deps: Deps): KeyedQueue<ClusterResolved, ApplyOutcome> {
   let q = queues.get(deps);
-  if (!q) queues.set(deps, q = new KeyedQueue((data) => applyOnce(deps, data), mergeRequests));
+  if (!q) {
+    const gate = gateFor(deps);
+    queues.set(deps, q = new KeyedQueue((data) => isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data)), mergeRequests));
+  }
   return q;
+}
+
+const echo: ApplyOutcome = { kind: 'none', why: 'echo of our own writes' };
+function isEcho(data: ClusterResolved): boolean {
+  const last = recent.get(`${data.namespace}/${data.name}`);
+  return data.trigger === 'watch' && last !== undefined && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS;
 }
 
 async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
-  const last = recent.get(key);
-  if (data.trigger === 'watch' && last && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS) {
-    return { kind: 'none', why: 'echo of our own writes' };
-  }
   const sr = await deps.store.get(data.namespace, data.name);
   if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
   // The client for the Secret version resolve-cluster saw needs no Secret read; any
@@ -81,7 +89,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
   const drift = result.changes.filter((c) => c.drift).length;
   if (drift > 0) Metrics.driftCorrections.add(drift, { cluster: sr.spec.kyma });
-  const out: ItemsApplied = { namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result };
+  const out: ItemsApplied = { namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result, ...(data.urgent ? { urgent: true } : {}) };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }
 

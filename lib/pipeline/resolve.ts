@@ -25,6 +25,12 @@ export function settled(sr: SyncResource): boolean {
   return !sr.metadata.deletionTimestamp && sr.status?.state === 'Ready' && sr.status.observedGeneration === sr.metadata.generation;
 }
 
+/** isEdit tells whether a watch event reports an edit or deletion of a SyncResource that has been reconciled before. */
+export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): boolean {
+  const observed = sr.status?.observedGeneration;
+  return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
+}
+
 /** resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources that are settled. */
 export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false, trigger: ClusterResolved['trigger'] = 'resync'): Promise<ResolveOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
@@ -48,7 +54,7 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return {
       kind: 'resolved',
-      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref },
+      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}) },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;

@@ -10,7 +10,7 @@ import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
-import type { Deps } from './deps.ts';
+import { gateFor, type Deps } from './deps.ts';
 
 /** StatusOutcome says what the step did. */
 export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone';
@@ -24,8 +24,12 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
   return status.observedGeneration === data.result.generation && written !== undefined && written > data.result.observedAt;
 }
 
-/** writeStatusStep writes the status for one outcome. */
-export async function writeStatusStep(deps: Deps, data: ItemsApplied, now = new Date()): Promise<StatusOutcome> {
+/** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
+export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Promise<StatusOutcome> {
+  return gateFor(deps).run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
+}
+
+async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
   const live = await deps.store.get(data.namespace, data.name);
   if (!live || live.metadata.uid !== data.uid) return 'gone';
   if (isStale(live, data)) {
