@@ -46,7 +46,7 @@ export const defaults: Config = {
   kcpBurst: 0,
   crdWaitMs: 10_000,
   applyConcurrency: 8,
-  reconcileConcurrency: 16,
+  reconcileConcurrency: 8,
 };
 
 /** ConfigError says which variable is wrong. */

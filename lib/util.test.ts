@@ -37,8 +37,8 @@ describe('mergeRequests', () => {
 });
 
 describe('PriorityGate', () => {
-  it('bounds tasks in progress and starts urgent waiting tasks first, each class in order', async () => {
-    const gate = new PriorityGate(2);
+  it('bounds tasks in progress, gives urgent tasks headroom and starts them first, each class in order', async () => {
+    const gate = new PriorityGate(2, 1);
     const started: string[] = [];
     let active = 0;
     let peak = 0;
@@ -50,19 +50,42 @@ describe('PriorityGate', () => {
       active--;
       return name;
     });
+    const tick = () => new Promise((r) => setImmediate(r));
     const all = [task('b1', false), task('b2', false), task('b3', false), task('b4', false), task('u1', true), task('u2', true)];
-    await new Promise((r) => setImmediate(r));
-    expect(started).toEqual(['b1', 'b2']);
-    expect(gate.waiting).toBe(4);
-    for (let i = 0; i < 4; i++) {
-      releases.get(started[i]!)!();
-      await new Promise((r) => setImmediate(r));
+    await tick();
+    expect(started).toEqual(['b1', 'b2', 'u1']);
+    expect(gate.waiting).toBe(3);
+    for (const name of ['b1', 'b2', 'u1', 'u2', 'b3', 'b4']) {
+      await tick();
+      releases.get(name)!();
     }
-    for (const name of started.slice(4)) releases.get(name)!();
-    await new Promise((r) => setImmediate(r));
-    for (const name of started.slice(4)) releases.get(name)?.();
     expect(await Promise.all(all)).toEqual(['b1', 'b2', 'b3', 'b4', 'u1', 'u2']);
     expect(started).toEqual(['b1', 'b2', 'u1', 'u2', 'b3', 'b4']);
-    expect(peak).toBe(2);
+    expect(peak).toBe(3);
+  });
+});
+
+describe('PriorityGate brake', () => {
+  it('starts other tasks only below the braked limit while an urgent task waits or runs', async () => {
+    const gate = new PriorityGate(4, 1);
+    const releases: (() => void)[] = [];
+    const started: string[] = [];
+    const task = (name: string, urgent: boolean) => gate.run(urgent, () => new Promise<void>((r) => { started.push(name); releases.push(r); }));
+    const tick = () => new Promise((r) => setImmediate(r));
+    const all = ['n1', 'n2', 'n3', 'n4'].map((n) => task(n, false));
+    await tick();
+    all.push(task('u1', true), task('n5', false), task('n6', false));
+    await tick();
+    // u1 started above the limit (headroom braked = 1), without waiting for n1..n4.
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1']);
+    for (const i of [0, 1, 2, 3]) releases[i]!();
+    await tick();
+    // u1 still runs: no other task starts while 1 (braked) is running.
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1']);
+    releases[4]!();
+    await tick();
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1', 'n5', 'n6']);
+    for (const r of releases.slice(5)) r();
+    await Promise.all(all);
   });
 });

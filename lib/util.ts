@@ -85,16 +85,23 @@ export class KeyedQueue<V, T> {
 
 /**
  * PriorityGate admits at most limit tasks at a time; waiting tasks start in order,
- * urgent ones before the rest (controller-runtime's priority queue does the same for
- * a workqueue): an edit is not stuck behind a bulk of new objects or a resync.
+ * urgent ones before the rest (controller-runtime's priority queue does the same for a
+ * workqueue). Urgent tasks may exceed the limit by braked, so they never wait for a
+ * bulk task to finish; while urgent tasks wait or run, other tasks are only started
+ * while fewer than braked are running, so an edit does not compete with a full bulk of
+ * new SyncResources or a resync for the API servers.
  */
 export class PriorityGate {
-  private free: number;
+  private readonly limit: number;
+  private readonly braked: number;
+  private active = 0;
+  private urgentActive = 0;
   private readonly urgent: (() => void)[] = [];
   private readonly normal: (() => void)[] = [];
 
-  constructor(limit: number) {
-    this.free = limit;
+  constructor(limit: number, braked = Math.max(1, Math.floor(limit / 4))) {
+    this.limit = limit;
+    this.braked = braked;
   }
 
   /** waiting is the number of tasks not started yet. */
@@ -103,14 +110,29 @@ export class PriorityGate {
   }
 
   async run<T>(urgent: boolean, task: () => Promise<T>): Promise<T> {
-    if (this.free > 0) this.free--;
-    else await new Promise<void>((r) => (urgent ? this.urgent : this.normal).push(r));
+    await new Promise<void>((start) => {
+      (urgent ? this.urgent : this.normal).push(start);
+      this.pump();
+    });
     try {
       return await task();
     } finally {
-      const next = this.urgent.shift() ?? this.normal.shift();
-      if (next) next();
-      else this.free++;
+      this.active--;
+      if (urgent) this.urgentActive--;
+      this.pump();
+    }
+  }
+
+  private pump(): void {
+    while (this.urgent.length > 0 && this.active < this.limit + this.braked) {
+      this.active++;
+      this.urgentActive++;
+      this.urgent.shift()!();
+    }
+    const cap = this.urgentActive + this.urgent.length > 0 ? this.braked : this.limit;
+    while (this.normal.length > 0 && this.active < cap) {
+      this.active++;
+      this.normal.shift()!();
     }
   }
 }

@@ -76,7 +76,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const result = await reconcile(sr, { skr, kcp: deps.store, config: deps.config });
+  const result = await reconcile(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch' });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);

@@ -25,6 +25,12 @@ export function settled(sr: SyncResource): boolean {
   return !sr.metadata.deletionTimestamp && sr.status?.state === 'Ready' && sr.status.observedGeneration === sr.metadata.generation;
 }
 
+// Runs requested per SyncResource: a watch event for the same generation soon after is
+// the echo of that run's own writes (finalizer, inventory, status) and needs no second
+// request; apply-items also recognizes echoes, this saves the delivery.
+const REQUESTED_WINDOW_MS = 10_000;
+const requested = new Map<string, { uid: string; generation: number; at: number }>();
+
 /** isEdit tells whether a watch event reports an edit or deletion of a SyncResource that has been reconciled before. */
 export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): boolean {
   const observed = sr.status?.observedGeneration;
@@ -44,6 +50,12 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
   const sr = await deps.store.get(ref.namespace, ref.name);
   if (!sr) return { kind: 'none', why: 'gone' };
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
+  const key = `${ref.namespace}/${ref.name}`;
+  const last = requested.get(key);
+  if (onlyIfUnsettled && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation && performance.now() - last.at < REQUESTED_WINDOW_MS) {
+    // The echo of a write made by the run this process requested for this generation.
+    return { kind: 'none', why: 'run already requested' };
+  }
   const kyma = sr.spec.kyma;
   try {
     // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
@@ -52,6 +64,8 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
     await deps.lookups.kyma(ref.namespace, kyma, fresh);
     const secret = await deps.lookups.accessSecret(ref.namespace, kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
+    if (requested.size > 50_000) requested.clear();
+    requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
     return {
       kind: 'resolved',
       data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}) },
