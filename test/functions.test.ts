@@ -87,7 +87,7 @@ describe('functions', () => {
     expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
   });
 
-  it('is idempotent under duplicate and reordered delivery; an older result never overwrites a newer status', async () => {
+  it('is idempotent under duplicate and reordered delivery; an older result never overwrites a newer status; the edit is urgent', async () => {
     const name = uniqueName('dup');
     await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     const first = await pipeline(name);
@@ -96,6 +96,10 @@ describe('functions', () => {
       body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }] } }, contentType: 'application/merge-patch+json',
     });
     const second = await pipeline(name);
+    // A new SyncResource queues with the bulk; the edit of a reconciled one goes first.
+    expect((first.resolved.data as ClusterResolved).urgent).toBeUndefined();
+    expect((second.resolved.data as ClusterResolved).urgent).toBe(true);
+    expect((second.applied.data as ItemsApplied).urgent).toBe(true);
     let sr = await deps.store.get(ns, name);
     expect(sr?.status).toMatchObject({ observedGeneration: 2, state: 'Error' });
     // The generation-1 outcome arrives late, twice: ignored.
