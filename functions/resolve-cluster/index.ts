@@ -35,7 +35,7 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
         log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
         return makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
       case 'resolved':
-        log.info({ ...fields, cluster: out.data.kyma }, 'cluster resolved');
+        log.info({ ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent: out.data.urgent ?? false }, 'cluster resolved');
         return makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
     }
   });

@@ -98,6 +98,11 @@ export class Broker {
     }
   }
 
+  /** pending is the number of deliveries in flight (including retries and backoff). */
+  get pending(): number {
+    return this.inflight;
+  }
+
   /** idle resolves when no delivery is in flight. */
   async idle(timeoutMs = 30_000): Promise<void> {
     const deadline = Date.now() + timeoutMs;

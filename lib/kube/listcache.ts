@@ -26,10 +26,13 @@ export class ListCache {
     const now = Date.now();
     let snap = this.snapshots.get(key);
     if (!snap || now - snap.at > this.ttlMs) {
-      snap = { at: now, objects: this.list(info, namespace) };
-      this.snapshots.set(key, snap);
-      snap.objects.catch(() => this.snapshots.get(key) === snap && this.snapshots.delete(key));
-      if (this.snapshots.size > 1000) this.snapshots.clear();
+      const fresh = { at: now, objects: this.list(info, namespace) };
+      this.snapshots.set(key, fresh);
+      const drop = () => this.snapshots.get(key) === fresh && this.snapshots.delete(key);
+      fresh.objects.catch(drop);
+      // An expired snapshot is dropped, so an idle client holds no copy of a large list.
+      setTimeout(drop, this.ttlMs).unref();
+      snap = fresh;
     }
     return (await snap.objects).get(name);
   }
