@@ -99,7 +99,7 @@ export class PriorityGate {
   private readonly urgent: (() => void)[] = [];
   private readonly normal: (() => void)[] = [];
 
-  constructor(limit: number, braked = Math.max(1, Math.floor(limit / 4))) {
+  constructor(limit: number, braked = Math.max(1, Math.floor(limit / 8))) {
     this.limit = limit;
     this.braked = braked;
   }
