@@ -20,8 +20,15 @@ const [{ default: faas }, mod, { getDeps }] = await Promise.all([
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
   import('./shared.ts'),
 ]);
+// Probes answer OK once the server listens (init has run by then). faas-js-runtime's
+// default probes answer 503 whenever the event loop lags more than 42 ms (and log a
+// TypeError doing it); a function that queues and orders its own work lags under bulk
+// load by design and must not be taken out of service for it.
+const ok = async () => 'OK';
 await faas.start({
   handle: mod.handle as never,
+  readiness: ok as never,
+  liveness: ok as never,
   init: async () => { await getDeps(); },
   shutdown: async () => {
     await (await getDeps()).cache.closeAll();

@@ -1,0 +1,35 @@
+// serve.ts: one function process as Knative runs it, probes included.
+import { spawn } from 'node:child_process';
+import { mkdtemp, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { describe, expect, inject, it } from 'vitest';
+import { freePort, waitFor } from '../infra/net.ts';
+
+describe('serve', () => {
+  it('answers its probes while a long synchronous stretch would make faas-js-runtime report overload', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'serve-'));
+    const kubeconfig = join(dir, 'kcp.yaml');
+    await writeFile(kubeconfig, inject('clusters').kcp.kubeconfig);
+    const port = await freePort();
+    // Preloaded: a timer that blocks the event loop for 60 ms every 100 ms.
+    const block = join(dir, 'block.cjs');
+    await writeFile(block, 'setInterval(() => { const end = Date.now() + 60; while (Date.now() < end); }, 100).unref();\n');
+    const child = spawn(process.execPath, ['--require', block, join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'dead-letter'], {
+      env: { ...process.env, PORT: String(port), KUBECONFIG: kubeconfig, K_SINK: 'http://127.0.0.1:1', LOG_LEVEL: 'warn' }, stdio: 'ignore',
+    });
+    try {
+      const url = `http://127.0.0.1:${port}/health`;
+      await waitFor('serve.ts', async () => (await fetch(`${url}/readiness`)).ok, 30_000);
+      for (let i = 0; i < 20; i++) {
+        for (const probe of ['readiness', 'liveness']) {
+          const res = await fetch(`${url}/${probe}`);
+          expect([probe, res.status, await res.text()]).toEqual([probe, 200, 'OK']);
+        }
+        await new Promise((r) => setTimeout(r, 25));
+      }
+    } finally {
+      child.kill('SIGKILL');
+    }
+  });
+});
