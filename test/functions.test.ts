@@ -115,6 +115,19 @@ describe('functions', () => {
     expect(sr?.metadata.resourceVersion).toBe(before);
   });
 
+  it('a watch echo before the status is written asks for no second run; after an Error status it runs again', async () => {
+    const name = uniqueName('echo');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }]);
+    const resolved = await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>;
+    expect(resolved.type).toBe(EventTypes.clusterResolved);
+    // The echo of the finalizer or inventory write of the run just requested.
+    expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
+    await writeStatus(ctx, await applyItems(ctx, resolved) as CloudEvent<unknown>);
+    expect((await deps.store.get(ns, name))?.status?.state).toBe('Error');
+    // The status echo of a failed run: resolved again, as a retry.
+    expect((await resolveCluster(ctx, ref(name)) as CloudEvent<unknown> | undefined)?.type).toBe(EventTypes.clusterResolved);
+  });
+
   it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
     await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
     const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };

@@ -44,7 +44,9 @@ function queueFor(deps: Deps): KeyedQueue<ClusterResolved, ApplyOutcome> {
   let q = queues.get(deps);
   if (!q) {
     const gate = gateFor(deps);
-    queues.set(deps, q = new KeyedQueue((data) => isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data)), mergeRequests));
+    const work = (data: ClusterResolved) =>
+      isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data));
+    queues.set(deps, q = new KeyedQueue(work, mergeRequests));
   }
   return q;
 }

@@ -25,9 +25,10 @@ export function settled(sr: SyncResource): boolean {
   return !sr.metadata.deletionTimestamp && sr.status?.state === 'Ready' && sr.status.observedGeneration === sr.metadata.generation;
 }
 
-// Runs requested per SyncResource: a watch event for the same generation soon after is
-// the echo of that run's own writes (finalizer, inventory, status) and needs no second
-// request; apply-items also recognizes echoes, this saves the delivery.
+// Runs requested per SyncResource: a watch event for the same generation soon after,
+// while that run's status is not written yet, is the echo of the run's own writes
+// (finalizer, inventory) and needs no second request; apply-items also recognizes
+// echoes, this saves the delivery.
 const REQUESTED_WINDOW_MS = 10_000;
 const requested = new Map<string, { uid: string; generation: number; at: number }>();
 
@@ -52,8 +53,11 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   const key = `${ref.namespace}/${ref.name}`;
   const last = requested.get(key);
-  if (onlyIfUnsettled && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation && performance.now() - last.at < REQUESTED_WINDOW_MS) {
-    // The echo of a write made by the run this process requested for this generation.
+  if (onlyIfUnsettled && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation &&
+    sr.status?.observedGeneration !== sr.metadata.generation && performance.now() - last.at < REQUESTED_WINDOW_MS) {
+    // The echo of a write (finalizer, inventory) made by the run this process requested
+    // for this generation, before its status is written. Once a status that is not Ready
+    // is written for it, watch events run again as before (apply-items decides).
     return { kind: 'none', why: 'run already requested' };
   }
   const kyma = sr.spec.kyma;
