@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events.ts';
 import { mergeRequests } from './pipeline/apply.ts';
-import { KeyedQueue, PriorityGate } from './util.ts';
+import { KeyedQueue, PriorityGate, TtlMemo } from './util.ts';
 
 describe('KeyedQueue', () => {
   it('runs one task per key; requests arriving meanwhile share one more run with their values merged', async () => {
@@ -87,5 +87,22 @@ describe('PriorityGate brake', () => {
     expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1', 'n5', 'n6']);
     for (const r of releases.slice(5)) r();
     await Promise.all(all);
+  });
+});
+
+describe('TtlMemo', () => {
+  it('shares a load for its TTL, reloads when asked or expired, and keeps only definite failures', async () => {
+    let loads = 0;
+    const memo = new TtlMemo<number>(50, (err) => (err as Error).message === 'definite');
+    const load = () => Promise.resolve(++loads);
+    expect(await Promise.all([memo.get('k', load), memo.get('k', load)])).toEqual([1, 1]);
+    expect(await memo.get('k', load, true)).toBe(2);
+    await new Promise((r) => setTimeout(r, 60));
+    expect(await memo.get('k', load)).toBe(3);
+    const fail = (message: string) => () => Promise.reject(new Error(message));
+    await expect(memo.get('t', fail('transient'))).rejects.toThrow('transient');
+    expect(await memo.get('t', load)).toBe(4);
+    await expect(memo.get('d', fail('definite'))).rejects.toThrow('definite');
+    await expect(memo.get('d', load)).rejects.toThrow('definite');
   });
 });

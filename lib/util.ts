@@ -136,3 +136,32 @@ export class PriorityGate {
     }
   }
 }
+
+/**
+ * TtlMemo shares one pending or settled load per key for ttlMs, then forgets it (so
+ * nothing outlives its use). A failed load is forgotten at once unless keep says the
+ * failure is a definite answer worth sharing too.
+ */
+export class TtlMemo<T> {
+  private readonly ttlMs: number;
+  private readonly keep: (err: unknown) => boolean;
+  private readonly entries = new Map<string, { at: number; value: Promise<T> }>();
+
+  constructor(ttlMs: number, keep: (err: unknown) => boolean = () => false) {
+    this.ttlMs = ttlMs;
+    this.keep = keep;
+  }
+
+  /** get returns the shared value of key, loading it when there is none or fresh is set. */
+  get(key: string, load: () => Promise<T>, fresh = false): Promise<T> {
+    const now = performance.now();
+    const hit = this.entries.get(key);
+    if (hit && !fresh && now - hit.at < this.ttlMs) return hit.value;
+    const entry = { at: now, value: load() };
+    this.entries.set(key, entry);
+    const drop = () => this.entries.get(key) === entry && this.entries.delete(key);
+    entry.value.catch((err: unknown) => this.keep(err) || drop());
+    setTimeout(drop, this.ttlMs).unref();
+    return entry.value;
+  }
+}

@@ -3,7 +3,7 @@
 // auth-provider plugins, every file path, proxies, basic auth, and skipping TLS
 // verification unless configured. Messages name the field, never its value.
 import { load } from 'js-yaml';
-import type { Credentials } from '../kube/credentials.ts';
+import { fromData, staticToken, type Credentials } from '../kube/credentials.ts';
 import { TerminalError } from '../kube/errors.ts';
 
 /** InvalidKubeconfigError is a rejected kubeconfig (reason InvalidKubeconfig). */
@@ -84,18 +84,18 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   for (const [field, body] of strings) {
     if (body[field] !== undefined && typeof body[field] !== 'string') throw new InvalidKubeconfigError(`${field} is not a string`);
   }
-  const data = (v: unknown) => (typeof v === 'string' && v ? Buffer.from(v, 'base64') : undefined);
+  // Every field read below was checked to be a string or absent.
+  const str = (v: unknown) => v as string | undefined;
   const creds: Credentials = {
     server: server.replace(/\/+$/, ''),
-    ca: data(cluster['certificate-authority-data']),
-    cert: data(user['client-certificate-data']),
-    key: data(user['client-key-data']),
+    ca: fromData(str(cluster['certificate-authority-data'])),
+    cert: fromData(str(user['client-certificate-data'])),
+    key: fromData(str(user['client-key-data'])),
     insecure: cluster['insecure-skip-tls-verify'] === true,
   };
-  if (typeof cluster['tls-server-name'] === 'string') creds.servername = cluster['tls-server-name'];
-  if (typeof user.token === 'string' && user.token) {
-    const token = user.token;
-    creds.token = () => token;
-  }
+  const servername = str(cluster['tls-server-name']);
+  if (servername) creds.servername = servername;
+  const token = str(user.token);
+  if (token) creds.token = staticToken(token);
   return creds;
 }

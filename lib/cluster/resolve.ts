@@ -5,6 +5,7 @@ import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { isNotFound, TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_API_VERSION, KYMA_NAME_LABEL } from '../model.ts';
+import { TtlMemo } from '../util.ts';
 
 /** kymaInfo and secretInfo address Kymas and Secrets in the KCP without discovery. */
 export const kymaInfo: ResourceInfo = { apiVersion: KYMA_API_VERSION, kind: 'Kyma', resource: 'kymas', namespaced: true, hasStatus: true };
@@ -67,35 +68,21 @@ export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: st
  */
 export class Lookups {
   private readonly kcp: Cluster;
-  private readonly ttlMs: number;
-  private readonly memo = new Map<string, { at: number; value: Promise<unknown> }>();
+  private readonly kymas: TtlMemo<KubeObject>;
+  private readonly secrets: TtlMemo<AccessSecret>;
 
   constructor(kcp: Cluster, ttlMs = 2_000) {
     this.kcp = kcp;
-    this.ttlMs = ttlMs;
+    const definite = (err: unknown) => err instanceof ResolutionError;
+    this.kymas = new TtlMemo(ttlMs, definite);
+    this.secrets = new TtlMemo(ttlMs, definite);
   }
 
   kyma(namespace: string, kyma: string, fresh = false): Promise<KubeObject> {
-    return this.get(`kyma/${namespace}/${kyma}`, fresh, () => getKyma(this.kcp, namespace, kyma));
+    return this.kymas.get(`${namespace}/${kyma}`, () => getKyma(this.kcp, namespace, kyma), fresh);
   }
 
   accessSecret(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
-    return this.get(`secret/${namespace}/${kyma}`, fresh, () => findAccessSecret(this.kcp, namespace, kyma));
-  }
-
-  private get<T>(key: string, fresh: boolean, load: () => Promise<T>): Promise<T> {
-    const now = performance.now();
-    const hit = this.memo.get(key);
-    if (hit && !fresh && now - hit.at < this.ttlMs) return hit.value as Promise<T>;
-    const value = load();
-    const entry = { at: now, value };
-    this.memo.set(key, entry);
-    value.catch((err: unknown) => {
-      if (!(err instanceof ResolutionError) && this.memo.get(key) === entry) this.memo.delete(key);
-    });
-    if (this.memo.size > 10_000) {
-      for (const [k, e] of this.memo) if (now - e.at >= this.ttlMs) this.memo.delete(k);
-    }
-    return value;
+    return this.secrets.get(`${namespace}/${kyma}`, () => findAccessSecret(this.kcp, namespace, kyma), fresh);
   }
 }

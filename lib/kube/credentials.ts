@@ -36,7 +36,11 @@ export function fileToken(path: string, refreshMs = 60_000): () => string {
   };
 }
 
-const fromData = (data: string | undefined): Buffer | undefined => (data ? Buffer.from(data, 'base64') : undefined);
+/** fromData decodes a kubeconfig `*-data` field (base64); empty or absent is undefined. */
+export const fromData = (data: string | undefined): Buffer | undefined => (data ? Buffer.from(data, 'base64') : undefined);
+
+/** staticToken is the token source of an inline token. */
+export const staticToken = (token: string): (() => string) => () => token;
 
 /** credentialsFromKubeconfig reads the current context of kubeconfig text; relative file paths resolve against baseDir. */
 export function credentialsFromKubeconfig(text: string, baseDir = process.cwd()): Credentials {
@@ -64,8 +68,7 @@ export function credentialsFromKubeconfig(text: string, baseDir = process.cwd())
   };
   if (cluster.tlsServerName) creds.servername = cluster.tlsServerName;
   if (user?.token) {
-    const token = user.token;
-    creds.token = () => token;
+    creds.token = staticToken(user.token);
   } else if (tokenFile) {
     creds.token = fileToken(resolve(baseDir, tokenFile));
   }

@@ -6,35 +6,25 @@
 import type { ResourceInfo } from './discovery.ts';
 import type { KubeClient } from './client.ts';
 import { listObjects, type Cluster, type KubeObject } from './objects.ts';
+import { TtlMemo } from '../util.ts';
 
 /** ListCache holds snapshots for ttlMs. */
 export class ListCache {
   private readonly cluster: Pick<Cluster, 'client'>;
   private readonly selector: string;
-  private readonly ttlMs: number;
-  private readonly snapshots = new Map<string, { at: number; objects: Promise<Map<string, KubeObject>> }>();
+  // An expired snapshot is dropped, so an idle client holds no copy of a large list.
+  private readonly snapshots: TtlMemo<Map<string, KubeObject>>;
 
   constructor(client: KubeClient, selector: string, ttlMs = 2_000) {
     this.cluster = { client };
     this.selector = selector;
-    this.ttlMs = ttlMs;
+    this.snapshots = new TtlMemo(ttlMs);
   }
 
   /** get returns the object as of a recent snapshot, or undefined if the snapshot lacks it. */
   async get(info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
     const key = `${info.apiVersion}/${info.kind}/${namespace ?? ''}`;
-    const now = Date.now();
-    let snap = this.snapshots.get(key);
-    if (!snap || now - snap.at > this.ttlMs) {
-      const fresh = { at: now, objects: this.list(info, namespace) };
-      this.snapshots.set(key, fresh);
-      const drop = () => this.snapshots.get(key) === fresh && this.snapshots.delete(key);
-      fresh.objects.catch(drop);
-      // An expired snapshot is dropped, so an idle client holds no copy of a large list.
-      setTimeout(drop, this.ttlMs).unref();
-      snap = fresh;
-    }
-    return (await snap.objects).get(name);
+    return (await this.snapshots.get(key, () => this.list(info, namespace))).get(name);
   }
 
   private async list(info: ResourceInfo, namespace: string | undefined): Promise<Map<string, KubeObject>> {
