@@ -62,11 +62,12 @@ export function logger(context: Context | undefined, fallback: Logger): Logger {
   return log ?? fallback;
 }
 
-/** withTrace adds the active trace id to every log line's fields. */
-function withTrace(log: Logger): Logger {
+/** withTrace adds the active trace id and the milliseconds since the step began to every log line's fields. */
+function withTrace(log: Logger, started: number): Logger {
   const f = (fields: Record<string, unknown>) => {
     const id = traceId();
-    return id ? { ...fields, traceId: id } : fields;
+    const ms = Math.round(performance.now() - started);
+    return id ? { ...fields, ms, traceId: id } : { ...fields, ms };
   };
   return { info: (x, m) => log.info(f(x), m), warn: (x, m) => log.warn(f(x), m), error: (x, m) => log.error(f(x), m) };
 }
@@ -77,7 +78,7 @@ export async function run<T>(context: Context, event: CloudEvent<unknown>, step:
   const started = performance.now();
   const attributes = { 'sync.step': step, 'cloudevents.event_type': event.type, 'cloudevents.event_subject': event.subject ?? '' };
   return inSpan(step, attributes, async (span) => {
-    const log = withTrace(logger(context, d.log));
+    const log = withTrace(logger(context, d.log), started);
     let outcome = 'ok';
     try {
       return await body(d, log);
