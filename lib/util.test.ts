@@ -38,7 +38,7 @@ describe('mergeRequests', () => {
 
 describe('PriorityGate', () => {
   it('bounds tasks in progress, gives urgent tasks headroom and starts them first, each class in order', async () => {
-    const gate = new PriorityGate(2, 1);
+    const gate = new PriorityGate(2, { braked: 1 });
     const started: string[] = [];
     let active = 0;
     let peak = 0;
@@ -67,7 +67,7 @@ describe('PriorityGate', () => {
 
 describe('PriorityGate brake', () => {
   it('starts other tasks only below the braked limit while an urgent task waits or runs', async () => {
-    const gate = new PriorityGate(4, 1);
+    const gate = new PriorityGate(4, { braked: 1 });
     const releases: (() => void)[] = [];
     const started: string[] = [];
     const task = (name: string, urgent: boolean) => gate.run(urgent, () => new Promise<void>((r) => { started.push(name); releases.push(r); }));

@@ -86,22 +86,25 @@ export class KeyedQueue<V, T> {
 /**
  * PriorityGate admits at most limit tasks at a time; waiting tasks start in order,
  * urgent ones before the rest (controller-runtime's priority queue does the same for a
- * workqueue). Urgent tasks may exceed the limit by braked, so they never wait for a
- * bulk task to finish; while urgent tasks wait or run, other tasks are only started
- * while fewer than braked are running, so an edit does not compete with a full bulk of
- * new SyncResources or a resync for the API servers.
+ * workqueue). Urgent tasks may exceed the limit by headroom (default: braked), so they
+ * never wait for a bulk task to finish; while urgent tasks wait or run, other tasks are
+ * only started while fewer than braked are running, so an edit does not compete with a
+ * full bulk of new SyncResources or a resync for the API servers. braked = limit turns
+ * the brake off.
  */
 export class PriorityGate {
   private readonly limit: number;
+  private readonly headroom: number;
   private readonly braked: number;
   private active = 0;
   private urgentActive = 0;
   private readonly urgent: (() => void)[] = [];
   private readonly normal: (() => void)[] = [];
 
-  constructor(limit: number, braked = Math.max(1, Math.floor(limit / 8))) {
+  constructor(limit: number, opts: { braked?: number; headroom?: number } = {}) {
     this.limit = limit;
-    this.braked = braked;
+    this.braked = opts.braked ?? Math.max(1, Math.floor(limit / 8));
+    this.headroom = opts.headroom ?? this.braked;
   }
 
   /** waiting is the number of tasks not started yet. */
@@ -124,7 +127,7 @@ export class PriorityGate {
   }
 
   private pump(): void {
-    while (this.urgent.length > 0 && this.active < this.limit + this.braked) {
+    while (this.urgent.length > 0 && this.active < this.limit + this.headroom) {
       this.active++;
       this.urgentActive++;
       this.urgent.shift()!();

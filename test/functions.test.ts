@@ -128,6 +128,27 @@ describe('functions', () => {
     expect((await resolveCluster(ctx, ref(name)) as CloudEvent<unknown> | undefined)?.type).toBe(EventTypes.clusterResolved);
   });
 
+  it('resolve-cluster starts a change of an existing SyncResource ahead of a burst of creations', async () => {
+    const names = [uniqueName('burst'), uniqueName('burst'), uniqueName('burst'), uniqueName('burst')];
+    const edited = uniqueName('edited');
+    for (const n of [...names, edited]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
+    const order: string[] = [];
+    const store = Object.assign(Object.create(deps.store) as KcpStore, {
+      get: (namespace: string, name: string) => { order.push(name); return deps.store.get(namespace, name); },
+    });
+    // One bulk run at a time: the creations queue, the update does not.
+    setDeps({ ...deps, store, config: { ...deps.config, reconcileConcurrency: 1 } });
+    try {
+      const adds = names.map((n) => resolveCluster(ctx, ref(n, 'dev.knative.apiserver.ref.add')));
+      const update = resolveCluster(ctx, ref(edited));
+      const replies = await Promise.all([...adds, update]) as CloudEvent<unknown>[];
+      expect(replies.map((r) => r.type)).toEqual(Array(5).fill(EventTypes.clusterResolved));
+      expect(order).toEqual([names[0], edited, ...names.slice(1)]);
+    } finally {
+      setDeps(deps);
+    }
+  });
+
   it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
     await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
     const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };

@@ -25,7 +25,9 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     // Watch events also report our own writes: those for a settled SyncResource need no run.
     const watched = event.type.startsWith('dev.knative.apiserver.ref.');
     const trigger = watched ? 'watch' : (event.data as { trigger?: 'resync' | 'kyma' | 'secret' }).trigger ?? 'resync';
-    const out = await resolveStep(d, ref, watched, trigger);
+    // Creations and reconcile requests come in bulk; changes of existing SyncResources go first.
+    const change = watched && !event.type.endsWith('.add');
+    const out = await resolveStep(d, ref, watched, trigger, change);
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
     switch (out.kind) {
       case 'none':

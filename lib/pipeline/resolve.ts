@@ -8,6 +8,7 @@ import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { FINALIZER, type SyncResource } from '../model.ts';
+import { PriorityGate } from '../util.ts';
 import type { Deps } from './deps.ts';
 
 /** ResolveOutcome is what the step replies with. */
@@ -38,8 +39,28 @@ export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): b
   return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
 }
 
-/** resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources that are settled. */
-export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false, trigger: ClusterResolved['trigger'] = 'resync'): Promise<ResolveOutcome> {
+// Per process: runs that come in bulk (creations, resync and rotation fan-out) start at
+// most reconcileConcurrency at a time; changes of existing SyncResources (an edit,
+// a deletion, the echo of a write) start at once, so a burst of hundreds of new
+// SyncResources or a resync does not queue an edit behind its reads.
+const gates = new WeakMap<Deps, PriorityGate>();
+function gateFor(deps: Deps): PriorityGate {
+  let g = gates.get(deps);
+  const limit = deps.config.reconcileConcurrency;
+  if (!g) gates.set(deps, g = new PriorityGate(limit, { braked: limit, headroom: Infinity }));
+  return g;
+}
+
+/**
+ * resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources
+ * that are settled. change marks a watch event for an existing SyncResource (update or
+ * delete), which starts ahead of bulk requests.
+ */
+export function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false, trigger: ClusterResolved['trigger'] = 'resync', change = false): Promise<ResolveOutcome> {
+  return gateFor(deps).run(change, () => resolveOnce(deps, ref, onlyIfUnsettled, trigger));
+}
+
+async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger']): Promise<ResolveOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
     const sr = await deps.store.get(ref.namespace, ref.name);
     if (sr) {
@@ -65,8 +86,12 @@ export async function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = fa
     // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
     // share a read from the last two seconds.
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
-    await deps.lookups.kyma(ref.namespace, kyma, fresh);
-    const secret = await deps.lookups.accessSecret(ref.namespace, kyma, fresh);
+    // Both reads at once; a missing Kyma is the error reported before any Secret's.
+    const [kymaRead, secretRead] = await Promise.allSettled([
+      deps.lookups.kyma(ref.namespace, kyma, fresh), deps.lookups.accessSecret(ref.namespace, kyma, fresh)]);
+    if (kymaRead.status === 'rejected') throw kymaRead.reason;
+    if (secretRead.status === 'rejected') throw secretRead.reason;
+    const secret = secretRead.value;
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     if (requested.size > 50_000) requested.clear();
     requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
