@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events.ts';
 import { mergeRequests } from './pipeline/apply.ts';
-import { KeyedQueue, PriorityGate, TtlMemo } from './util.ts';
+import { KeyedQueue, PriorityGate, TtlMemo, yieldToUrgent } from './util.ts';
 
 describe('KeyedQueue', () => {
   it('runs one task per key; requests arriving meanwhile share one more run with their values merged', async () => {
@@ -87,6 +87,69 @@ describe('PriorityGate brake', () => {
     expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1', 'n5', 'n6']);
     for (const r of releases.slice(5)) r();
     await Promise.all(all);
+  });
+});
+
+describe('yieldToUrgent', () => {
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  it('holds the requests of running bulk tasks while an urgent task runs; urgent tasks and shared loads never wait', async () => {
+    const gate = new PriorityGate(4, { braked: 1 });
+    const memo = new TtlMemo<string>(1_000);
+    const steps: string[] = [];
+    let finishUrgent!: () => void;
+    let startBulk!: () => void;
+    const bulkMayGo = new Promise<void>((r) => (startBulk = r));
+    const bulk = gate.run(false, async () => {
+      await bulkMayGo;
+      // A load shared with the urgent task starts here, in the bulk task's context.
+      const shared = memo.get('k', async () => { await yieldToUrgent(); steps.push('shared load'); return 'v'; });
+      await yieldToUrgent();
+      steps.push('bulk request');
+      return shared;
+    });
+    await tick();
+    const urgent = gate.run(true, async () => {
+      expect(yieldToUrgent()).toBeUndefined();
+      startBulk();
+      await tick();
+      const v = await memo.get('k', () => Promise.resolve('other'));
+      steps.push(`urgent got ${v}`);
+      await new Promise<void>((r) => (finishUrgent = r));
+      return v;
+    });
+    for (let i = 0; i < 5; i++) await tick();
+    expect(steps).toEqual(['shared load', 'urgent got v']);
+    finishUrgent();
+    expect(await urgent).toBe('v');
+    expect(await bulk).toBe('v');
+    expect(steps).toEqual(['shared load', 'urgent got v', 'bulk request']);
+  });
+
+  it('never holds a request outside a gate, in a gate without brake, or longer than its limit', async () => {
+    expect(yieldToUrgent()).toBeUndefined();
+    const open = new PriorityGate(2, { braked: 2, headroom: Infinity });
+    let release!: () => void;
+    const urgent = open.run(true, () => new Promise<void>((r) => (release = r)));
+    await open.run(false, async () => expect(yieldToUrgent()).toBeUndefined());
+    release();
+    await urgent;
+    const braking = new PriorityGate(2, { braked: 1 });
+    let urgentRuns!: () => void;
+    const running = new Promise<void>((r) => (urgentRuns = r));
+    const held = braking.run(false, async () => {
+      await running;
+      const t0 = performance.now();
+      await braking.urgentDone(30);
+      return performance.now() - t0;
+    });
+    const long = braking.run(true, () => new Promise<void>((r) => {
+      release = r;
+      urgentRuns();
+    }));
+    expect(await held).toBeGreaterThanOrEqual(25);
+    release();
+    await long;
   });
 });
 

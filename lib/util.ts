@@ -1,4 +1,5 @@
 // util.ts: small helpers without a better home.
+import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** mapLimit maps items through fn with at most limit calls in flight, keeping order. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
@@ -83,14 +84,29 @@ export class KeyedQueue<V, T> {
   }
 }
 
+// The gate task an async context runs in, so that its API requests can yield.
+const running = new AsyncLocalStorage<{ gate: PriorityGate; urgent: boolean }>();
+
+/**
+ * yieldToUrgent is called before each API request: a request of a bulk task waits
+ * while urgent tasks wait or run in its (braking) gate, so runs already in progress
+ * stop competing with an edit between their requests, not only new runs. Undefined
+ * when there is nothing to wait for.
+ */
+export function yieldToUrgent(): Promise<void> | undefined {
+  const task = running.getStore();
+  return task && !task.urgent ? task.gate.urgentDone() : undefined;
+}
+
 /**
  * PriorityGate admits at most limit tasks at a time; waiting tasks start in order,
  * urgent ones before the rest (controller-runtime's priority queue does the same for a
  * workqueue). Urgent tasks may exceed the limit by headroom (default: braked), so they
- * never wait for a bulk task to finish; while urgent tasks wait or run, other tasks are
- * only started while fewer than braked are running, so an edit does not compete with a
- * full bulk of new SyncResources or a resync for the API servers. braked = limit turns
- * the brake off.
+ * never wait for a bulk task to finish. While urgent tasks wait or run, the gate brakes
+ * the rest: other tasks are only started while fewer than braked are running, and the
+ * API requests of those running wait (yieldToUrgent), so an edit does not compete with
+ * a full bulk of new SyncResources or a resync for the API servers. braked = limit
+ * turns the brake off.
  */
 export class PriorityGate {
   private readonly limit: number;
@@ -100,6 +116,7 @@ export class PriorityGate {
   private urgentActive = 0;
   private readonly urgent: (() => void)[] = [];
   private readonly normal: (() => void)[] = [];
+  private readonly yielding: (() => void)[] = [];
 
   constructor(limit: number, opts: { braked?: number; headroom?: number } = {}) {
     this.limit = limit;
@@ -118,12 +135,27 @@ export class PriorityGate {
       this.pump();
     });
     try {
-      return await task();
+      return await running.run({ gate: this, urgent }, task);
     } finally {
       this.active--;
       if (urgent) this.urgentActive--;
       this.pump();
     }
+  }
+
+  /**
+   * urgentDone resolves once no urgent task waits or runs, or after maxWaitMs (so that
+   * bulk work never starves); undefined if none does or the gate does not brake.
+   */
+  urgentDone(maxWaitMs = 1_000): Promise<void> | undefined {
+    if (this.braked >= this.limit || this.urgentActive + this.urgent.length === 0) return undefined;
+    return new Promise((resume) => {
+      const timer = setTimeout(resume, maxWaitMs);
+      this.yielding.push(() => {
+        clearTimeout(timer);
+        resume();
+      });
+    });
   }
 
   private pump(): void {
@@ -132,7 +164,9 @@ export class PriorityGate {
       this.urgentActive++;
       this.urgent.shift()!();
     }
-    const cap = this.urgentActive + this.urgent.length > 0 ? this.braked : this.limit;
+    const calm = this.urgentActive + this.urgent.length === 0;
+    if (calm) for (const resume of this.yielding.splice(0)) resume();
+    const cap = calm ? this.limit : this.braked;
     while (this.normal.length > 0 && this.active < cap) {
       this.active++;
       this.normal.shift()!();
@@ -160,7 +194,8 @@ export class TtlMemo<T> {
     const now = performance.now();
     const hit = this.entries.get(key);
     if (hit && !fresh && now - hit.at < this.ttlMs) return hit.value;
-    const entry = { at: now, value: load() };
+    // A shared load belongs to no gate task: it must not yield to urgent work that may be waiting for it.
+    const entry = { at: now, value: running.exit(load) };
     this.entries.set(key, entry);
     const drop = () => this.entries.get(key) === entry && this.entries.delete(key);
     entry.value.catch((err: unknown) => this.keep(err) || drop());

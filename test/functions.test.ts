@@ -129,21 +129,22 @@ describe('functions', () => {
   });
 
   it('resolve-cluster starts a change of an existing SyncResource ahead of a burst of creations', async () => {
-    const names = [uniqueName('burst'), uniqueName('burst'), uniqueName('burst'), uniqueName('burst')];
+    // Twelve bulk reads at a time (three quarters of the client's 16 connections).
+    const names = Array.from({ length: 14 }, () => uniqueName('burst'));
     const edited = uniqueName('edited');
     for (const n of [...names, edited]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
     const order: string[] = [];
     const store = Object.assign(Object.create(deps.store) as KcpStore, {
       get: (namespace: string, name: string) => { order.push(name); return deps.store.get(namespace, name); },
     });
-    // One bulk run at a time: the creations queue, the update does not.
-    setDeps({ ...deps, store, config: { ...deps.config, reconcileConcurrency: 1 } });
+    // A fresh process: the thirteenth creation on queues, the update does not.
+    setDeps({ ...deps, store });
     try {
       const adds = names.map((n) => resolveCluster(ctx, ref(n, 'dev.knative.apiserver.ref.add')));
       const update = resolveCluster(ctx, ref(edited));
       const replies = await Promise.all([...adds, update]) as CloudEvent<unknown>[];
-      expect(replies.map((r) => r.type)).toEqual(Array(5).fill(EventTypes.clusterResolved));
-      expect(order).toEqual([names[0], edited, ...names.slice(1)]);
+      expect(replies.map((r) => r.type)).toEqual(Array(15).fill(EventTypes.clusterResolved));
+      expect(order).toEqual([...names.slice(0, 12), edited, ...names.slice(12)]);
     } finally {
       setDeps(deps);
     }

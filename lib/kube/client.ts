@@ -8,6 +8,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
 import { TokenBucket } from './ratelimit.ts';
+import { yieldToUrgent } from '../util.ts';
 
 /** RequestInfo is what an observer learns about each finished request (no bodies, no credentials). */
 export interface RequestInfo {
@@ -18,6 +19,9 @@ export interface RequestInfo {
   durationMs: number;
   write: boolean;
 }
+
+/** CONNECTIONS is how many connections a KubeClient keeps to its API server by default. */
+export const CONNECTIONS = 16;
 
 /** ClientOptions tune a KubeClient. */
 export interface ClientOptions {
@@ -83,7 +87,7 @@ export class KubeClient {
         ...(creds.servername ? { servername: creds.servername } : {}),
         timeout: 10_000,
       },
-      connections: opts.connections ?? 16,
+      connections: opts.connections ?? CONNECTIONS,
       keepAliveTimeout: 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
@@ -107,6 +111,8 @@ export class KubeClient {
   }
 
   private async once<T>(method: string, path: string, opts: CallOptions): Promise<T> {
+    const yielding = yieldToUrgent();
+    if (yielding) await yielding;
     await this.limiter?.take();
     this.requests++;
     const url = new URL(this.server + path);

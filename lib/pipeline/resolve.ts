@@ -6,6 +6,7 @@
 import { ResolutionError } from '../cluster/resolve.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
+import { CONNECTIONS } from '../kube/client.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { FINALIZER, type SyncResource } from '../model.ts';
 import { PriorityGate } from '../util.ts';
@@ -39,15 +40,16 @@ export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): b
   return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
 }
 
-// Per process: runs that come in bulk (creations, resync and rotation fan-out) start at
-// most reconcileConcurrency at a time; changes of existing SyncResources (an edit,
-// a deletion, the echo of a write) start at once, so a burst of hundreds of new
-// SyncResources or a resync does not queue an edit behind its reads.
+// Per process: runs that come in bulk (creations, resync and rotation fan-out) hold at
+// most three quarters of the KCP client's connections; changes of existing
+// SyncResources (an edit, a deletion, the echo of a write) start at once. A burst of
+// hundreds of new SyncResources or a resync then queues here, where a change passes
+// it, instead of inside the client, where an edit's read would wait behind all of it.
+const BULK_READS = Math.floor((CONNECTIONS * 3) / 4);
 const gates = new WeakMap<Deps, PriorityGate>();
 function gateFor(deps: Deps): PriorityGate {
   let g = gates.get(deps);
-  const limit = deps.config.reconcileConcurrency;
-  if (!g) gates.set(deps, g = new PriorityGate(limit, { braked: limit, headroom: Infinity }));
+  if (!g) gates.set(deps, g = new PriorityGate(BULK_READS, { braked: BULK_READS, headroom: Infinity }));
   return g;
 }
 
