@@ -129,7 +129,7 @@ describe('functions', () => {
   });
 
   it('resolve-cluster starts a change of an existing SyncResource ahead of a burst of creations', async () => {
-    // Twelve bulk reads at a time (three quarters of the client's 16 connections).
+    // Twelve bulk runs at a time.
     const names = Array.from({ length: 14 }, () => uniqueName('burst'));
     const edited = uniqueName('edited');
     for (const n of [...names, edited]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);

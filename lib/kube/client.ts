@@ -20,9 +20,6 @@ export interface RequestInfo {
   write: boolean;
 }
 
-/** CONNECTIONS is how many connections a KubeClient keeps to its API server by default. */
-export const CONNECTIONS = 16;
-
 /** ClientOptions tune a KubeClient. */
 export interface ClientOptions {
   /** name identifies the cluster in errors, logs and metrics (never a credential). */
@@ -87,7 +84,7 @@ export class KubeClient {
         ...(creds.servername ? { servername: creds.servername } : {}),
         timeout: 10_000,
       },
-      connections: opts.connections ?? CONNECTIONS,
+      connections: opts.connections ?? 16,
       keepAliveTimeout: 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);

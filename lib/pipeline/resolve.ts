@@ -6,7 +6,6 @@
 import { ResolutionError } from '../cluster/resolve.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
-import { CONNECTIONS } from '../kube/client.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { FINALIZER, type SyncResource } from '../model.ts';
 import { PriorityGate } from '../util.ts';
@@ -40,16 +39,17 @@ export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): b
   return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
 }
 
-// Per process: runs that come in bulk (creations, resync and rotation fan-out) hold at
-// most three quarters of the KCP client's connections; changes of existing
-// SyncResources (an edit, a deletion, the echo of a write) start at once. A burst of
-// hundreds of new SyncResources or a resync then queues here, where a change passes
-// it, instead of inside the client, where an edit's read would wait behind all of it.
-const BULK_READS = Math.floor((CONNECTIONS * 3) / 4);
+// Per process: runs that come in bulk (creations, resync and rotation fan-out) start
+// at most BULK_RUNS at a time (each is one or two reads; twelve keep apply-items fed
+// under load), changes of existing SyncResources (an edit, a deletion, the echo of a
+// write) start at once. A burst of hundreds of new SyncResources or a resync then
+// waits here, where a change passes it, instead of at the KCP, where an edit's read
+// would compete with all of it at once.
+const BULK_RUNS = 12;
 const gates = new WeakMap<Deps, PriorityGate>();
 function gateFor(deps: Deps): PriorityGate {
   let g = gates.get(deps);
-  if (!g) gates.set(deps, g = new PriorityGate(BULK_READS, { braked: BULK_READS, headroom: Infinity }));
+  if (!g) gates.set(deps, g = new PriorityGate(BULK_RUNS, { braked: BULK_RUNS, headroom: Infinity }));
   return g;
 }
 
