@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
+import type { SyncStatus } from './model.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
@@ -51,6 +52,21 @@ export interface ItemsApplied extends SyncRef {
   result: ApplyResult;
   /** urgent carries ClusterResolved.urgent to the status step. */
   urgent?: boolean;
+  /**
+   * seen is the SyncResource as the run last read or wrote it: the status step writes a
+   * changed status on this basis, guarded by its resourceVersion, and reads only when
+   * the guard fails or nothing changed.
+   */
+  seen?: Seen;
+}
+
+/** Seen is what the status step needs of the SyncResource a run saw (its status, never its spec). */
+export interface Seen {
+  resourceVersion: string;
+  /** status without status.synced (the inventory is the engine's, and in result already). */
+  status?: Omit<SyncStatus, 'synced'>;
+  /** labelled tells whether the kyma-name label equalled spec.kyma. */
+  labelled: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */

@@ -86,9 +86,9 @@ export class KcpStore {
     return this.applyStatus(sr, { synced: entries }, `${this.fieldManager}-inventory`, true);
   }
 
-  /** writeStatus applies the status fields (all but status.synced) as the status manager. */
-  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>): Promise<SyncResource> {
-    return this.applyStatus(sr, status, `${this.fieldManager}-status`, false);
+  /** writeStatus applies the status fields (all but status.synced) as the status manager; guarded by sr's resourceVersion if asked (409 if it changed). */
+  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>, guarded = false): Promise<SyncResource> {
+    return this.applyStatus(sr, status, `${this.fieldManager}-status`, guarded);
   }
 
   private async applyStatus(sr: SyncResource, status: SyncStatus, manager: string, guarded: boolean): Promise<SyncResource> {

@@ -150,6 +150,41 @@ describe('functions', () => {
     }
   });
 
+  it('write-status writes a changed status on what the run saw, without a read; if the SyncResource changed since, it reads and decides again', async () => {
+    const reads: string[] = [];
+    const store = Object.assign(Object.create(deps.store) as KcpStore, {
+      get: (namespace: string, name: string) => { reads.push(name); return deps.store.get(namespace, name); },
+    });
+    setDeps({ ...deps, store });
+    try {
+      const [quiet, changed] = [uniqueName('seen'), uniqueName('seen')];
+      for (const n of [quiet, changed]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
+      const resolvedQuiet = await resolveCluster(ctx, ref(quiet)) as CloudEvent<unknown>;
+      const appliedQuiet = await applyItems(ctx, resolvedQuiet) as CloudEvent<unknown>;
+      const seen = (appliedQuiet.data as ItemsApplied).seen!;
+      expect(seen).toMatchObject({ labelled: true });
+      expect(seen.status).toBeDefined();
+      expect('synced' in seen.status!).toBe(false);
+      reads.length = 0;
+      await writeStatus(ctx, appliedQuiet);
+      expect(reads).toEqual([]);
+      expect((await deps.store.get(ns, quiet))?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
+
+      const resolvedChanged = await resolveCluster(ctx, ref(changed)) as CloudEvent<unknown>;
+      const appliedChanged = await applyItems(ctx, resolvedChanged) as CloudEvent<unknown>;
+      // Someone else writes the object between the run and its status: the guard fails, the step reads.
+      await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, changed), {
+        body: { metadata: { annotations: { touched: 'yes' } } }, contentType: 'application/merge-patch+json',
+      });
+      reads.length = 0;
+      await writeStatus(ctx, appliedChanged);
+      expect(reads).toEqual([changed]);
+      expect((await deps.store.get(ns, changed))?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
+    } finally {
+      setDeps(deps);
+    }
+  });
+
   it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
     await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
     const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };

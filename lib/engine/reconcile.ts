@@ -37,6 +37,11 @@ export interface ReconcileDeps {
  * 409 because sr changed meanwhile) throw a TransientError for the caller to retry.
  */
 export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promise<ApplyResult> {
+  return (await reconcileRun(input, deps)).result;
+}
+
+/** reconcileRun is reconcile that also returns the SyncResource as the run last read or wrote it. */
+export async function reconcileRun(input: SyncResource, deps: ReconcileDeps): Promise<{ result: ApplyResult; sr: SyncResource }> {
   const now = deps.now ?? (() => new Date());
   // ref.sr always holds the latest version we wrote: the next write is guarded by its resourceVersion.
   const ref = { sr: input };
@@ -60,7 +65,7 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
     res.clusterError = { reason: 'ClusterUnreachable', message: err.message, transient: true };
   }
   res.inventory = [...inventory.entries];
-  return res;
+  return { result: res, sr: ref.sr };
 }
 
 /**

@@ -1,9 +1,10 @@
 // apply.ts is the apply-items step: cluster resolved in, the engine run against the
 // SKR, the outcome out. The kubeconfig is read here, used through the per-process
 // client cache, and never leaves this process.
-import { reconcile } from '../engine/reconcile.ts';
-import type { ClusterResolved, ItemsApplied } from '../events.ts';
+import { reconcileRun } from '../engine/reconcile.ts';
+import type { ClusterResolved, ItemsApplied, Seen } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
+import { KYMA_NAME_LABEL } from '../model.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../util.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -78,7 +79,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const result = await reconcile(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch' });
+  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch' });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);
@@ -91,7 +92,16 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
   const drift = result.changes.filter((c) => c.drift).length;
   if (drift > 0) Metrics.driftCorrections.add(drift, { cluster: sr.spec.kyma });
-  const out: ItemsApplied = { namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result, ...(data.urgent ? { urgent: true } : {}) };
+  // What the status step may write on without reading (not once the finalizer is gone: the object may be too).
+  const { synced: _inventory, ...status } = last.status ?? {};
+  const seen: Seen | undefined = result.deleting?.finalizerRemoved ? undefined : {
+    resourceVersion: last.metadata.resourceVersion!, labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma,
+    ...(last.status ? { status } : {}),
+  };
+  const out: ItemsApplied = {
+    namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
+    ...(data.urgent ? { urgent: true } : {}), ...(seen ? { seen } : {}),
+  };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }
 

@@ -1,13 +1,15 @@
 // status.ts is the write-status step: a run's outcome in; the SyncResource's status
 // written only when it changed, never from a result older than what is there, the
 // kyma-name label kept equal to spec.kyma, and Kubernetes Events on transitions,
-// failures, drift corrections and pruning.
-import type { ItemsApplied } from '../events.ts';
+// failures, drift corrections and pruning. A changed status is written on the basis of
+// the SyncResource as the run saw it, guarded by its resourceVersion (one request);
+// the live object is read when that guard fails or the status looks unchanged.
+import type { ItemsApplied, Seen } from '../events.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
-import { isNotFound } from '../kube/errors.ts';
+import { isConflict, isNotFound } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -30,6 +32,8 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
 }
 
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
+  const written = data.seen ? await writeOnSeen(deps, data, data.seen, now) : undefined;
+  if (written) return written;
   const live = await deps.store.get(data.namespace, data.name);
   if (!live || live.metadata.uid !== data.uid) return 'gone';
   if (isStale(live, data)) {
@@ -52,6 +56,29 @@ async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<Sta
   // The label after the status: its watch event then finds the SyncResource settled.
   await syncLabel(deps, live);
   await recordEvents(deps, live, data, next.state!, next.conditions![0]!.message);
+  return 'written';
+}
+
+/** writeOnSeen writes a changed status guarded by the resourceVersion the run saw; undefined leaves the decision to a read. */
+async function writeOnSeen(deps: Deps, data: ItemsApplied, seen: Seen, now: Date): Promise<StatusOutcome | undefined> {
+  const sr: SyncResource = {
+    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+    metadata: { name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion },
+    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
+  };
+  if (isStale(sr, data)) return undefined;
+  const next = computeStatus(data.result, seen.status, now);
+  if (sameStatus(seen.status, next)) return undefined;
+  try {
+    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(sr, next, true));
+  } catch (err) {
+    if (isConflict(err)) return undefined;
+    if (isNotFound(err)) return 'gone';
+    throw err;
+  }
+  Metrics.statusWrites.add(1, { state: next.state! });
+  if (!seen.labelled && !data.result.deleting) await syncLabel(deps, sr);
+  await recordEvents(deps, sr, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }
 
