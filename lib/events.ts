@@ -30,6 +30,8 @@ export interface SyncRef {
 export interface ReconcileRequest extends SyncRef {
   /** trigger says why: resync (cron), kyma (its Kyma changed), secret (its access Secret changed). */
   trigger: 'resync' | 'kyma' | 'secret';
+  /** since is when the fan-out began (ISO time): SKR snapshots taken before it confirm nothing for this run. */
+  since?: string;
 }
 
 /** ClusterResolved is the data of a cluster.resolved event. */
@@ -43,6 +45,8 @@ export interface ClusterResolved extends SyncRef {
   secret: { namespace: string; name: string; uid: string; resourceVersion: string };
   /** urgent marks an edit or deletion of a SyncResource reconciled before: its run goes ahead of new SyncResources and resyncs. */
   urgent?: boolean;
+  /** since carries ReconcileRequest.since. */
+  since?: string;
 }
 
 /** ItemsApplied is the data of an items.applied event: the run's outcome (reasons and messages, no manifests). */

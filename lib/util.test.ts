@@ -33,6 +33,11 @@ describe('mergeRequests', () => {
     expect(mergeRequests(req(2, 'watch'), req(1, 'watch'))).toMatchObject({ generation: 2, trigger: 'watch' });
     expect(mergeRequests(req(1, 'kyma'), req(3, 'secret'))).toMatchObject({ generation: 3, trigger: 'secret' });
     expect(mergeRequests(req(5, 'watch'), req(1, 'watch', 'u2'))).toMatchObject({ generation: 1, uid: 'u2' });
+    // The later fan-out's since wins: its snapshots must be at least that fresh.
+    const since = (r: ClusterResolved, at: string) => ({ ...r, since: at });
+    expect(mergeRequests(since(req(1, 'resync'), '2026-01-01T00:00:02.000Z'), since(req(1, 'resync'), '2026-01-01T00:00:01.000Z')).since).toBe('2026-01-01T00:00:02.000Z');
+    expect(mergeRequests(req(1, 'watch'), since(req(1, 'resync'), '2026-01-01T00:00:01.000Z')).since).toBe('2026-01-01T00:00:01.000Z');
+    expect(mergeRequests(req(1, 'watch'), req(1, 'watch')).since).toBeUndefined();
   });
 });
 
@@ -162,9 +167,14 @@ describe('TtlMemo', () => {
     expect(await memo.get('k', load, true)).toBe(2);
     await new Promise((r) => setTimeout(r, 60));
     expect(await memo.get('k', load)).toBe(3);
+    // A value loaded before notBefore is not shared; one loaded at or after it is.
+    const later = Date.now() + 1;
+    await new Promise((r) => setTimeout(r, 5));
+    expect(await memo.get('k', load, false, later)).toBe(4);
+    expect(await memo.get('k', load, false, later)).toBe(4);
     const fail = (message: string) => () => Promise.reject(new Error(message));
     await expect(memo.get('t', fail('transient'))).rejects.toThrow('transient');
-    expect(await memo.get('t', load)).toBe(4);
+    expect(await memo.get('t', load)).toBe(5);
     await expect(memo.get('d', fail('definite'))).rejects.toThrow('definite');
     await expect(memo.get('d', load)).rejects.toThrow('definite');
   });

@@ -182,20 +182,20 @@ export class PriorityGate {
 export class TtlMemo<T> {
   private readonly ttlMs: number;
   private readonly keep: (err: unknown) => boolean;
-  private readonly entries = new Map<string, { at: number; value: Promise<T> }>();
+  private readonly entries = new Map<string, { at: number; wall: number; value: Promise<T> }>();
 
   constructor(ttlMs: number, keep: (err: unknown) => boolean = () => false) {
     this.ttlMs = ttlMs;
     this.keep = keep;
   }
 
-  /** get returns the shared value of key, loading it when there is none or fresh is set. */
-  get(key: string, load: () => Promise<T>, fresh = false): Promise<T> {
+  /** get returns the shared value of key, loading it when there is none, fresh is set, or it was loaded before notBefore (epoch ms). */
+  get(key: string, load: () => Promise<T>, fresh = false, notBefore = 0): Promise<T> {
     const now = performance.now();
     const hit = this.entries.get(key);
-    if (hit && !fresh && now - hit.at < this.ttlMs) return hit.value;
+    if (hit && !fresh && now - hit.at < this.ttlMs && hit.wall >= notBefore) return hit.value;
     // A shared load belongs to no gate task: it must not yield to urgent work that may be waiting for it.
-    const entry = { at: now, value: running.exit(load) };
+    const entry = { at: now, wall: Date.now(), value: running.exit(load) };
     this.entries.set(key, entry);
     const drop = () => this.entries.get(key) === entry && this.entries.delete(key);
     entry.value.catch((err: unknown) => this.keep(err) || drop());

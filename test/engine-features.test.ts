@@ -2,7 +2,8 @@
 // ownership conflicts, restricted kinds, ordering with CRDs, rename and move,
 // isolation of bad items, unknown kinds, namespaces, deletion policies.
 import { describe, expect, it } from 'vitest';
-import { FINALIZER, OWNER_ANNOTATION } from '../lib/model.ts';
+import { ListCache } from '../lib/kube/listcache.ts';
+import { FINALIZER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
 import { eventually } from './helpers.ts';
 
@@ -200,5 +201,26 @@ describe('engine', () => {
     ({ result, sr } = await h.sync());
     expect(result.deleting?.finalizerRemoved).toBe(true);
     expect(sr).toBeUndefined();
+  });
+
+  it('confirms unchanged objects from a LIST snapshot only if it was taken after the resync began', async () => {
+    const h = await new Harness('snapshot').init();
+    h.skr = { ...h.skr, lists: new ListCache(h.skr.client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`, 60_000) };
+    const cm = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: snap, namespace: ${h.ns}}\ndata: {a: "1"}\n`;
+    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: cm }]);
+    await h.sync();
+    // A resync takes a snapshot; then someone edits the object in the SKR.
+    const before = Date.now();
+    expect(item((await h.sync({ snapshots: true, snapshotsSince: before })).sr, 'cm')).toMatchObject({ reason: 'Unchanged' });
+    await h.skrPatch('v1', 'ConfigMap', 'snap', h.ns, { data: { a: 'drifted' } });
+    // A run of the same resync may confirm from its snapshot ...
+    let { result } = await h.sync({ snapshots: true, snapshotsSince: before });
+    expect(result.changes.filter((c) => c.drift)).toEqual([]);
+    expect((await h.skrGet('v1', 'ConfigMap', 'snap', h.ns))?.data).toEqual({ a: 'drifted' });
+    // ... a resync that began after the edit never does: it lists afresh and reverts the edit.
+    await new Promise((r) => setTimeout(r, 5));
+    ({ result } = await h.sync({ snapshots: true, snapshotsSince: Date.now() }));
+    expect(result.changes.filter((c) => c.drift).map((c) => c.item)).toEqual(['cm']);
+    expect((await h.skrGet('v1', 'ConfigMap', 'snap', h.ns))?.data).toEqual({ a: '1' });
   });
 });

@@ -185,6 +185,44 @@ describe('functions', () => {
     }
   });
 
+  it('write-status never lets an older result overwrite a newer status, even when it read before the newer one was written', async () => {
+    const name = uniqueName('race');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    const edit = (v: string) => kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+      body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name).replace('"1"', `"${v}"`) }] } }, contentType: 'application/merge-patch+json',
+    });
+    await edit('2');
+    const older = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
+    await edit('3');
+    const newer = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
+    // The older result goes the reading way and reads first; the newer one is written meanwhile.
+    const { seen: _seen, ...olderData } = older.data as ItemsApplied;
+    let reads = 0;
+    let proceed!: () => void;
+    const newerWritten = new Promise<void>((r) => (proceed = r));
+    const store = Object.assign(Object.create(deps.store) as KcpStore, {
+      get: async (namespace: string, n: string) => {
+        const live = await deps.store.get(namespace, n);
+        if (reads++ === 0) await newerWritten;
+        return live;
+      },
+    });
+    setDeps({ ...deps, store });
+    try {
+      const slow = writeStatus(ctx, new CloudEvent({ ...older.toJSON(), data: olderData }) as CloudEvent<unknown>);
+      await new Promise((r) => setTimeout(r, 50));
+      await writeStatus(ctx, newer);
+      expect((await deps.store.get(ns, name))?.status?.observedGeneration).toBe(3);
+      proceed();
+      await slow;
+    } finally {
+      setDeps(deps);
+    }
+    expect(reads).toBe(2);
+    expect((await deps.store.get(ns, name))?.status).toMatchObject({ observedGeneration: 3, state: 'Ready' });
+  });
+
   it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
     await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
     const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };
@@ -228,6 +266,14 @@ describe('functions', () => {
     const all = (await deps.store.list({ namespace: ns })).items.map((s) => s.metadata.name).sort();
     expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
     expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
+    // One since for the whole fan-out, passed on by resolve-cluster (snapshots must be younger).
+    const since = new Set(sent.map((e) => (e.data as { since: string }).since));
+    expect(since.size).toBe(1);
+    const at = [...since][0]!;
+    expect(Date.parse(at)).toBeGreaterThan(Date.now() - 60_000);
+    const target = (await deps.store.list({ namespace: ns })).items.find((s) => s.spec.kyma === 'kyma-1')!.metadata.name;
+    const resolved = await resolveCluster(ctx, sent.find((e) => (e.data as { name: string }).name === target)!) as CloudEvent<unknown>;
+    expect(resolved.data).toMatchObject({ trigger: 'resync', since: at });
     sent.length = 0;
     await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
     const forKyma = (await deps.store.list({ namespace: ns })).items.filter((s) => s.spec.kyma === 'kyma-1').map((s) => s.metadata.name).sort();

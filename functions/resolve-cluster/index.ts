@@ -3,7 +3,7 @@
 // access Secret is mapped to its Kyma and fans out reconcile requests (rotation).
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { EventTypes, makeEvent, refFromEvent } from '../../lib/events.ts';
+import { EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveStep } from '../../lib/pipeline/resolve.ts';
 import { kymaOfSecret, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { HttpError, run, traceExtensions } from '../shared.ts';
@@ -24,10 +24,11 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   return run(context, event, 'resolve-cluster', async (d, log) => {
     // Watch events also report our own writes: those for a settled SyncResource need no run.
     const watched = event.type.startsWith('dev.knative.apiserver.ref.');
-    const trigger = watched ? 'watch' : (event.data as { trigger?: 'resync' | 'kyma' | 'secret' }).trigger ?? 'resync';
+    const request = watched ? undefined : event.data as Partial<ReconcileRequest>;
+    const trigger = request?.trigger ?? (watched ? 'watch' : 'resync');
     // Creations and reconcile requests come in bulk; changes of existing SyncResources go first.
     const change = watched && !event.type.endsWith('.add');
-    const out = await resolveStep(d, ref, watched, trigger, change);
+    const out = await resolveStep(d, ref, { onlyIfUnsettled: watched, trigger, change, ...(typeof request?.since === 'string' ? { since: request.since } : {}) });
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
     switch (out.kind) {
       case 'none':

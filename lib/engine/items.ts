@@ -93,13 +93,14 @@ function change(p: PlanItem, action: Change['action'], drift = false): Change {
 
 /**
  * observe reads an item's live object; unreachable clusters abort the run. With owner
- * and a list cache, a recent snapshot that shows nothing to do stands in for the read.
+ * and a list cache, a recent snapshot (taken at since or later) that shows nothing to do
+ * stands in for the read.
  */
-export async function observe(skr: Cluster, p: PlanItem, owner?: string): Promise<KubeObject | undefined> {
+export async function observe(skr: Cluster, p: PlanItem, owner?: string, since?: number): Promise<KubeObject | undefined> {
   if (owner && skr.lists && p.object && p.opts.own) {
     // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
     // reason to fail: the live read below decides.
-    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name)).catch((err: unknown) => {
+    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name, since)).catch((err: unknown) => {
       if (err instanceof ClusterUnreachableError) throw err;
       return undefined;
     });

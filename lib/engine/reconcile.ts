@@ -27,6 +27,8 @@ export interface ReconcileDeps {
    * snapshots (a resync burst); other runs (new or edited SyncResources) read each object.
    */
   snapshots?: boolean;
+  /** snapshotsSince (epoch ms): snapshots taken before it confirm nothing (a resync must see drift made before it began). */
+  snapshotsSince?: number;
   /** hooks let tests inject failures between the steps of a run. */
   hooks?: { afterInventoryWrite?: () => Promise<void> };
 }
@@ -112,7 +114,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     if (phase === rest) await waitForCrds(plan, [...rest, ...statusOnly], skr, config);
     await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config));
     const active = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
-    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p, deps.snapshots === false ? undefined : owner));
+    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p, deps.snapshots === false ? undefined : owner, deps.snapshotsSince));
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));

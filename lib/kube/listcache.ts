@@ -21,10 +21,10 @@ export class ListCache {
     this.snapshots = new TtlMemo(ttlMs);
   }
 
-  /** get returns the object as of a recent snapshot, or undefined if the snapshot lacks it. */
-  async get(info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
+  /** get returns the object as of a recent snapshot taken at since (epoch ms) or later, or undefined if the snapshot lacks it. */
+  async get(info: ResourceInfo, namespace: string | undefined, name: string, since = 0): Promise<KubeObject | undefined> {
     const key = `${info.apiVersion}/${info.kind}/${namespace ?? ''}`;
-    return (await this.snapshots.get(key, () => this.list(info, namespace))).get(name);
+    return (await this.snapshots.get(key, () => this.list(info, namespace), false, since)).get(name);
   }
 
   private async list(info: ResourceInfo, namespace: string | undefined): Promise<Map<string, KubeObject>> {

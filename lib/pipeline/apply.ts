@@ -21,13 +21,14 @@ export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean
 const ECHO_WINDOW_MS = 2_000;
 const recent = new Map<string, { uid: string; generation: number; at: number }>();
 
-/** mergeRequests combines requests for one SyncResource into one run: the newest identity, and a reconcile request's trigger over a watch event's. */
+/** mergeRequests combines requests for one SyncResource into one run: the newest identity, a reconcile request's trigger over a watch event's, the latest since. */
 export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved): ClusterResolved {
   const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
   const triggers = [queued.trigger ?? 'resync', incoming.trigger ?? 'resync'];
   const trigger = triggers.includes('secret') ? 'secret' : triggers.find((t) => t !== 'watch') ?? 'watch';
   const urgent = queued.urgent === true || incoming.urgent === true;
-  return { ...newer, trigger, ...(urgent ? { urgent } : {}) };
+  const since = [queued.since, incoming.since].filter((s) => s !== undefined).sort().pop();
+  return { ...newer, trigger, ...(urgent ? { urgent } : {}), ...(since ? { since } : {}) };
 }
 
 /**
@@ -79,7 +80,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch' });
+  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);

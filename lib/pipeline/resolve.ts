@@ -53,16 +53,23 @@ function gateFor(deps: Deps): PriorityGate {
   return g;
 }
 
-/**
- * resolveStep resolves the target cluster of ref; onlyIfUnsettled skips SyncResources
- * that are settled. change marks a watch event for an existing SyncResource (update or
- * delete), which starts ahead of bulk requests.
- */
-export function resolveStep(deps: Deps, ref: SyncRef, onlyIfUnsettled = false, trigger: ClusterResolved['trigger'] = 'resync', change = false): Promise<ResolveOutcome> {
-  return gateFor(deps).run(change, () => resolveOnce(deps, ref, onlyIfUnsettled, trigger));
+/** ResolveOptions describe the request being resolved. */
+export interface ResolveOptions {
+  /** onlyIfUnsettled skips SyncResources that are settled (watch events). */
+  onlyIfUnsettled?: boolean;
+  trigger?: ClusterResolved['trigger'];
+  /** change marks a watch event for an existing SyncResource (update or delete): it starts ahead of bulk requests. */
+  change?: boolean;
+  /** since is a reconcile request's ReconcileRequest.since, passed on. */
+  since?: string;
 }
 
-async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger']): Promise<ResolveOutcome> {
+/** resolveStep resolves the target cluster of ref. */
+export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
+  return gateFor(deps).run(opts.change === true, () => resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since));
+}
+
+async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger'], since: string | undefined): Promise<ResolveOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
     const sr = await deps.store.get(ref.namespace, ref.name);
     if (sr) {
@@ -99,7 +106,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
     return {
       kind: 'resolved',
-      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}) },
+      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}), ...(since ? { since } : {}) },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;

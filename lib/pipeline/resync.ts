@@ -20,18 +20,19 @@ async function forEachPage(deps: Deps, namespace: string | undefined, fn: (page:
   } while (cont);
 }
 
-async function send(deps: Deps, srs: SyncResource[], trigger: ReconcileRequest['trigger']): Promise<number> {
+async function send(deps: Deps, srs: SyncResource[], trigger: ReconcileRequest['trigger'], since: string): Promise<number> {
   const allowed = srs.filter((sr) => deps.config.controlPlaneNamespaces.includes(sr.metadata.namespace ?? ''));
   await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
-    deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger })));
+    deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger, since })));
   return allowed.length;
 }
 
 /** resyncAll posts one reconcile request per SyncResource in the control-plane namespaces. */
 export async function resyncAll(deps: Deps): Promise<number> {
   let sent = 0;
+  const since = new Date().toISOString();
   for (const ns of deps.config.controlPlaneNamespaces) {
-    await forEachPage(deps, ns, async (page) => { sent += await send(deps, page, 'resync'); });
+    await forEachPage(deps, ns, async (page) => { sent += await send(deps, page, 'resync', since); });
   }
   return sent;
 }
@@ -40,8 +41,9 @@ export async function resyncAll(deps: Deps): Promise<number> {
 export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: ReconcileRequest['trigger']): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
   let sent = 0;
+  const since = new Date().toISOString();
   await forEachPage(deps, namespace, async (page) => {
-    sent += await send(deps, page.filter((sr) => sr.spec?.kyma === kyma), trigger);
+    sent += await send(deps, page.filter((sr) => sr.spec?.kyma === kyma), trigger, since);
   });
   return sent;
 }

@@ -32,53 +32,63 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
 }
 
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
-  const written = data.seen ? await writeOnSeen(deps, data, data.seen, now) : undefined;
-  if (written) return written;
-  const live = await deps.store.get(data.namespace, data.name);
-  if (!live || live.metadata.uid !== data.uid) return 'gone';
-  if (isStale(live, data)) {
-    await syncLabel(deps, live);
+  if (data.seen) {
+    const out = await decide(deps, data, seenObject(data, data.seen), now, true);
+    if (out !== 'changed meanwhile') return out;
+  }
+  // Read, decide, write guarded by what was read; a write that lost a race decides again.
+  for (let attempt = 1; ; attempt++) {
+    const live = await deps.store.get(data.namespace, data.name);
+    if (!live || live.metadata.uid !== data.uid) return 'gone';
+    const out = await decide(deps, data, live, now, false, attempt === 3);
+    if (out !== 'changed meanwhile') return out;
+  }
+}
+
+/** seenObject rebuilds what the status step needs of the SyncResource as the run saw it. */
+function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
+  return {
+    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+    metadata: {
+      name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion,
+      labels: seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {},
+      // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
+      ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
+    },
+    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
+  };
+}
+
+/**
+ * decide writes the status data calls for on the basis of base, guarded by base's
+ * resourceVersion. 'changed meanwhile' means the write lost a race (409), or, for a
+ * tentative base (as the run saw it), that only the live object can tell (stale or
+ * unchanged); last rethrows the conflict instead (the broker retries).
+ */
+async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'changed meanwhile'> {
+  if (isStale(base, data)) {
+    if (tentative) return 'changed meanwhile';
+    await syncLabel(deps, base);
     return 'stale';
   }
-  const next = computeStatus(data.result, live.status, now);
-  if (sameStatus(live.status, next)) {
+  const next = computeStatus(data.result, base.status, now);
+  if (sameStatus(base.status, next)) {
+    if (tentative) return 'changed meanwhile';
     Metrics.statusWritesSkipped.add(1);
-    await syncLabel(deps, live);
+    await syncLabel(deps, base);
     return 'unchanged';
   }
   try {
-    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(live, next));
+    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(base, next, true));
   } catch (err) {
     if (isNotFound(err)) return 'gone';
+    if (isConflict(err) && !last) return 'changed meanwhile';
     throw err;
   }
   Metrics.statusWrites.add(1, { state: next.state! });
   // The label after the status: its watch event then finds the SyncResource settled.
-  await syncLabel(deps, live);
-  await recordEvents(deps, live, data, next.state!, next.conditions![0]!.message);
-  return 'written';
-}
-
-/** writeOnSeen writes a changed status guarded by the resourceVersion the run saw; undefined leaves the decision to a read. */
-async function writeOnSeen(deps: Deps, data: ItemsApplied, seen: Seen, now: Date): Promise<StatusOutcome | undefined> {
-  const sr: SyncResource = {
-    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
-    metadata: { name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion },
-    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
-  };
-  if (isStale(sr, data)) return undefined;
-  const next = computeStatus(data.result, seen.status, now);
-  if (sameStatus(seen.status, next)) return undefined;
-  try {
-    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(sr, next, true));
-  } catch (err) {
-    if (isConflict(err)) return undefined;
-    if (isNotFound(err)) return 'gone';
-    throw err;
-  }
-  Metrics.statusWrites.add(1, { state: next.state! });
-  if (!seen.labelled && !data.result.deleting) await syncLabel(deps, sr);
-  await recordEvents(deps, sr, data, next.state!, next.conditions![0]!.message);
+  await syncLabel(deps, base);
+  await recordEvents(deps, base, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }
 
