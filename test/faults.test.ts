@@ -161,18 +161,10 @@ describe('fault suite', () => {
     const abort = new AbortController();
     const info = syncResourceInfo;
     const watching = (async () => {
-      const res = await kcp.client.stream(resourcePath(info, NS), { watch: '1' }, abort.signal);
-      let buf = '';
       try {
-        for await (const chunk of res.body) {
-          buf += chunk.toString();
-          let nl: number;
-          while ((nl = buf.indexOf('\n')) >= 0) {
-            const ev = JSON.parse(buf.slice(0, nl)) as { object: SyncResource };
-            buf = buf.slice(nl + 1);
-            const g = ev.object.status?.observedGeneration;
-            if (g !== undefined && ev.object.metadata.name.startsWith(p)) history.set(ev.object.metadata.name, [...(history.get(ev.object.metadata.name) ?? []), g]);
-          }
+        for await (const { object: o } of kcp.client.watch<SyncResource>(resourcePath(info, NS), {}, abort.signal)) {
+          const g = o.status?.observedGeneration;
+          if (g !== undefined && o.metadata.name.startsWith(p)) history.set(o.metadata.name, [...(history.get(o.metadata.name) ?? []), g]);
         }
       } catch { /* aborted */ }
     })();

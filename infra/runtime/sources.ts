@@ -8,6 +8,7 @@ import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudEvent } from 'cloudevents';
 import { resourcePath } from '../../lib/kube/discovery.ts';
+import { KubeApiError } from '../../lib/kube/errors.ts';
 import { mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
 import type { ApiServerResource } from './knative.ts';
 
@@ -102,23 +103,12 @@ export class ApiServerWatch {
   /** watch streams changes from rv; returns the last resourceVersion seen, undefined to relist. */
   private async watch(rv: string): Promise<string | undefined> {
     const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
-    const res = await this.kcp.client.stream(resourcePath(info, this.namespace), {
-      watch: '1', resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300', labelSelector: this.res.labelSelector,
+    const events = this.kcp.client.watch<KubeObject>(resourcePath(info, this.namespace), {
+      resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300', labelSelector: this.res.labelSelector,
     }, this.abort.signal);
-    if (res.status !== 200) {
-      await res.body.dump();
-      return undefined;
-    }
-    let buf = '';
     let last: string | undefined = rv;
-    for await (const chunk of res.body) {
-      buf += chunk.toString();
-      let nl: number;
-      while ((nl = buf.indexOf('\n')) >= 0) {
-        const line = buf.slice(0, nl);
-        buf = buf.slice(nl + 1);
-        if (!line.trim()) continue;
-        const ev = JSON.parse(line) as { type: string; object: KubeObject & { code?: number } };
+    try {
+      for await (const ev of events) {
         if (ev.type === 'ERROR') return undefined; // e.g. 410 Gone: relist
         last = ev.object.metadata.resourceVersion ?? last;
         if (ev.type === 'BOOKMARK') continue;
@@ -130,6 +120,9 @@ export class ApiServerWatch {
         else this.known.set(o.metadata.name, o.metadata.resourceVersion!);
         this.emit(refEvent(this.kcp.client.server, op, o));
       }
+    } catch (err) {
+      if (err instanceof KubeApiError && err.code !== 0) return undefined; // the watch was refused: relist
+      throw err;
     }
     return last;
   }

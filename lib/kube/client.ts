@@ -144,13 +144,28 @@ export class KubeClient {
     }
   }
 
-  /** stream opens a long-lived GET (a watch) and returns its status and body stream; the caller consumes it. */
-  async stream(path: string, query: Record<string, string | undefined>, signal: AbortSignal): Promise<{ status: number; body: AsyncIterable<Buffer> & { dump(): Promise<void> } }> {
+  /**
+   * watch opens a watch of path (query without watch=1) and yields its events as they
+   * arrive, until the server ends it or signal aborts; a non-200 answer throws KubeApiError.
+   */
+  async *watch<T>(path: string, query: Record<string, string | undefined>, signal: AbortSignal): AsyncGenerator<{ type: string; object: T }> {
     const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(query)) if (v !== undefined) url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries({ ...query, watch: '1' })) if (v !== undefined) url.searchParams.set(k, v);
     this.requests++;
     const res = await request(url, { method: 'GET', headers: this.headers(), dispatcher: this.agent, signal, bodyTimeout: 0 });
-    return { status: res.statusCode, body: res.body as never };
+    if (res.statusCode !== 200) {
+      throw new KubeApiError(this.name, 'GET', path, res.statusCode, parseStatus(await res.body.text(), res.statusCode));
+    }
+    let buf = '';
+    for await (const chunk of res.body) {
+      buf += chunk.toString();
+      let nl: number;
+      while ((nl = buf.indexOf('\n')) >= 0) {
+        const line = buf.slice(0, nl);
+        buf = buf.slice(nl + 1);
+        if (line.trim()) yield JSON.parse(line) as { type: string; object: T };
+      }
+    }
   }
 
   private headers(): Record<string, string> {
