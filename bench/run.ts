@@ -62,8 +62,8 @@ try {
 
   /**
    * waitReady waits until n SyncResources of one batch (label bench-batch) are Ready for
-   * their generation. It lists once and then watches, as a user's `kubectl get -w`
-   * would: polling full lists would load the KCP it measures.
+   * their generation. It lists once and then watches, as an informer does: polling full
+   * lists would load the KCP it measures.
    */
   const waitReady = async (prefix: string, n: number, timeoutMs = 600_000) => {
     const labelSelector = `bench-batch=${prefix.replace(/-$/, '')}`;
@@ -73,7 +73,10 @@ try {
     try {
       while (!abort.signal.aborted) {
         const ready = new Set<string>();
-        const list = await kcp.client.call<{ items: SyncResource[]; metadata: { resourceVersion: string } }>('GET', srPath(), { query: { labelSelector } });
+        // From the watch cache (resourceVersion 0), as an informer lists: a quorum LIST of
+        // thousands of SyncResources right after a bulk create could take over 30 s; the
+        // watch from its resourceVersion delivers whatever the cache had not seen yet.
+        const list = await kcp.client.call<{ items: SyncResource[]; metadata: { resourceVersion: string } }>('GET', srPath(), { query: { labelSelector, resourceVersion: '0' } });
         for (const s of list.items) if (isReady(s)) ready.add(s.metadata.name);
         if (ready.size >= n) return;
         for await (const ev of kcp.client.watch<SyncResource>(srPath(), { resourceVersion: list.metadata.resourceVersion, labelSelector, timeoutSeconds: '60' }, abort.signal)) {
@@ -188,10 +191,6 @@ try {
   /** edit applies a new revision of lat-i with kubectl and waits for Ready at the new generation. */
   const kubectlMs: number[] = [];
   const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
-  // The edits' watches get a connection of their own, closed after this scenario: two
-  // hundred watches opened and cancelled on one long-lived HTTP/2 session left it stalling
-  // the benchmark's later reads (a 30 s headers timeout).
-  const watcher = await connect(set.kcp.kubeconfig, 'kcp-watch');
   /**
    * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
    * first seen Ready at a generation at least the one `generation` resolves to;
@@ -200,7 +199,7 @@ try {
   const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
     const abort = new AbortController();
     try {
-      for await (const { object: o } of watcher.client.watch<SyncResource>(srPath(), { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' }, abort.signal)) {
+      for await (const { object: o } of kcp.client.watch<SyncResource>(srPath(), { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' }, abort.signal)) {
         const seen = Date.now();
         opened();
         if (o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && o.metadata.generation! >= await generation) return seen;
@@ -296,7 +295,6 @@ try {
     row('3 latency', `under load: ${name}, p50 / p99 (${total.length} edits)`, `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`);
   }
   await load;
-  await watcher.client.close();
   await rt.broker.idle(120_000);
 
   // 4. No-op resync.
