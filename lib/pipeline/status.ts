@@ -34,14 +34,14 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
   if (data.seen) {
     const out = await decide(deps, data, seenObject(data, data.seen), now, true);
-    if (out !== 'changed meanwhile') return out;
+    if (out !== 'read again') return out;
   }
   // Read, decide, write guarded by what was read; a write that lost a race decides again.
   for (let attempt = 1; ; attempt++) {
     const live = await deps.store.get(data.namespace, data.name);
     if (!live || live.metadata.uid !== data.uid) return 'gone';
     const out = await decide(deps, data, live, now, false, attempt === 3);
-    if (out !== 'changed meanwhile') return out;
+    if (out !== 'read again') return out;
   }
 }
 
@@ -61,19 +61,20 @@ function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
 
 /**
  * decide writes the status data calls for on the basis of base, guarded by base's
- * resourceVersion. 'changed meanwhile' means the write lost a race (409), or, for a
- * tentative base (as the run saw it), that only the live object can tell (stale or
- * unchanged); last rethrows the conflict instead (the broker retries).
+ * resourceVersion. 'read again' means the write lost a race (409), or, for a tentative
+ * base (the SyncResource as the run saw it), that only the live object can tell whether
+ * the result is stale or the status unchanged; last rethrows the conflict instead (the
+ * broker retries).
  */
-async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'changed meanwhile'> {
+async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
   if (isStale(base, data)) {
-    if (tentative) return 'changed meanwhile';
+    if (tentative) return 'read again';
     await syncLabel(deps, base);
     return 'stale';
   }
   const next = computeStatus(data.result, base.status, now);
   if (sameStatus(base.status, next)) {
-    if (tentative) return 'changed meanwhile';
+    if (tentative) return 'read again';
     Metrics.statusWritesSkipped.add(1);
     await syncLabel(deps, base);
     return 'unchanged';
@@ -82,7 +83,7 @@ async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: D
     await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(base, next, true));
   } catch (err) {
     if (isNotFound(err)) return 'gone';
-    if (isConflict(err) && !last) return 'changed meanwhile';
+    if (isConflict(err) && !last) return 'read again';
     throw err;
   }
   Metrics.statusWrites.add(1, { state: next.state! });
