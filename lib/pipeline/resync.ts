@@ -3,24 +3,33 @@
 import { EventTypes, makeEvent, type ReconcileRequest } from '../events.ts';
 import { secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
-import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { syncResourceInfo } from '../kcp.ts';
+import { KYMA_NAME_LABEL } from '../model.ts';
 import { mapLimit } from '../util.ts';
 import type { Deps } from './deps.ts';
 
 const FANOUT_CONCURRENCY = 16;
 const PAGE = 250;
 
-/** forEachSyncResource walks SyncResources page by page (bounded memory). */
-async function forEachPage(deps: Deps, namespace: string | undefined, fn: (page: SyncResource[]) => Promise<void>): Promise<void> {
+type Ref = { metadata: { namespace?: string; name: string } };
+
+/**
+ * forEachPage walks SyncResources page by page (bounded memory), names only: the
+ * fan-out needs no specs, and full pages of thousands of SyncResources loaded the KCP.
+ */
+async function forEachPage(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: Ref[]) => Promise<void>): Promise<void> {
   let cont: string | undefined;
   do {
-    const page = await deps.store.list({ namespace, limit: PAGE, continue: cont });
+    const page = await deps.kcp.client.call<{ items: Ref[]; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
+      query: { labelSelector, limit: PAGE, continue: cont },
+      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+    });
     await fn(page.items);
     cont = page.metadata.continue || undefined;
   } while (cont);
 }
 
-async function send(deps: Deps, srs: SyncResource[], trigger: ReconcileRequest['trigger'], since: string): Promise<number> {
+async function send(deps: Deps, srs: Ref[], trigger: ReconcileRequest['trigger'], since: string): Promise<number> {
   const allowed = srs.filter((sr) => deps.config.controlPlaneNamespaces.includes(sr.metadata.namespace ?? ''));
   await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
     deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger, since })));
@@ -32,18 +41,22 @@ export async function resyncAll(deps: Deps): Promise<number> {
   let sent = 0;
   const since = new Date().toISOString();
   for (const ns of deps.config.controlPlaneNamespaces) {
-    await forEachPage(deps, ns, async (page) => { sent += await send(deps, page, 'resync', since); });
+    await forEachPage(deps, ns, undefined, async (page) => { sent += await send(deps, page, 'resync', since); });
   }
   return sent;
 }
 
-/** resyncKyma posts reconcile requests for the SyncResources that target kyma. */
+/**
+ * resyncKyma posts reconcile requests for the SyncResources that target kyma, selected
+ * by their kyma-name label (kept equal to spec.kyma by every run; one not reconciled yet
+ * has its own run coming).
+ */
 export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: ReconcileRequest['trigger']): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
-  await forEachPage(deps, namespace, async (page) => {
-    sent += await send(deps, page.filter((sr) => sr.spec?.kyma === kyma), trigger, since);
+  await forEachPage(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
+    sent += await send(deps, page, trigger, since);
   });
   return sent;
 }
