@@ -37,14 +37,6 @@ export class KcpStore {
     }
   }
 
-  /** list returns one page of SyncResources (all namespaces, or one), for resync fan-out. */
-  async list(opts: { namespace?: string; labelSelector?: string; limit?: number; continue?: string } = {}) {
-    return this.kcp.client.call<{ items: SyncResource[]; metadata: { continue?: string } }>(
-      'GET', resourcePath(syncResourceInfo, opts.namespace), {
-        query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: opts.continue },
-      });
-  }
-
   /**
    * claim adds our finalizer and sets the kyma-name label to spec.kyma, in one write
    * when either is missing (a 409 if the object changed since sr was read).

@@ -49,6 +49,24 @@ async function pipeline(name: string) {
   return { resolved, applied };
 }
 
+/** listInNs lists the test namespace's SyncResources. */
+async function listInNs(): Promise<SyncResource[]> {
+  return (await kcp.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, ns))).items;
+}
+
+/**
+ * readingThrough runs body with the handlers' SyncResource reads going through get, in a
+ * fresh Deps (so with fresh per-process gates and queues), and restores the Deps after.
+ */
+async function readingThrough<T>(get: KcpStore['get'], body: () => Promise<T>): Promise<T> {
+  setDeps({ ...deps, store: Object.assign(Object.create(deps.store) as KcpStore, { get }) });
+  try {
+    return await body();
+  } finally {
+    setDeps(deps);
+  }
+}
+
 describe('functions', () => {
   beforeAll(async () => {
     kcp = await cluster('kcp');
@@ -134,29 +152,19 @@ describe('functions', () => {
     const edited = uniqueName('edited');
     for (const n of [...names, edited]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
     const order: string[] = [];
-    const store = Object.assign(Object.create(deps.store) as KcpStore, {
-      get: (namespace: string, name: string) => { order.push(name); return deps.store.get(namespace, name); },
-    });
     // A fresh process: the thirteenth creation on queues, the update does not.
-    setDeps({ ...deps, store });
-    try {
+    await readingThrough((namespace, name) => { order.push(name); return deps.store.get(namespace, name); }, async () => {
       const adds = names.map((n) => resolveCluster(ctx, ref(n, 'dev.knative.apiserver.ref.add')));
       const update = resolveCluster(ctx, ref(edited));
       const replies = await Promise.all([...adds, update]) as CloudEvent<unknown>[];
       expect(replies.map((r) => r.type)).toEqual(Array(15).fill(EventTypes.clusterResolved));
       expect(order).toEqual([...names.slice(0, 12), edited, ...names.slice(12)]);
-    } finally {
-      setDeps(deps);
-    }
+    });
   });
 
   it('write-status writes a changed status on what the run saw, without a read; if the SyncResource changed since, it reads and decides again', async () => {
     const reads: string[] = [];
-    const store = Object.assign(Object.create(deps.store) as KcpStore, {
-      get: (namespace: string, name: string) => { reads.push(name); return deps.store.get(namespace, name); },
-    });
-    setDeps({ ...deps, store });
-    try {
+    await readingThrough((namespace, name) => { reads.push(name); return deps.store.get(namespace, name); }, async () => {
       const [quiet, changed] = [uniqueName('seen'), uniqueName('seen')];
       for (const n of [quiet, changed]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
       const resolvedQuiet = await resolveCluster(ctx, ref(quiet)) as CloudEvent<unknown>;
@@ -180,9 +188,7 @@ describe('functions', () => {
       await writeStatus(ctx, appliedChanged);
       expect(reads).toEqual([changed]);
       expect((await deps.store.get(ns, changed))?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
-    } finally {
-      setDeps(deps);
-    }
+    });
   });
 
   it('write-status never lets an older result overwrite a newer status, even when it read before the newer one was written', async () => {
@@ -201,24 +207,19 @@ describe('functions', () => {
     let reads = 0;
     let proceed!: () => void;
     const newerWritten = new Promise<void>((r) => (proceed = r));
-    const store = Object.assign(Object.create(deps.store) as KcpStore, {
-      get: async (namespace: string, n: string) => {
-        const live = await deps.store.get(namespace, n);
-        if (reads++ === 0) await newerWritten;
-        return live;
-      },
-    });
-    setDeps({ ...deps, store });
-    try {
+    const readFirst = async (namespace: string, n: string) => {
+      const live = await deps.store.get(namespace, n);
+      if (reads++ === 0) await newerWritten;
+      return live;
+    };
+    await readingThrough(readFirst, async () => {
       const slow = writeStatus(ctx, new CloudEvent({ ...older.toJSON(), data: olderData }) as CloudEvent<unknown>);
       await new Promise((r) => setTimeout(r, 50));
       await writeStatus(ctx, newer);
       expect((await deps.store.get(ns, name))?.status?.observedGeneration).toBe(3);
       proceed();
       await slow;
-    } finally {
-      setDeps(deps);
-    }
+    });
     expect(reads).toBe(2);
     expect((await deps.store.get(ns, name))?.status).toMatchObject({ observedGeneration: 3, state: 'Ready' });
   });
@@ -263,7 +264,7 @@ describe('functions', () => {
   it('resync posts one reconcile request per SyncResource of the control-plane namespace; resolve-cluster one per SyncResource of a Kyma whose Secret changed', async () => {
     sent.length = 0;
     await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
-    const all = (await deps.store.list({ namespace: ns })).items.map((s) => s.metadata.name).sort();
+    const all = (await listInNs()).map((s) => s.metadata.name).sort();
     expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
     expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
     // One since for the whole fan-out, passed on by resolve-cluster (snapshots must be younger).
@@ -271,13 +272,13 @@ describe('functions', () => {
     expect(since.size).toBe(1);
     const at = [...since][0]!;
     expect(Date.parse(at)).toBeGreaterThan(Date.now() - 60_000);
-    const target = (await deps.store.list({ namespace: ns })).items.find((s) => s.spec.kyma === 'kyma-1')!.metadata.name;
+    const target = (await listInNs()).find((s) => s.spec.kyma === 'kyma-1')!.metadata.name;
     const resolved = await resolveCluster(ctx, sent.find((e) => (e.data as { name: string }).name === target)!) as CloudEvent<unknown>;
     expect(resolved.data).toMatchObject({ trigger: 'resync', since: at });
     sent.length = 0;
     await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
     // Selected by the kyma-name label, which every run keeps equal to spec.kyma.
-    const forKyma = (await deps.store.list({ namespace: ns })).items.filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'] === 'kyma-1').map((s) => s.metadata.name).sort();
+    const forKyma = (await listInNs()).filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'] === 'kyma-1').map((s) => s.metadata.name).sort();
     expect(forKyma.length).toBeGreaterThan(0);
     expect(sent.map((e) => (e.data as { name: string; trigger: string }).name).sort()).toEqual(forKyma);
     expect(sent.every((e) => (e.data as { trigger: string }).trigger === 'secret')).toBe(true);

@@ -10,6 +10,8 @@ import type { Deps } from './deps.ts';
 
 const FANOUT_CONCURRENCY = 16;
 const PAGE = 250;
+/** METADATA_ONLY asks a LIST for names and labels only (PartialObjectMetadataList). */
+const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' };
 
 type Ref = { metadata: { namespace?: string; name: string } };
 
@@ -22,7 +24,7 @@ async function forEachPage(deps: Deps, namespace: string, labelSelector: string 
   do {
     const page = await deps.kcp.client.call<{ items: Ref[]; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
       query: { labelSelector, limit: PAGE, continue: cont },
-      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+      headers: METADATA_ONLY,
     });
     await fn(page.items);
     cont = page.metadata.continue || undefined;
@@ -66,7 +68,7 @@ export async function kymaOfSecret(deps: Deps, namespace: string, name: string):
   const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
     'GET', resourcePath(secretInfo, namespace), {
       query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
-      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+      headers: METADATA_ONLY,
     });
   return list.items[0]?.metadata.labels?.[KYMA_NAME_LABEL];
 }
