@@ -25,13 +25,15 @@ const [{ default: faas }, mod, { getDeps }] = await Promise.all([
 // TypeError doing it); a function that queues and orders its own work lags under bulk
 // load by design and must not be taken out of service for it.
 const ok = async () => 'OK';
+// dead-letter needs no KCP access: its ServiceAccount mounts no token, so it builds no clients.
+const usesKcp = name !== 'dead-letter';
 await faas.start({
   handle: mod.handle as never,
   readiness: ok as never,
   liveness: ok as never,
-  init: async () => { await getDeps(); },
+  init: async () => { if (usesKcp) await getDeps(); },
   shutdown: async () => {
-    await (await getDeps()).cache.closeAll();
+    if (usesKcp) await (await getDeps()).cache.closeAll();
     await stopTelemetry();
   },
 }, { port: Number(process.env.PORT ?? 8080), logLevel: (process.env.LOG_LEVEL ?? 'info') as never });

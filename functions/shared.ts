@@ -2,6 +2,7 @@
 // process, error mapping to HTTP status codes, and trace context carried to replies.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
+import { EventDataError } from '../lib/events.ts';
 import { KubeApiError, SyncError } from '../lib/kube/errors.ts';
 import type { Deps, Logger } from '../lib/pipeline/deps.ts';
 import { depsFromEnv } from '../lib/pipeline/setup.ts';
@@ -27,6 +28,16 @@ export class HttpError extends Error {
     super(message, { cause });
     this.name = 'HttpError';
     this.code = code;
+  }
+}
+
+/** checkData runs an event-data check, turning its EventDataError into a 400 (redelivery cannot fix bad data). */
+export function checkData<T>(check: () => T): T {
+  try {
+    return check();
+  } catch (err) {
+    if (err instanceof EventDataError) throw new HttpError(400, err.message, err);
+    throw err;
   }
 }
 

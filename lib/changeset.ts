@@ -2,7 +2,8 @@
 // (Flux's ssa ChangeSet); status is computed from it.
 
 /** Action is what happened to one object. */
-export type Action = 'created' | 'configured' | 'unchanged' | 'skipped' | 'deleted';
+/** released: an adopted object was given back (our marks removed), not deleted. */
+export type Action = 'created' | 'configured' | 'unchanged' | 'skipped' | 'deleted' | 'released';
 
 /** Change is one entry of a change set. */
 export interface Change {
@@ -20,7 +21,7 @@ export const subjectOf = (id: { kind: string; namespace?: string; name: string }
 
 /** summarize counts actions, e.g. for lastOperation and logs. */
 export function summarize(changes: Change[]): Record<Action, number> {
-  const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0 };
+  const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0, released: 0 };
   for (const c of changes) out[c.action]++;
   return out;
 }

@@ -9,6 +9,8 @@ export interface Config {
   defaultNamespace: string;
   /** restrictedKinds lists "apiVersion/Kind" (e.g. "v1/Secret") that may never be synced. */
   restrictedKinds: string[];
+  /** protectedNamespaces are SKR namespaces in which nothing is created, changed or deleted. */
+  protectedNamespaces: string[];
   /** controlPlaneNamespaces are the only namespaces whose SyncResources are acted on. */
   controlPlaneNamespaces: string[];
   /** maxManifestBytes caps the size of one item's text. */
@@ -37,6 +39,7 @@ export const defaults: Config = {
   fieldManager: 'kcp-sync-resource',
   defaultNamespace: 'default',
   restrictedKinds: ['v1/Secret'],
+  protectedNamespaces: ['kube-system', 'kube-public', 'kube-node-lease'],
   controlPlaneNamespaces: ['kcp-system'],
   maxManifestBytes: 262_144,
   allowInsecureKubeconfigs: false,
@@ -48,6 +51,15 @@ export const defaults: Config = {
   applyConcurrency: 8,
   reconcileConcurrency: 8,
 };
+
+/** isRestrictedKind tells whether group/kind is restricted: restrictedKinds match on group and kind, any version, any letter case. */
+export function isRestrictedKind(config: Pick<Config, 'restrictedKinds'>, group: string, kind: string): boolean {
+  return config.restrictedKinds.some((k) => {
+    const parts = k.split('/');
+    const g = parts.length === 3 ? parts[0]! : '';
+    return g === group && parts.at(-1)!.toLowerCase() === kind.toLowerCase();
+  });
+}
 
 /** ConfigError says which variable is wrong. */
 export class ConfigError extends Error {
@@ -82,12 +94,17 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
       throw new ConfigError('SYNC_RESTRICTED_KINDS', `"${k}" is not apiVersion/Kind such as v1/Secret`);
     }
   }
+  const protectedNs = env.SYNC_PROTECTED_NAMESPACES !== undefined ? list(env.SYNC_PROTECTED_NAMESPACES) : defaults.protectedNamespaces;
+  for (const ns of protectedNs) {
+    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new ConfigError('SYNC_PROTECTED_NAMESPACES', `"${ns}" is not a namespace name`);
+  }
   const namespaces = env.SYNC_CONTROL_PLANE_NAMESPACES ? list(env.SYNC_CONTROL_PLANE_NAMESPACES) : defaults.controlPlaneNamespaces;
   if (namespaces.length === 0) throw new ConfigError('SYNC_CONTROL_PLANE_NAMESPACES', 'must name at least one namespace');
   return {
     fieldManager: env.SYNC_FIELD_MANAGER || defaults.fieldManager,
     defaultNamespace: env.SYNC_DEFAULT_NAMESPACE || defaults.defaultNamespace,
     restrictedKinds: restricted,
+    protectedNamespaces: protectedNs,
     controlPlaneNamespaces: namespaces,
     maxManifestBytes: int(env, 'SYNC_MAX_MANIFEST_BYTES', defaults.maxManifestBytes, 1),
     allowInsecureKubeconfigs: bool(env, 'SYNC_ALLOW_INSECURE_KUBECONFIGS', defaults.allowInsecureKubeconfigs),

@@ -3,7 +3,6 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
-import type { SyncStatus } from './model.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
@@ -56,21 +55,6 @@ export interface ItemsApplied extends SyncRef {
   result: ApplyResult;
   /** urgent carries ClusterResolved.urgent to the status step. */
   urgent?: boolean;
-  /**
-   * seen is the SyncResource as the run last read or wrote it: the status step writes a
-   * changed status on this basis, guarded by its resourceVersion, and reads only when
-   * the guard fails or nothing changed.
-   */
-  seen?: Seen;
-}
-
-/** Seen is what the status step needs of the SyncResource a run saw (its status, never its spec). */
-export interface Seen {
-  resourceVersion: string;
-  /** status without status.synced (the inventory is the engine's, and in result already). */
-  status?: Omit<SyncStatus, 'synced'>;
-  /** labelled tells whether the kyma-name label equalled spec.kyma. */
-  labelled: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */
@@ -96,7 +80,77 @@ export function makeEvent<T extends SyncRef>(step: string, type: string, data: T
 
 /** refFromEvent extracts a SyncResource ref from an ApiServerSource or product event, or undefined. */
 export function refFromEvent(event: CloudEvent<unknown>): SyncRef | undefined {
-  const data = event.data as Partial<ObjectRef & SyncRef> | undefined;
-  if (!data || typeof data.name !== 'string' || typeof data.namespace !== 'string') return undefined;
-  return { namespace: data.namespace, name: data.name };
+  try {
+    return checkRef(event.data);
+  } catch (err) {
+    if (err instanceof EventDataError) return undefined;
+    throw err;
+  }
+}
+
+/** EventDataError says what is wrong with an event's data (the function answers 400: redelivery cannot fix it). */
+export class EventDataError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EventDataError';
+  }
+}
+
+const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+const SR_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
+const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function str(o: Record<string, unknown>, key: string, pattern?: RegExp, max = 253): string {
+  const v = o[key];
+  if (typeof v !== 'string' || v === '' || v.length > max || (pattern && !pattern.test(v))) throw new EventDataError(`data.${key} is not valid`);
+  return v;
+}
+
+function count(o: Record<string, unknown>, key: string): number {
+  const v = o[key];
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new EventDataError(`data.${key} is not a non-negative integer`);
+  return v;
+}
+
+/** checkRef validates a SyncResource (or Kyma, Secret) reference's namespace and name. */
+export function checkRef(data: unknown): SyncRef {
+  if (!isObj(data)) throw new EventDataError('data is not an object');
+  return { namespace: str(data, 'namespace', NAMESPACE, 63), name: str(data, 'name', SR_NAME) };
+}
+
+/** checkClusterResolved validates a cluster.resolved event's data: identity, generation and Secret reference. */
+export function checkClusterResolved(data: unknown): ClusterResolved {
+  checkRef(data);
+  const d = data as Record<string, unknown>;
+  str(d, 'uid', undefined, 64);
+  count(d, 'generation');
+  str(d, 'kyma', SR_NAME);
+  if (!isObj(d.secret)) throw new EventDataError('data.secret is not an object');
+  checkRef(d.secret);
+  str(d.secret, 'uid', undefined, 64);
+  str(d.secret, 'resourceVersion', undefined, 64);
+  return data as unknown as ClusterResolved;
+}
+
+const STATES = new Set(['Ready', 'Processing', 'Error', 'Warning', 'Deleting']);
+
+/** checkItemsApplied validates an items.applied event's data: identity and the shape of the result. */
+export function checkItemsApplied(data: unknown): ItemsApplied {
+  checkRef(data);
+  const d = data as Record<string, unknown>;
+  str(d, 'uid', undefined, 64);
+  str(d, 'kyma', SR_NAME);
+  const r = d.result;
+  if (!isObj(r)) throw new EventDataError('data.result is not an object');
+  count(r, 'generation');
+  str(r, 'observedAt', undefined, 64);
+  for (const key of ['items', 'changes', 'inventory', 'pending']) {
+    if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
+  }
+  for (const i of r.items as unknown[]) {
+    if (!isObj(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {
+      throw new EventDataError('data.result.items holds an entry that is not {name, state, reason, message}');
+    }
+  }
+  return data as unknown as ItemsApplied;
 }

@@ -3,6 +3,7 @@
 // documents, aliases (a "billion laughs" text fails at its first alias, before any
 // expansion), deep nesting, oversize text, missing identity, list kinds.
 import { loadAll } from 'js-yaml';
+import { IdentityError, parseApiVersion, validateKind, validateName, validateNamespace } from './identity.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
 
@@ -52,6 +53,15 @@ export function parseManifest(text: string, field: 'resource' | 'subresource', m
   if (typeof meta.name !== 'string' || meta.name === '') throw new ManifestError(`${field} has no metadata.name`);
   if (meta.namespace !== undefined && (typeof meta.namespace !== 'string' || meta.namespace === '')) {
     throw new ManifestError(`${field} has an invalid metadata.namespace`);
+  }
+  try {
+    parseApiVersion(obj.apiVersion as string);
+    validateKind(kind);
+    validateName(meta.name);
+    if (meta.namespace !== undefined) validateNamespace(meta.namespace as string);
+  } catch (err) {
+    if (err instanceof IdentityError) throw new ManifestError(`${field} ${err.message}`);
+    throw err;
   }
   for (const [where, reserved] of [['labels', MANAGED_BY_LABEL], ['annotations', OWNER_ANNOTATION], ['annotations', HASH_ANNOTATION]] as const) {
     const map = meta[where];

@@ -40,6 +40,8 @@ export interface InventoryEntry {
   kind: string;
   namespace?: string;
   name: string;
+  /** adopted marks an object that existed before this SyncResource took it over: it is released, never deleted. */
+  adopted?: boolean;
 }
 
 /** ItemStatus is one entry of status.items. */

@@ -1,7 +1,7 @@
 // status.ts computes a SyncResource's status from one run's result, in one place
 // (kustomize-controller's finalizeStatus). Pure: the previous status and the clock
 // are inputs; nothing is read or written here.
-import type { ApplyResult, ItemResult } from './engine/result.ts';
+import { bounded, MAX_MESSAGE, type ApplyResult, type ItemResult } from './engine/result.ts';
 import { canonical } from './util.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
 
@@ -26,23 +26,29 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
   let state: State;
   let reason: string;
   let message: string;
-  let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m }) => ({ name, state: s, reason: why, message: m }));
+  let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m }) => ({ name, state: s, reason: why, message: bounded(m) }));
+  const failed = r.failed ?? [];
+  // Objects that could not be deleted or released, each named with the API's answer.
+  const failedMessage = `could not handle ${failed.length} synced objects: ${failed.slice(0, 5).map((f) => `${f.subject}: ${f.message}`).join('; ')}`;
   if (r.clusterError) {
     state = 'Error';
     reason = r.clusterError.reason;
     message = r.clusterError.message;
     items = (previous?.items ?? []).map((i) => ({ ...i, state: 'Error', reason, message: 'the SKR could not be reached' }));
   } else if (r.deleting) {
-    state = 'Deleting';
-    reason = 'Deleting';
-    message = r.pending.length > 0
+    state = failed.length > 0 ? 'Error' : 'Deleting';
+    reason = failed.length > 0 ? 'DeletionFailed' : 'Deleting';
+    message = failed.length > 0 ? failedMessage : r.pending.length > 0
       ? `waiting for ${r.pending.length} synced objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`
       : r.deleting.policy === 'Orphan' ? 'synced objects are orphaned' : 'synced objects are deleted';
     items = previous?.items ?? [];
   } else {
     // An item being deleted is progress, not the SyncResource's own deletion.
     state = worst(r.items.map((i) => (i.state === 'Deleting' ? 'Processing' : i.state)));
-    if (state === 'Ready' && r.pending.length > 0) {
+    if (failed.length > 0) {
+      state = 'Error';
+      message = r.items.every((i) => i.state === 'Ready') ? failedMessage : `${summary(r.items)}; ${failedMessage}`;
+    } else if (state === 'Ready' && r.pending.length > 0) {
       state = 'Processing';
       message = `waiting for ${r.pending.length} pruned objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`;
     } else {
@@ -50,6 +56,7 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
     }
     reason = state;
   }
+  message = bounded(message, 4 * MAX_MESSAGE);
   const status: Condition['status'] = state === 'Ready' ? 'True' : 'False';
   const prev = previous?.conditions?.find((c) => c.type === 'Resources');
   const condition: Condition = {

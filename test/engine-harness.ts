@@ -79,7 +79,7 @@ export class Harness {
   }
 
   async delete(): Promise<void> {
-    await deleteObject(this.kcp, syncResourceInfo, 'kcp-system', this.name);
+    await this.kcp.client.call('DELETE', resourcePath(syncResourceInfo, 'kcp-system', this.name));
   }
 
   /** skrGet reads an object from the SKR. */
@@ -100,7 +100,7 @@ export class Harness {
   }
 
   async skrDelete(apiVersion: string, kind: string, name: string, namespace?: string): Promise<void> {
-    await deleteObject(this.skr, await mustFind(this.skr, apiVersion, kind), namespace, name);
+    await this.skr.client.call('DELETE', resourcePath(await mustFind(this.skr, apiVersion, kind), namespace, name));
   }
 
   /** skrCreate creates an object in the SKR as someone else would. */

@@ -162,33 +162,28 @@ describe('functions', () => {
     });
   });
 
-  it('write-status writes a changed status on what the run saw, without a read; if the SyncResource changed since, it reads and decides again', async () => {
-    const reads: string[] = [];
-    await readingThrough((namespace, name) => { reads.push(name); return deps.store.get(namespace, name); }, async () => {
-      const [quiet, changed] = [uniqueName('seen'), uniqueName('seen')];
-      for (const n of [quiet, changed]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
-      const resolvedQuiet = await resolveCluster(ctx, ref(quiet)) as CloudEvent<unknown>;
-      const appliedQuiet = await applyItems(ctx, resolvedQuiet) as CloudEvent<unknown>;
-      const seen = (appliedQuiet.data as ItemsApplied).seen!;
-      expect(seen).toMatchObject({ labelled: true });
-      expect(seen.status).toBeDefined();
-      expect('synced' in seen.status!).toBe(false);
-      reads.length = 0;
-      await writeStatus(ctx, appliedQuiet);
-      expect(reads).toEqual([]);
-      expect((await deps.store.get(ns, quiet))?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
-
-      const resolvedChanged = await resolveCluster(ctx, ref(changed)) as CloudEvent<unknown>;
-      const appliedChanged = await applyItems(ctx, resolvedChanged) as CloudEvent<unknown>;
-      // Someone else writes the object between the run and its status: the guard fails, the step reads.
-      await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, changed), {
-        body: { metadata: { annotations: { touched: 'yes' } } }, contentType: 'application/merge-patch+json',
-      });
-      reads.length = 0;
-      await writeStatus(ctx, appliedChanged);
-      expect(reads).toEqual([changed]);
-      expect((await deps.store.get(ns, changed))?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
-    });
+  it('write-status trusts no event: a result for a generation the SyncResource never had, another uid, another namespace or items the spec does not name changes nothing', async () => {
+    const name = uniqueName('forged');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    const before = await deps.store.get(ns, name);
+    expect(before?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
+    const forged = (data: Record<string, unknown>, result: Record<string, unknown> = {}) => new CloudEvent({
+      type: EventTypes.itemsApplied, source: '/attacker', data: {
+        namespace: ns, name, uid: before!.metadata.uid, kyma: 'kyma-1', ...data,
+        result: { generation: 1, observedAt: new Date().toISOString(), items: [{ name: 'a', state: 'Error', reason: 'Forged', message: 'x' }], changes: [], inventory: [], pending: [], ...result },
+      },
+    }) as CloudEvent<unknown>;
+    await writeStatus(ctx, forged({}, { generation: 999999 }));
+    await writeStatus(ctx, forged({ uid: 'not-the-uid' }));
+    await writeStatus(ctx, forged({}, { items: [{ name: 'a', state: 'Ready', reason: 'Applied', message: 'ok' }, { name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] }));
+    const after = await deps.store.get(ns, name);
+    expect(after?.status?.observedGeneration).toBe(1);
+    expect(after?.status?.items?.map((i) => i.name)).toEqual(['a']);
+    expect(after?.status?.items?.[0]).toMatchObject({ state: 'Ready' });
+    // Malformed data is a 400 (the broker does not redeliver it).
+    await expect(writeStatus(ctx, forged({ namespace: '../x' }))).rejects.toMatchObject({ code: 400 });
+    await expect(writeStatus(ctx, forged({}, { items: 'all' }))).rejects.toMatchObject({ code: 400 });
   });
 
   it('write-status never lets an older result overwrite a newer status, even when it read before the newer one was written', async () => {
@@ -203,7 +198,7 @@ describe('functions', () => {
     await edit('3');
     const newer = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
     // The older result goes the reading way and reads first; the newer one is written meanwhile.
-    const { seen: _seen, ...olderData } = older.data as ItemsApplied;
+    const olderData = older.data as ItemsApplied;
     let reads = 0;
     let proceed!: () => void;
     const newerWritten = new Promise<void>((r) => (proceed = r));
@@ -220,7 +215,7 @@ describe('functions', () => {
       proceed();
       await slow;
     });
-    expect(reads).toBe(2);
+    expect(reads).toBe(3);
     expect((await deps.store.get(ns, name))?.status).toMatchObject({ observedGeneration: 3, state: 'Ready' });
   });
 

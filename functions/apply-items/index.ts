@@ -3,18 +3,16 @@
 // and the answer is 503, so the broker redelivers with backoff.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { EventTypes, makeEvent, type ClusterResolved } from '../../lib/events.ts';
+import { checkClusterResolved, EventTypes, makeEvent } from '../../lib/events.ts';
 import { summarize } from '../../lib/changeset.ts';
 import { applyStep } from '../../lib/pipeline/apply.ts';
-import { HttpError, run, traceExtensions } from '../shared.ts';
+import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
-  const data = event.data as ClusterResolved | undefined;
-  if (event.type !== EventTypes.clusterResolved || !data?.name || !data.namespace || !data.uid) {
-    throw new HttpError(400, `expected ${EventTypes.clusterResolved} with a SyncResource identity`);
-  }
+  if (event.type !== EventTypes.clusterResolved) throw new HttpError(400, `expected ${EventTypes.clusterResolved}`);
+  const data = checkData(() => checkClusterResolved(event.data));
   return run(context, event, 'apply-items', async (d, log) => {
     const out = await applyStep(d, data);
     const fields = { step: 'apply-items', syncResource: `${data.namespace}/${data.name}`, cluster: data.kyma };

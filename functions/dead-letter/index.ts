@@ -1,12 +1,18 @@
 // dead-letter: the Broker's dead-letter sink. Logs the identity of each event that
 // exhausted its retries (type, source, subject, id), so an operator can see what was
-// given up on; the next resync retries the SyncResource anyway.
+// given up on; the next resync retries the SyncResource anyway. It needs no KCP access
+// (its ServiceAccount mounts no token) and builds no clients.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { getDeps, logger } from '../shared.ts';
+import type { Logger } from '../../lib/pipeline/deps.ts';
+import { logger } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
-  const log = logger(context, (await getDeps()).log);
+  const log = logger(context, stderrLog);
   log.warn({ step: 'dead-letter', eventType: event?.type, source: event?.source, subject: event?.subject, id: event?.id }, 'event dead-lettered');
 }
+
+const line = (level: string) => (fields: Record<string, unknown>, msg: string) => console.error(JSON.stringify({ level, msg, ...fields }));
+/** stderrLog logs JSON lines when the runtime's context carries no logger. */
+const stderrLog: Logger = { info: line('info'), warn: line('warn'), error: line('error') };

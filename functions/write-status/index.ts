@@ -1,17 +1,15 @@
 // write-status: "items applied" in; status, label and Kubernetes Events written.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { EventTypes, type ItemsApplied } from '../../lib/events.ts';
+import { checkItemsApplied, EventTypes } from '../../lib/events.ts';
 import { writeStatusStep } from '../../lib/pipeline/status.ts';
-import { HttpError, run } from '../shared.ts';
+import { checkData, HttpError, run } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
-  const data = event.data as ItemsApplied | undefined;
-  if (event.type !== EventTypes.itemsApplied || !data?.name || !data.namespace || !data.result) {
-    throw new HttpError(400, `expected ${EventTypes.itemsApplied} with a result`);
-  }
+  if (event.type !== EventTypes.itemsApplied) throw new HttpError(400, `expected ${EventTypes.itemsApplied}`);
+  const data = checkData(() => checkItemsApplied(event.data));
   await run(context, event, 'write-status', async (d, log) => {
     const outcome = await writeStatusStep(d, data);
     log.info({ step: 'write-status', syncResource: `${data.namespace}/${data.name}`, generation: data.result.generation, outcome }, 'status handled');

@@ -20,7 +20,8 @@ export interface CacheStats {
 
 /** ClientCache maps access Secrets to connected SKR clusters. */
 export class ClientCache {
-  private readonly entries = new Map<string, { version: string; cluster: Promise<Cluster> }>();
+  /** entries by Secret; kyma is the Kyma the Secret version was resolved for. */
+  private readonly entries = new Map<string, { version: string; kyma: string; cluster: Promise<Cluster> }>();
   private readonly config: Config;
   private readonly onRequest: ((info: RequestInfo) => void) | undefined;
   readonly stats: CacheStats = { hits: 0, misses: 0, evictions: 0 };
@@ -35,7 +36,7 @@ export class ClientCache {
     const key = `${secret.ref.namespace}/${secret.ref.name}`;
     const version = `${secret.ref.uid}/${secret.ref.resourceVersion}`;
     const hit = this.entries.get(key);
-    if (hit && hit.version === version) {
+    if (hit && hit.version === version && hit.kyma === name) {
       this.stats.hits++;
       Metrics.cacheHits.add(1, { cluster: name });
       return hit.cluster;
@@ -50,15 +51,18 @@ export class ClientCache {
       });
       return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
     })();
-    this.entries.set(key, { version, cluster });
+    this.entries.set(key, { version, kyma: name, cluster });
     cluster.catch(() => this.entries.get(key)?.cluster === cluster && this.entries.delete(key));
     return cluster;
   }
 
-  /** peek returns the cached cluster for exactly this Secret version, without reading the Secret. */
+  /**
+   * peek returns the cached cluster for exactly this Secret version, if it was resolved
+   * for the Kyma name, without reading the Secret.
+   */
   peek(ref: SecretRef, name: string): Promise<Cluster> | undefined {
     const hit = this.entries.get(`${ref.namespace}/${ref.name}`);
-    if (!hit || hit.version !== `${ref.uid}/${ref.resourceVersion}`) return undefined;
+    if (!hit || hit.version !== `${ref.uid}/${ref.resourceVersion}` || hit.kyma !== name) return undefined;
     this.stats.hits++;
     Metrics.cacheHits.add(1, { cluster: name });
     return hit.cluster;

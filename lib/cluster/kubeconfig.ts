@@ -70,10 +70,7 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   if (!isMap(cluster)) throw new InvalidKubeconfigError(`context "${current}" names cluster "${String(ctxBody.cluster)}", which is missing`);
   const user = entries(doc, 'users').find((u) => u.name === ctxBody.user)?.user;
   if (!isMap(user)) throw new InvalidKubeconfigError(`context "${current}" names user "${String(ctxBody.user)}", which is missing`);
-  const server = cluster.server;
-  if (typeof server !== 'string' || !/^https:\/\/[^/?#]+/.test(server)) {
-    throw new InvalidKubeconfigError('the cluster server is not an https:// URL');
-  }
+  const server = checkServer(cluster.server);
   if (!user.token && !(user['client-certificate-data'] && user['client-key-data'])) {
     throw new InvalidKubeconfigError('the user has neither an inline token nor inline client certificate and key');
   }
@@ -87,7 +84,7 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   // Every field read below was checked to be a string or absent.
   const str = (v: unknown) => v as string | undefined;
   const creds: Credentials = {
-    server: server.replace(/\/+$/, ''),
+    server,
     ca: fromData(str(cluster['certificate-authority-data'])),
     cert: fromData(str(user['client-certificate-data'])),
     key: fromData(str(user['client-key-data'])),
@@ -96,6 +93,35 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   const servername = str(cluster['tls-server-name']);
   if (servername) creds.servername = servername;
   const token = str(user.token);
-  if (token) creds.token = staticToken(token);
+  if (token !== undefined) {
+    if (token.length > MAX_TOKEN || !/^[\x21-\x7e]+$/.test(token)) {
+      throw new InvalidKubeconfigError(`the user's token is not 1 to ${MAX_TOKEN} printable ASCII characters without whitespace`);
+    }
+    creds.token = staticToken(token);
+  }
   return creds;
+}
+
+/** MAX_TOKEN bounds a bearer token's length (service-account JWTs are 1-2 KiB). */
+const MAX_TOKEN = 16_384;
+
+/**
+ * checkServer accepts exactly https://host[:port] (a trailing "/" allowed): a host, a
+ * port of 1-65535 if any, and no user info, path, query or fragment.
+ */
+function checkServer(server: unknown): string {
+  const invalid = () => new InvalidKubeconfigError('the cluster server is not https://host[:port]');
+  if (typeof server !== 'string' || server.length > 2048) throw invalid();
+  const m = /^https:\/\/([^/?#@\s]+?)(?::(\d{1,5}))?\/?$/.exec(server);
+  if (!m) throw invalid();
+  const port = m[2] === undefined ? 443 : Number(m[2]);
+  if (port < 1 || port > 65535) throw invalid();
+  let url: URL;
+  try {
+    url = new URL(server);
+  } catch {
+    throw invalid();
+  }
+  if (url.protocol !== 'https:' || url.username || url.password || url.pathname !== '/' || url.search || url.hash || !url.hostname) throw invalid();
+  return `https://${url.host}`;
 }

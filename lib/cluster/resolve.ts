@@ -40,9 +40,10 @@ export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Pr
 
 /** findAccessSecret returns the one Secret labelled for kyma, failing with AccessSecretNotFound or AmbiguousAccessSecret. */
 export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: string): Promise<AccessSecret> {
-  const list = await kcp.client.call<{ items: KubeObject[] }>('GET', resourcePath(secretInfo, namespace), {
+  const found = await kcp.client.call<{ items: KubeObject[] | null }>('GET', resourcePath(secretInfo, namespace), {
     query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma}` },
   });
+  const list = { items: found.items ?? [] };
   if (list.items.length === 0) {
     throw new ResolutionError(`no Secret in ${namespace} has label ${KYMA_NAME_LABEL}=${kyma}`, 'AccessSecretNotFound');
   }

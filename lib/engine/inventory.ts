@@ -6,12 +6,14 @@ import { objectKey, type InventoryEntry, type ObjectId } from '../model.ts';
 export type InventoryWriter = (entries: InventoryEntry[]) => Promise<void>;
 
 /** entryOf makes an inventory entry for an item's object. */
-export const entryOf = (item: string, id: ObjectId): InventoryEntry => ({
+export const entryOf = (item: string, id: ObjectId, adopted = false): InventoryEntry => ({
   item, apiVersion: id.apiVersion, kind: id.kind, ...(id.namespace ? { namespace: id.namespace } : {}), name: id.name,
+  ...(adopted ? { adopted } : {}),
 });
 
-const same = (a: InventoryEntry[], b: InventoryEntry[]) =>
-  a.length === b.length && a.every((e, i) => e.item === b[i]!.item && objectKey(e) === objectKey(b[i]!) && e.apiVersion === b[i]!.apiVersion);
+const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
+  a.item === b.item && objectKey(a) === objectKey(b) && a.apiVersion === b.apiVersion && (a.adopted === true) === (b.adopted === true);
+const same = (a: InventoryEntry[], b: InventoryEntry[]) => a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
 
 /** Inventory is the in-memory inventory of one run, written through on change. */
 export class Inventory {
@@ -35,11 +37,19 @@ export class Inventory {
     return this.current.find((e) => objectKey(e) === key);
   }
 
-  /** record adds entries that are missing and writes before returning (write-ahead). */
+  /**
+   * record adds entries that are missing, and sets the adopted mark of entries present
+   * with the other one, and writes before returning (write-ahead).
+   */
   async record(entries: InventoryEntry[]): Promise<void> {
-    const missing = entries.filter((e) => !this.find(e));
-    if (missing.length === 0) return;
-    await this.replace([...this.current, ...missing]);
+    const byKey = new Map(entries.map((e) => [objectKey(e), e]));
+    const next = this.current.map((e) => {
+      const r = byKey.get(objectKey(e));
+      byKey.delete(objectKey(e));
+      return r && (r.adopted === true) !== (e.adopted === true) ? { ...e, adopted: r.adopted === true } : e;
+    });
+    for (const e of entries) if (byKey.delete(objectKey(e))) next.push(e);
+    await this.replace(next.map(({ adopted, ...e }) => (adopted ? { ...e, adopted } : e)));
   }
 
   /** replace writes a new inventory when it differs from the current one. */

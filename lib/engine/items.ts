@@ -3,8 +3,9 @@
 import { createHash } from 'node:crypto';
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
+import { IdentityError, UnsafePathError } from '../identity.ts';
 import { KubeApiError } from '../kube/errors.ts';
-import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { applyObject, deleteObject, getObject, IdentityMismatchError, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 import { canonical, isSubset } from '../util.ts';
@@ -21,12 +22,14 @@ export class ClusterUnreachableError extends Error {
 
 /** Decision is what an item needs in this run. */
 export interface Decision {
-  /** op on the object itself. */
-  op: 'create' | 'update' | 'unchanged' | 'ignore' | 'delete' | 'none';
+  /** op on the object itself; adopt stamps only our marks on an object we did not create. */
+  op: 'create' | 'update' | 'adopt' | 'unchanged' | 'ignore' | 'delete' | 'none';
   /** status: write the subresource. */
   status: boolean;
   /** record: the object must be in the inventory before the write (write-ahead). */
   record: boolean;
+  /** adopt: the object exists without an owner; it is recorded as adopted (released, never deleted). */
+  adopt?: boolean;
   /** drift: the update reverts changes made in the SKR (the manifest itself did not change). */
   drift: boolean;
   /** desired is the body to apply for create/update. */
@@ -46,6 +49,15 @@ export function desiredObject(p: PlanItem, owner: string): KubeObject {
     o.metadata.annotations[OWNER_ANNOTATION] = owner;
   }
   return o;
+}
+
+/** marksOnly is the body that adopts an object without changing anything else: our label and owner annotation. */
+function marksOnly(p: PlanItem, owner: string): KubeObject {
+  const { apiVersion, kind, metadata: { name, namespace } } = p.object!;
+  return {
+    apiVersion, kind,
+    metadata: { name, ...(namespace ? { namespace } : {}), labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE }, annotations: { [OWNER_ANNOTATION]: owner } },
+  };
 }
 
 /** ownerOf returns the owner annotation of a live object. */
@@ -80,11 +92,17 @@ export function decide(p: PlanItem, live: KubeObject | undefined, owner: string)
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
   }
   if (!p.object) return { op: 'none', status: wantStatus(false), record: false, drift: false };
-  if (!p.opts.sync) return { op: 'ignore', status: false, record: false, drift: false };
+  // An object without an owner annotation was not created by us: we may adopt it, never delete it.
+  const adopting = p.opts.own && liveOwner === undefined;
+  if (!p.opts.sync) {
+    return adopting
+      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false, desired: marksOnly(p, owner) }
+      : { op: 'ignore', status: false, record: false, drift: false };
+  }
   const desired = desiredObject(p, owner);
   const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
   if (sameManifest && isSubset(desired, live)) return { op: 'unchanged', status: wantStatus(false), record: false, drift: false };
-  return { op: 'update', status: wantStatus(false), record: p.opts.own && liveOwner !== owner, drift: sameManifest, desired };
+  return { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, drift: sameManifest && !adopting, desired };
 }
 
 function change(p: PlanItem, action: Change['action'], drift = false): Change {
@@ -136,7 +154,11 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         break;
       case 'update':
         await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
-        res = result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift) });
+        res = d.adopt ? adopted(p, change(p, 'configured')) : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift) });
+        break;
+      case 'adopt':
+        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        res = adopted(p, change(p, 'configured'));
         break;
       case 'unchanged':
         res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
@@ -145,7 +167,7 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         res = result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', { change: change(p, 'skipped') });
         break;
       case 'delete': {
-        await guard(() => deleteObject(skr, p.info!, p.id!.namespace, p.id!.name, { uid: live?.metadata.uid }));
+        await guard(() => deleteObject(skr, p.info!, live!));
         const after = await observe(skr, p);
         res = after && after.metadata.uid === live?.metadata.uid
           ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, { change: change(p, 'deleted') })
@@ -163,8 +185,33 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
     }
     return res;
   } catch (err) {
-    if (err instanceof ClusterUnreachableError || !(err instanceof KubeApiError)) throw err;
-    const msg = err.status?.message ?? err.message;
-    return result(name, 'Error', 'ApplyFailed', `${what}: ${msg}`, { transient: err.transient });
+    return itemFailure(p, err);
   }
+}
+
+/** adopted is the result of an item whose object existed before this SyncResource took it over. */
+export function adopted(p: PlanItem, c?: Change): ItemResult {
+  return result(p.item.name, 'Ready', 'Adopted',
+    `${describeId(p.id!)} existed before and was adopted; removing the item releases it, never deletes it`, c ? { change: c } : {});
+}
+
+/**
+ * requestFailure describes a failed request about the object what: any status code from
+ * the SKR (ApplyFailed), a path or an answer that does not match the object
+ * (InvalidManifest). Cluster-level failures and bugs are rethrown.
+ */
+export function requestFailure(what: string, err: unknown): { reason: string; message: string; transient: boolean } {
+  if (err instanceof KubeApiError && !(err.code === 0 || err.authFailure)) {
+    return { reason: 'ApplyFailed', message: `${what}: ${err.status?.message ?? err.message}`, transient: err.transient };
+  }
+  if (err instanceof IdentityError || err instanceof UnsafePathError || err instanceof IdentityMismatchError) {
+    return { reason: 'InvalidManifest', message: `${what}: ${err.message}`, transient: false };
+  }
+  throw err;
+}
+
+/** itemFailure turns a failed request of one item into that item's result (see requestFailure). */
+export function itemFailure(p: PlanItem, err: unknown): ItemResult {
+  const f = requestFailure(p.id ? describeId(p.id) : `item ${p.item.name}`, err);
+  return result(p.item.name, 'Error', f.reason, f.message, { transient: f.transient });
 }

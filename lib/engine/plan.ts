@@ -1,11 +1,12 @@
 // plan.ts turns spec items into planned operations: parsed objects with their
 // identity, strategy options and REST mapping, or an item result when the item
 // cannot be applied (invalid text, restricted kind, unknown kind).
-import type { Config } from '../config.ts';
+import { isRestrictedKind, type Config } from '../config.ts';
 import type { ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
-import type { ObjectId, SyncItem } from '../model.ts';
+import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
+import { parseApiVersion } from '../identity.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { guard } from './items.ts';
 import { result, type ItemResult } from './result.ts';
@@ -29,7 +30,7 @@ const sameId = (a: ObjectId, b: ObjectId) =>
 
 /** parseItems parses every item; problems stay on their item. */
 export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
-  return items.map((item) => {
+  const plan = items.map((item) => {
     const p: PlanItem = { item, opts: strategies[item.strategy] };
     try {
       if (item.resource !== undefined) p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
@@ -43,16 +44,55 @@ export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
       const obj = p.object ?? p.status;
       if (!obj) throw new ManifestError('item has neither resource nor subresource');
       p.id = idOf(obj);
-      const gvk = `${obj.apiVersion}/${obj.kind}`;
-      if (config.restrictedKinds.includes(gvk)) {
-        p.done = result(item.name, 'Warning', 'Restricted', `kind ${gvk} is restricted and never synced`);
-      }
+      const restricted = restriction(p.id, config);
+      if (restricted) p.done = result(item.name, 'Warning', 'Restricted', restricted);
     } catch (err) {
       if (!(err instanceof ManifestError)) throw err;
       p.done = result(item.name, 'Error', 'InvalidManifest', err.message);
     }
     return p;
   });
+  markDuplicates(plan, config);
+  return plan;
+}
+
+/**
+ * restriction says why an object may not be touched: a restricted kind (group and kind,
+ * any version), a protected namespace, or a Namespace object that is never taken over or
+ * deleted (the protected ones, default, kube-*). undefined when it may.
+ */
+export function restriction(id: ObjectId, config: Config): string | undefined {
+  const { group } = parseApiVersion(id.apiVersion);
+  if (isRestrictedKind(config, group, id.kind)) return `kind ${id.kind} of group "${group}" is restricted and never synced`;
+  if (group === '' && id.kind === 'Namespace' && !id.namespace) {
+    const name = id.name;
+    if (name === 'default' || name.startsWith('kube-') || config.protectedNamespaces.includes(name)) {
+      return `Namespace ${name} is protected: it is never taken over or deleted`;
+    }
+  }
+  if (id.namespace && config.protectedNamespaces.includes(id.namespace)) {
+    return `namespace ${id.namespace} is protected: nothing is created, changed or deleted in it`;
+  }
+  return undefined;
+}
+
+/**
+ * markDuplicates makes every item that names an object an earlier item already names an
+ * Error (DuplicateObject): the first in spec order owns it. Items that only write a status
+ * are compared among themselves (they may name an object another item creates).
+ */
+function markDuplicates(plan: PlanItem[], config: Config): void {
+  const first = new Map<string, string>();
+  for (const p of plan) {
+    if (!p.id) continue;
+    const key = `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`;
+    const owner = first.get(key);
+    if (owner === undefined) {
+      first.set(key, p.item.name);
+      continue;
+    }
+    p.done = result(p.item.name, 'Error', 'DuplicateObject', `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`);
+  }
 }
 
 /** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
@@ -87,5 +127,9 @@ export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, c
     for (const o of [p.object, p.status]) if (o) o.metadata.namespace = config.defaultNamespace;
   } else if (!info.namespaced && p.id.namespace) {
     p.done = result(p.item.name, 'Error', 'InvalidManifest', `kind ${p.id.kind} is cluster-scoped; remove metadata.namespace`);
+    return;
   }
+  // The namespace is settled only now (defaulted): check it again.
+  const restricted = restriction(p.id, config);
+  if (restricted) p.done = result(p.item.name, 'Warning', 'Restricted', restricted);
 }

@@ -11,9 +11,10 @@ import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { ClusterUnreachableError, decide, execute, guard, observe, ownerOf, type Decision } from './items.ts';
+import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
-import { deleteEntries } from './prune.ts';
+import { deleteEntries, type PruneOutcome } from './prune.ts';
+import { subjectOf } from '../changeset.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
 /** ReconcileDeps are the engine's collaborators, resolved by the caller. */
@@ -112,15 +113,29 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const rest = plan.filter((p) => !foundation.includes(p) && !statusOnly.includes(p));
   for (const phase of [foundation, rest, statusOnly]) {
     if (phase === rest) await waitForCrds(plan, [...rest, ...statusOnly], skr, config);
-    await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config));
-    const active = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
-    const lives = await mapLimit(active, config.applyConcurrency, (p) => observe(skr, p, deps.snapshots === false ? undefined : owner, deps.snapshotsSince));
+    // A failed request stays on its item (itemFailure); only cluster-level failures end the run.
+    await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config).catch((err: unknown) => {
+      p.done = itemFailure(p, err);
+    }));
+    const candidates = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
+    const observed = await mapLimit(candidates, config.applyConcurrency, async (p) => {
+      try {
+        return { p, live: await observe(skr, p, deps.snapshots === false ? undefined : owner, deps.snapshotsSince) };
+      } catch (err) {
+        p.done = itemFailure(p, err);
+        return undefined;
+      }
+    });
+    const active = observed.filter((o) => o !== undefined).map((o) => o.p);
+    const lives = observed.filter((o) => o !== undefined).map((o) => o.live);
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
     // Write-ahead: every object we are about to stamp as ours is recorded first.
-    await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!)] : [])));
+    await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!, decisions[i]!.adopt)] : [])));
     const done = await mapLimit(active, config.applyConcurrency, (p, i) =>
       inSpan('apply item', itemAttributes(p), async (span) => {
-        const r = await execute(skr, p, decisions[i]!, lives[i], config);
+        let r = await execute(skr, p, decisions[i]!, lives[i], config);
+        // An adopted object says so on every run, not only the one that adopted it.
+        if (r.state === 'Ready' && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = adopted(p, r.change);
         span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
         return r;
       }));
@@ -141,12 +156,16 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   // Prune what no current item claims; keep entries of items whose text cannot be read now.
   // An object is claimed by its item; an item with a resource wins over a status-only one.
   const claimed = new Map<string, PlanItem>();
-  for (const p of plan) if (p.id && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
+  // A duplicate claims nothing: the first item naming an object owns it.
+  for (const p of plan) {
+    if (p.id && p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
+  }
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
   const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
   const pruned = await deleteEntries(skr, orphans, owner, config);
   res.changes.push(...pruned.changes);
   res.pending = pruned.pending.map(objectKey);
+  res.failed = failures(pruned);
   const goneKeys = new Set(pruned.gone.map(objectKey));
   const next: InventoryEntry[] = [];
   for (const e of inventory.entries) {
@@ -170,6 +189,11 @@ function itemAttributes(p: PlanItem): Record<string, string> {
     ...(p.id ? { 'sync.object': `${p.id.kind}/${p.id.namespace ?? ''}/${p.id.name}` } : {}),
   };
 }
+
+/** keepsAdoption are the reasons an adopted object's item reports as Adopted. */
+const keepsAdoption = new Set(['Unchanged', 'Applied', 'Ignored']);
+
+const failures = (out: PruneOutcome) => out.failed.map((f) => ({ subject: subjectOf(f.entry), message: f.message }));
 
 /** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
 async function adoptOwned(active: PlanItem[], decisions: Decision[], lives: (KubeObject | undefined)[], owner: string, inventory: Inventory) {
@@ -211,13 +235,17 @@ async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, invento
     res.deleting.finalizerRemoved = true;
     return;
   }
-  if (policy === 'Delete') {
-    const out = await deleteEntries(deps.skr, [...inventory.entries], ownerRef(sr), deps.config);
+  // Delete deletes what we created; either policy releases what we adopted.
+  const handled = policy === 'Delete' ? [...inventory.entries] : inventory.entries.filter((e) => e.adopted);
+  if (handled.length > 0) {
+    const out = await deleteEntries(deps.skr, handled, ownerRef(sr), deps.config);
     res.changes.push(...out.changes);
     res.pending = out.pending.map(objectKey);
+    res.failed = failures(out);
     const gone = new Set(out.gone.map(objectKey));
     await inventory.replace(inventory.entries.filter((e) => !gone.has(objectKey(e))));
-    if (out.pending.length > 0) return;
+    // The finalizer stays until every object is handled; a failure is reported, and the next run tries again.
+    if (out.pending.length > 0 || out.failed.length > 0) return;
   }
   await kcpWrite(() => deps.kcp.removeFinalizer(ref.sr));
   res.deleting.finalizerRemoved = true;

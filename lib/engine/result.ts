@@ -26,13 +26,23 @@ export interface ApplyResult {
   inventory: InventoryEntry[];
   /** pending lists pruned or deleted objects that still exist (finalizers in the SKR). */
   pending: string[];
+  /** failed lists pruned or deleted objects whose request failed, with the API's message. */
+  failed?: { subject: string; message: string }[];
   /** deleting is set when the SyncResource itself is being deleted. */
   deleting?: { finalizerRemoved: boolean; policy: 'Delete' | 'Orphan' };
   /** clusterError is set when the SKR could not be reached or resolved at all. */
   clusterError?: { reason: string; message: string; transient: boolean };
 }
 
-/** result builds an ItemResult. */
+/** MAX_MESSAGE bounds every message the product writes into a status (characters), so no status write fails for its size. */
+export const MAX_MESSAGE = 1024;
+
+/** bounded cuts text to max characters, ending a cut text with "…". */
+export function bounded(text: string, max = MAX_MESSAGE): string {
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+/** result builds an ItemResult; its message is bounded. */
 export function result(name: string, state: State, reason: string, message: string, extra: Partial<ItemResult> = {}): ItemResult {
-  return { name, state, reason, message, ...extra };
+  return { name, state, reason, message: bounded(message), ...extra };
 }

@@ -7,6 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
+import { checkPath } from '../identity.ts';
 import { TokenBucket } from './ratelimit.ts';
 import { yieldToUrgent } from '../util.ts';
 
@@ -92,7 +93,7 @@ export class KubeClient {
 
   /**
    * call performs one request and returns the decoded JSON body; non-2xx throws
-   * KubeApiError. A 429 (the server's priority and fairness turned the request away
+   * KubeApiError, a path with an unsafe segment throws UnsafePathError before any request. A 429 (the server's priority and fairness turned the request away
    * unprocessed) is retried after its Retry-After (1 s if absent, at most 10 s), as
    * client-go does.
    */
@@ -108,6 +109,8 @@ export class KubeClient {
   }
 
   private async once<T>(method: string, path: string, opts: CallOptions): Promise<T> {
+    // Second line of defence: identities are validated before paths are built from them.
+    checkPath(path);
     const yielding = yieldToUrgent();
     if (yielding) await yielding;
     await this.limiter?.take();
@@ -149,6 +152,7 @@ export class KubeClient {
    * arrive, until the server ends it or signal aborts; a non-200 answer throws KubeApiError.
    */
   async *watch<T>(path: string, query: Record<string, string | undefined>, signal: AbortSignal): AsyncGenerator<{ type: string; object: T }> {
+    checkPath(path);
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries({ ...query, watch: '1' })) if (v !== undefined) url.searchParams.set(k, v);
     this.requests++;

@@ -3,6 +3,7 @@
 // triggers one refresh of its group-version (a CRD may have just been established).
 import type { KubeClient } from './client.ts';
 import { KubeApiError } from './errors.ts';
+import { parseApiVersion, validateKind } from '../identity.ts';
 
 /** ResourceInfo is what the engine needs to address objects of one kind. */
 export interface ResourceInfo {
@@ -34,6 +35,9 @@ export class RestMapper {
 
   /** find returns the resource for apiVersion/kind, or undefined if the cluster does not serve it. */
   async find(apiVersion: string, kind: string): Promise<ResourceInfo | undefined> {
+    // Discovery paths are built from apiVersion: only a valid one is looked up (IdentityError).
+    parseApiVersion(apiVersion);
+    validateKind(kind);
     const cached = this.cache.get(apiVersion);
     if (cached && cached.gv !== 'absent' && cached.gv.has(kind)) return cached.gv.get(kind);
     // Unknown here: refresh unless we looked very recently.
@@ -67,11 +71,14 @@ export class RestMapper {
   }
 }
 
-/** resourcePath builds the REST path of a collection or object, optionally a subresource. */
+/**
+ * resourcePath builds the REST path of a collection or object, optionally a subresource,
+ * from validated segments (identity.ts); the client refuses any path with an unsafe one.
+ */
 export function resourcePath(info: ResourceInfo, namespace?: string, name?: string, subresource?: string): string {
   const base = info.apiVersion.includes('/') ? `/apis/${info.apiVersion}` : `/api/${info.apiVersion}`;
-  const ns = info.namespaced && namespace ? `/namespaces/${encodeURIComponent(namespace)}` : '';
-  const obj = name ? `/${encodeURIComponent(name)}` : '';
+  const ns = info.namespaced && namespace ? `/namespaces/${namespace}` : '';
+  const obj = name ? `/${name}` : '';
   const sub = name && subresource ? `/${subresource}` : '';
   return `${base}${ns}/${info.resource}${obj}${sub}`;
 }

@@ -48,14 +48,32 @@ export async function mustFind(c: Cluster, apiVersion: string, kind: string): Pr
   return info;
 }
 
-/** getObject reads an object, or returns undefined when it does not exist. */
+/** IdentityMismatchError says a read returned something other than the one object asked for; nothing is done with it. */
+export class IdentityMismatchError extends Error {
+  constructor(asked: string, got: string) {
+    super(`reading ${asked} returned ${got}; nothing was done with it`);
+    this.name = 'IdentityMismatchError';
+  }
+}
+
+/**
+ * getObject reads an object, or returns undefined when it does not exist. What comes
+ * back must be exactly that object (kind, namespace, name), else IdentityMismatchError.
+ */
 export async function getObject(c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
+  let o: KubeObject;
   try {
-    return await c.client.call<KubeObject>('GET', resourcePath(info, namespace, name));
+    o = await c.client.call<KubeObject>('GET', resourcePath(info, namespace, name));
   } catch (err) {
     if (isNotFound(err)) return undefined;
     throw err;
   }
+  const ns = info.namespaced ? namespace : undefined;
+  if (o?.kind !== info.kind || o.metadata?.name !== name || (o.metadata.namespace || undefined) !== ns) {
+    const asked = `${info.kind} ${ns ? `${ns}/` : ''}${name}`;
+    throw new IdentityMismatchError(asked, `${String(o?.kind)} ${o?.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${String(o?.metadata?.name)}`);
+  }
+  return o;
 }
 
 /** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status. */
@@ -69,13 +87,16 @@ export async function applyObject(
   });
 }
 
-/** deleteObject deletes with background propagation; returns false when it was already gone. */
-export async function deleteObject(
-  c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string, precondition?: { uid?: string },
-): Promise<boolean> {
+/**
+ * deleteObject deletes one named object with background propagation, on the condition
+ * that it is still the object read (its uid); returns false when it was already gone.
+ */
+export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObject): Promise<boolean> {
+  const uid = live.metadata.uid;
+  if (!uid) throw new Error(`refusing to delete ${info.kind} ${live.metadata.name} without the uid of the object read`);
   try {
-    await c.client.call('DELETE', resourcePath(info, namespace, name), {
-      body: { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', ...(precondition?.uid ? { preconditions: { uid: precondition.uid } } : {}) },
+    await c.client.call('DELETE', resourcePath(info, live.metadata.namespace, live.metadata.name), {
+      body: { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', preconditions: { uid } },
     });
     return true;
   } catch (err) {

@@ -42,7 +42,7 @@ export class Recorder {
       regarding: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: ns, uid: obj.metadata.uid },
     };
     try {
-      await this.kcp.client.call('POST', `/apis/events.k8s.io/v1/namespaces/${encodeURIComponent(ns)}/events`, { body });
+      await this.kcp.client.call('POST', `/apis/events.k8s.io/v1/namespaces/${ns}/events`, { body });
       this.recorded++;
     } catch {
       this.recent.delete(key);

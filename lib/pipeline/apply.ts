@@ -2,9 +2,8 @@
 // SKR, the outcome out. The kubeconfig is read here, used through the per-process
 // client cache, and never leaves this process.
 import { reconcileRun } from '../engine/reconcile.ts';
-import type { ClusterResolved, ItemsApplied, Seen } from '../events.ts';
+import type { ClusterResolved, ItemsApplied } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
-import { KYMA_NAME_LABEL } from '../model.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../util.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -61,14 +60,19 @@ function isEcho(data: ClusterResolved): boolean {
 
 async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
+  // Events are not trusted: only a live SyncResource in a control-plane namespace, of the
+  // uid and no newer generation than the event names, is reconciled.
+  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return { kind: 'none', why: 'namespace not allowed' };
   const sr = await deps.store.get(data.namespace, data.name);
   if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
-  // The client for the Secret version resolve-cluster saw needs no Secret read; any
-  // other case reads the Secret (shared for a moment, afresh after it changed).
+  if (!(data.generation <= (sr.metadata.generation ?? 0))) return { kind: 'none', why: 'generation from the future' };
+  // The client for the Secret version resolve-cluster saw needs no Secret read, if that
+  // version was resolved for this Kyma in this namespace; any other case reads the Secret
+  // (shared for a moment, afresh after it changed).
   let secretRef = data.secret;
   let skr;
   try {
-    const cached = sr.spec.kyma === data.kyma ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
+    const cached = sr.spec.kyma === data.kyma && data.secret?.namespace === data.namespace ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
     if (cached) {
       skr = await cached;
     } else {
@@ -80,7 +84,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
+  const { result } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);
@@ -93,15 +97,9 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
   const drift = result.changes.filter((c) => c.drift).length;
   if (drift > 0) Metrics.driftCorrections.add(drift, { cluster: sr.spec.kyma });
-  // What the status step may write on without reading (not once the finalizer is gone: the object may be too).
-  const { synced: _inventory, ...status } = last.status ?? {};
-  const seen: Seen | undefined = result.deleting?.finalizerRemoved ? undefined : {
-    resourceVersion: last.metadata.resourceVersion!, labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma,
-    ...(last.status ? { status } : {}),
-  };
   const out: ItemsApplied = {
     namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
-    ...(data.urgent ? { urgent: true } : {}), ...(seen ? { seen } : {}),
+    ...(data.urgent ? { urgent: true } : {}),
   };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }

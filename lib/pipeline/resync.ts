@@ -22,11 +22,12 @@ type Ref = { metadata: { namespace?: string; name: string } };
 async function forEachPage(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: Ref[]) => Promise<void>): Promise<void> {
   let cont: string | undefined;
   do {
-    const page = await deps.kcp.client.call<{ items: Ref[]; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
+    const page = await deps.kcp.client.call<{ items: Ref[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
       query: { labelSelector, limit: PAGE, continue: cont },
       headers: METADATA_ONLY,
     });
-    await fn(page.items);
+    // An empty metadata-only list comes back with items: null.
+    await fn(page.items ?? []);
     cont = page.metadata.continue || undefined;
   } while (cont);
 }
@@ -65,10 +66,10 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
 
 /** kymaOfSecret finds the Kyma an access Secret is labelled for (list by name: the verb the Secret readers have). */
 export async function kymaOfSecret(deps: Deps, namespace: string, name: string): Promise<string | undefined> {
-  const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>(
+  const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] | null }>(
     'GET', resourcePath(secretInfo, namespace), {
       query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
       headers: METADATA_ONLY,
     });
-  return list.items[0]?.metadata.labels?.[KYMA_NAME_LABEL];
+  return list.items?.[0]?.metadata.labels?.[KYMA_NAME_LABEL];
 }

@@ -1,21 +1,20 @@
 // status.ts is the write-status step: a run's outcome in; the SyncResource's status
 // written only when it changed, never from a result older than what is there, the
 // kyma-name label kept equal to spec.kyma, and Kubernetes Events on transitions,
-// failures, drift corrections and pruning. A changed status is written on the basis of
-// the SyncResource as the run saw it, guarded by its resourceVersion (one request);
-// the live object is read when that guard fails or the status looks unchanged.
-import type { ItemsApplied, Seen } from '../events.ts';
+// failures, drift corrections and pruning. Every decision is made on the live
+// SyncResource and written guarded by the resourceVersion read.
+import type { ItemsApplied } from '../events.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { isConflict, isNotFound } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { gateFor, type Deps } from './deps.ts';
 
-/** StatusOutcome says what the step did. */
-export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone';
+/** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
+export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
 
 /** isStale tells whether a result is older than the status already written. */
 export function isStale(live: SyncResource, data: ItemsApplied): boolean {
@@ -31,50 +30,42 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
   return gateFor(deps).run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
 }
 
+/**
+ * writeOnce reads the live SyncResource, decides, and writes guarded by what it read; a
+ * write that lost a race decides again. Events are not trusted: a result for another
+ * namespace, another uid or a generation the SyncResource never had is dropped, and only
+ * items the live spec names are written.
+ */
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
-  if (data.seen) {
-    const out = await decide(deps, data, seenObject(data, data.seen), now, true);
-    if (out !== 'read again') return out;
-  }
-  // Read, decide, write guarded by what was read; a write that lost a race decides again.
+  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return 'rejected';
   for (let attempt = 1; ; attempt++) {
     const live = await deps.store.get(data.namespace, data.name);
     if (!live || live.metadata.uid !== data.uid) return 'gone';
-    const out = await decide(deps, data, live, now, false, attempt === 3);
+    if (data.result.generation > (live.metadata.generation ?? 0)) return 'rejected';
+    const out = await decide(deps, withSpecItems(data, live), live, now, attempt === 3);
     if (out !== 'read again') return out;
   }
 }
 
-/** seenObject rebuilds what the status step needs of the SyncResource as the run saw it. */
-function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
-  return {
-    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
-    metadata: {
-      name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion,
-      labels: seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {},
-      // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
-      ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
-    },
-    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
-  };
+/** withSpecItems keeps the result's items that the live spec names, each once. */
+function withSpecItems(data: ItemsApplied, live: SyncResource): ItemsApplied {
+  const names = new Set((live.spec.items ?? []).map((i) => i.name));
+  const items = data.result.items.filter((i) => names.delete(i.name));
+  return items.length === data.result.items.length ? data : { ...data, result: { ...data.result, items } };
 }
 
 /**
- * decide writes the status data calls for on the basis of base, guarded by base's
- * resourceVersion. 'read again' means the write lost a race (409), or, for a tentative
- * base (the SyncResource as the run saw it), that only the live object can tell whether
- * the result is stale or the status unchanged; last rethrows the conflict instead (the
- * broker retries).
+ * decide writes the status data calls for on the basis of live, guarded by its
+ * resourceVersion. 'read again' means the write lost a race (409); last rethrows the
+ * conflict instead (the broker retries).
  */
-async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
+async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, last: boolean): Promise<StatusOutcome | 'read again'> {
   if (isStale(base, data)) {
-    if (tentative) return 'read again';
     await syncLabel(deps, base);
     return 'stale';
   }
   const next = computeStatus(data.result, base.status, now);
   if (sameStatus(base.status, next)) {
-    if (tentative) return 'read again';
     Metrics.statusWritesSkipped.add(1);
     await syncLabel(deps, base);
     return 'unchanged';
