@@ -29,7 +29,7 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
   let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m }) => ({ name, state: s, reason: why, message: bounded(m) }));
   const failed = r.failed ?? [];
   // Objects that could not be deleted or released, each named with the API's answer.
-  const failedMessage = `could not handle ${failed.length} synced objects: ${failed.slice(0, 5).map((f) => `${f.subject}: ${f.message}`).join('; ')}`;
+  const failedMessage = `${failed.length} synced objects could not be deleted or released: ${failed.slice(0, 5).map((f) => f.message).join('; ')}`;
   if (r.clusterError) {
     state = 'Error';
     reason = r.clusterError.reason;

@@ -2,8 +2,15 @@
 // strategies and content) interleaved with user edits, creations and deletions in
 // the SKR. After every reconcile the SKR matches what the strategies promise and
 // the inventory equals exactly the objects carrying this SyncResource's owner
-// annotation. A failure prints its seed; replay with MODEL_SEED=<seed>.
-import { describe, expect, it } from 'vitest';
+// annotation. Objects that existed before an item took them over are adopted and, once
+// no item names them, released rather than deleted. Every step also carries an item with
+// a hostile identity: it ends InvalidManifest, and no request of the whole run leaves
+// the paths of the named objects (the SKR client's request log). A failure prints its
+// seed; replay with MODEL_SEED=<seed>.
+import { describe, expect, inject, it } from 'vitest';
+import { KubeClient, type RequestInfo } from '../lib/kube/client.ts';
+import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
+import { RestMapper } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
 import { OWNER_ANNOTATION, type Strategy, type SyncItem } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
@@ -26,10 +33,31 @@ function rng(seed: number): () => number {
 
 type Snapshot = Map<string, { data: Record<string, string>; ours: boolean }>;
 
+/** hostile returns metadata and apiVersion variants that must never reach a request path. */
+const hostile = (ns: string, n: string): { apiVersion: string; kind: string; meta: string }[] => [
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: ".", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "..", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n}/..", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n}%2F..", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n}?watch=1", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n}#x", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n} ", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: "${n.replace('n', 'п')}", namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: ${n}, namespace: "${ns}/.."}` },
+  { apiVersion: 'v1', kind: 'ConfigMap', meta: `{name: ${n}, namespace: ".."}` },
+  { apiVersion: '../api/v1', kind: 'ConfigMap', meta: `{name: ${n}, namespace: ${ns}}` },
+  { apiVersion: 'v1/..', kind: 'ConfigMap', meta: `{name: ${n}, namespace: ${ns}}` },
+  { apiVersion: 'v1', kind: 'ConfigMap/..', meta: `{name: ${n}, namespace: ${ns}}` },
+];
+
 describe('model', () => {
   it(`${SEQUENCES} random sequences converge to what the strategies promise`, async () => {
     const base = Number(process.env.MODEL_SEED ?? Date.now() % 1_000_000);
     const h = await new Harness('model').init();
+    // Every request to the SKR, the harness's own user actions included, is logged.
+    const requests: RequestInfo[] = [];
+    const client = KubeClient.create(credentialsFromKubeconfig(inject('clusters').skrs[0]!.kubeconfig), { name: 'skr-1', onRequest: (r) => requests.push(r) });
+    h.skr = { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
     const cmInfo = await mustFind(h.skr, 'v1', 'ConfigMap');
     // Sequences are independent (own SyncResource, own object names): run a few at once.
     await mapLimit(Array.from({ length: SEQUENCES }, (_, s) => s), 4, async (s) => {
@@ -48,6 +76,8 @@ describe('model', () => {
         }]));
       };
       const log: string[] = [];
+      // Objects this SyncResource adopted (they existed without an owner when an item took them over).
+      const adopted = new Set<string>();
       try {
         for (let step = 0; step < STEPS; step++) {
           // Spec: distinct objects, random item names (renames), strategies and content.
@@ -57,7 +87,12 @@ describe('model', () => {
             strategy: pick(strategiesList),
             resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${t}, namespace: ${h.ns}, labels: {seq: ${prefix}}}\ndata: {"k":"${pick(['x', 'y', 'z'])}"}\n`,
           }));
-          await sub.put(items);
+          const evil = pick(hostile(h.ns, pick(names)));
+          const evilItem: SyncItem = {
+            name: 'evil', strategy: pick(strategiesList),
+            resource: `apiVersion: ${JSON.stringify(evil.apiVersion)}\nkind: ${JSON.stringify(evil.kind)}\nmetadata: ${evil.meta}\ndata: {"k":"evil"}\n`,
+          };
+          await sub.put([...items, evilItem]);
           // User actions in the SKR.
           const before0 = await snapshot();
           for (const n of names) {
@@ -70,7 +105,9 @@ describe('model', () => {
           const before = await snapshot();
           const { sr } = await sub.sync();
           const after = await snapshot();
-          expect(sr?.status?.state, 'state').toBe('Ready');
+          expect(sr?.status?.state, 'state').toBe('Error');
+          expect(sr?.status?.items?.find((i) => i.name === 'evil'), evil.meta).toMatchObject({ state: 'Error', reason: 'InvalidManifest' });
+          expect(sr?.status?.items?.filter((i) => i.name !== 'evil').every((i) => i.state === 'Ready'), 'other items').toBe(true);
           for (const n of names) {
             const it = items.find((i) => i.resource!.includes(`name: ${n},`));
             const want = it?.resource?.match(/"k":"(\w)"/)?.[1];
@@ -79,34 +116,53 @@ describe('model', () => {
             switch (it?.strategy) {
               case 'CreateAndSync':
                 expect(a, `${n} synced`).toEqual({ data: { k: want }, ours: true });
+                if (!b) adopted.delete(n);
+                else if (!b.ours) adopted.add(n);
                 break;
               case 'CreateAndIgnore':
                 expect(a, `${n} exists`).toBeDefined();
                 expect(a!.data, `${n} data`).toEqual(b ? b.data : { k: want });
-                if (!b) expect(a!.ours).toBe(true);
+                expect(a!.ours, `${n} ours (created or adopted)`).toBe(true);
+                if (!b) adopted.delete(n);
+                else if (!b.ours) adopted.add(n);
                 break;
               case 'Delete':
                 expect(a, `${n} deleted`).toBeUndefined();
+                adopted.delete(n);
                 break;
               case 'UpdateAndDelete':
                 expect(a, `${n} updated only if present`).toEqual(b ? { data: { k: want }, ours: false } : undefined);
+                adopted.delete(n);
                 break;
               default:
-                expect(a, `${n} untargeted`).toEqual(b?.ours ? undefined : b);
+                // No item names it: what we created is pruned, what we adopted is released.
+                expect(a, `${n} untargeted`).toEqual(b?.ours ? (adopted.has(n) ? { ...b, ours: false } : undefined) : b);
+                adopted.delete(n);
             }
           }
           const inventory = (sr?.status?.synced ?? []).map((e) => e.name).sort();
           const annotated = [...after].filter(([, v]) => v.ours).map(([k]) => k).sort();
           expect(inventory, 'inventory equals annotated objects').toEqual(annotated);
         }
+        const last = await snapshot();
         await sub.delete();
         const { sr } = await sub.sync();
         expect(sr).toBeUndefined();
-        expect([...(await snapshot()).values()].filter((v) => v.ours)).toEqual([]);
+        const end = await snapshot();
+        expect([...end.values()].filter((v) => v.ours)).toEqual([]);
+        // Adopted objects outlive the SyncResource, unchanged but for our marks.
+        for (const n of adopted) expect(end.get(n), `${n} released`).toEqual({ ...last.get(n)!, ours: false });
       } catch (err) {
         console.error(`model test failed: seed ${seed} (replay: MODEL_SEED=${seed})\n${log.join('\n')}`);
         throw err;
       }
     });
+    // No request left the named objects' paths: writes only to them, reads only of them, their collection or discovery.
+    const objectPath = new RegExp(`^/api/v1/namespaces/${h.ns}/configmaps/s\\d+-n[0-3]$`);
+    const readable = [objectPath, new RegExp(`^/api/v1/namespaces/${h.ns}/configmaps$`), /^\/api\/v1\/configmaps$/, /^\/api(s)?(\/[a-z0-9.-]+){0,2}$/];
+    const strays = requests.filter((r) => (r.write ? !objectPath.test(r.path) : !readable.some((re) => re.test(r.path))));
+    expect(requests.length).toBeGreaterThan(SEQUENCES);
+    expect(strays.map((r) => `${r.method} ${r.path}`)).toEqual([]);
+    await client.close();
   }, 600_000);
 });

@@ -12,6 +12,8 @@ export interface TestClusters {
   stateDir: string;
   kcp: { kubeconfig: string; url: string };
   skrs: { name: string; kubeconfig: string; url: string; ca: { certFile: string; keyFile: string } }[];
+  /** isolated is an SKR no other test touches, for tests that compare the whole cluster before and after. */
+  isolated: { name: string; kubeconfig: string };
   kubernetesVersion: string;
 }
 
@@ -26,13 +28,15 @@ let set: ClusterSet | undefined;
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-test-'));
   const started = Date.now();
-  set = await ClusterSet.start({ skrs: 2, stateDir, log: (l) => console.log(`[clusters] ${l}`) });
+  set = await ClusterSet.start({ skrs: 3, stateDir, log: (l) => console.log(`[clusters] ${l}`) });
+  const [isolated] = set.skrs.slice(2);
   await setupKcp(set);
-  console.log(`[clusters] KCP + ${set.skrs.length} SKRs up in ${Date.now() - started} ms`);
+  console.log(`[clusters] KCP + ${set.skrs.length} SKRs up in ${Date.now() - started} ms (one isolated)`);
   project.provide('clusters', {
     stateDir,
     kcp: { kubeconfig: set.kcp.kubeconfig, url: set.kcp.url },
-    skrs: set.skrs.map((s) => ({ name: s.name, kubeconfig: s.kubeconfig, url: s.url, ca: { certFile: s.pki.caFile, keyFile: `${s.pki.dir}/ca.key` } })),
+    isolated: { name: isolated!.name, kubeconfig: isolated!.kubeconfig },
+    skrs: set.skrs.slice(0, 2).map((s) => ({ name: s.name, kubeconfig: s.kubeconfig, url: s.url, ca: { certFile: s.pki.caFile, keyFile: `${s.pki.dir}/ca.key` } })),
     kubernetesVersion: set.binaries.versions.kubernetes,
   });
   return async () => {

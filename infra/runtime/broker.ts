@@ -35,6 +35,8 @@ const retryable = (code: number) => code === 0 || code === 404 || code === 408 |
 /** Broker is the local stand-in for a Knative Broker. */
 export class Broker {
   readonly stats: BrokerStats = { received: 0, delivered: 0, retries: 0, deadLettered: 0, replies: 0 };
+  /** byObject counts delivery attempts and their non-2xx answers per object the event names (data namespace/name). */
+  readonly byObject = new Map<string, { attempts: number; failures: number }>();
   readonly observed: Observed[] = [];
   /** observe keeps every received event in `observed` (tests). */
   observe = false;
@@ -127,6 +129,7 @@ export class Broker {
         await limit?.acquire();
         const { code, reply, error } = await (url ? send(url, event, this.timeouts[t.subscriber] ?? 300_000) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
           .finally(() => limit?.release());
+        this.count(event, code);
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
           if (reply) {
@@ -147,6 +150,16 @@ export class Broker {
     } finally {
       this.inflight--;
     }
+  }
+
+  private count(event: CloudEvent<unknown>, code: number): void {
+    const data = event.data as { namespace?: unknown; name?: unknown } | undefined;
+    if (typeof data?.name !== 'string') return;
+    const key = `${String(data.namespace ?? '')}/${data.name}`;
+    const c = this.byObject.get(key) ?? { attempts: 0, failures: 0 };
+    c.attempts++;
+    if (code < 200 || code >= 300) c.failures++;
+    this.byObject.set(key, c);
   }
 
   async close(): Promise<void> {

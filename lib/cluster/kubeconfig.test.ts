@@ -39,7 +39,15 @@ describe('validateKubeconfig', () => {
     ['no current context', edit((d) => { delete (d as Record<string, unknown>)['current-context']; }), 'it has no current-context'],
     ['a current context naming nothing', edit((d) => { d['current-context'] = 'nope'; }), 'current-context "nope" names no context'],
     ['a missing user', edit((d) => { d.users = []; }), 'context "x" names user "u", which is missing'],
-    ['an http server', edit((d) => { d.clusters[0]!.cluster.server = 'http://127.0.0.1:8080'; }), 'the cluster server is not an https:// URL'],
+    ...[
+      'http://127.0.0.1:8080', 'https://127.0.0.1:99999', 'https://127.0.0.1:0', 'https://127.0.0.1:', 'https://', 'https://:6443',
+      'https://127.0.0.1:6443/api', 'https://127.0.0.1:6443/../x', 'https://127.0.0.1:6443?x=1', 'https://127.0.0.1:6443#f',
+      'https://user:pw@127.0.0.1:6443', 'https://127.0.0.1 :6443', 'https://127.0.0.1:6443/%2e%2e', ' https://127.0.0.1', 'HTTPS://127.0.0.1',
+      'https://127.0.0.1:6443//', 'https://127.0.0.1:+6443', 'https://127.0.0.1:6443\nHost: x',
+    ].map((server) => [`server ${JSON.stringify(server)}`, edit((d) => { d.clusters[0]!.cluster.server = server; }), 'the cluster server is not https://host[:port]']),
+    ...['has space', 'tab\there', 'new\nline', 'naïve', '', 'x'.repeat(16_385)].map((t) =>
+      [`token ${JSON.stringify(t.slice(0, 20))}`, edit((d) => { d.users[0]!.user = { token: t } as never; }),
+        t === '' ? 'the user has neither an inline token nor inline client certificate and key' : 'the user\'s token is not 1 to 16384 printable ASCII characters without whitespace']),
     ['no credential', edit((d) => { d.users[0]!.user = {} as never; }), 'the user has neither an inline token nor inline client certificate and key'],
     ['a token that is not a string', edit((d) => { d.users[0]!.user = { token: { nested: token } } as never; }), 'token is not a string'],
     ['not YAML', 'a: [', 'not valid YAML'],
@@ -57,6 +65,15 @@ describe('validateKubeconfig', () => {
     expect((err as { reason?: string }).reason).toBe('InvalidKubeconfig');
     expect((err as { transient?: boolean }).transient).toBe(false);
     for (const secret of [token, 'curl evil', '/etc/shadow', 'pw', 'Y2VydA==']) expect((err as Error).message).not.toContain(secret);
+  });
+
+  it('accepts https://host[:port] exactly, a trailing slash and IPv6 included', () => {
+    for (const [server, want] of [
+      ['https://127.0.0.1:6443', 'https://127.0.0.1:6443'], ['https://127.0.0.1:6443/', 'https://127.0.0.1:6443'],
+      ['https://api.example.com', 'https://api.example.com'], ['https://[::1]:6443', 'https://[::1]:6443'], ['https://h:443', 'https://h'],
+    ]) {
+      expect(validateKubeconfig(edit((d) => { d.clusters[0]!.cluster.server = server!; }), { allowInsecure: false }).server).toBe(want);
+    }
   });
 
   it('accepts insecure TLS only when configured', () => {

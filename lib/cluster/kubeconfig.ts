@@ -112,7 +112,7 @@ const MAX_TOKEN = 16_384;
 function checkServer(server: unknown): string {
   const invalid = () => new InvalidKubeconfigError('the cluster server is not https://host[:port]');
   if (typeof server !== 'string' || server.length > 2048) throw invalid();
-  const m = /^https:\/\/([^/?#@\s]+?)(?::(\d{1,5}))?\/?$/.exec(server);
+  const m = /^https:\/\/(\[[0-9A-Fa-f:.]+\]|[^/?#@\s:[\]]+)(?::(\d{1,5}))?\/?$/.exec(server);
   if (!m) throw invalid();
   const port = m[2] === undefined ? 443 : Number(m[2]);
   if (port < 1 || port > 65535) throw invalid();

@@ -63,7 +63,7 @@ export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
  */
 export function restriction(id: ObjectId, config: Config): string | undefined {
   const { group } = parseApiVersion(id.apiVersion);
-  if (isRestrictedKind(config, group, id.kind)) return `kind ${id.kind} of group "${group}" is restricted and never synced`;
+  if (isRestrictedKind(config, group, id.kind)) return `kind ${id.apiVersion}/${id.kind} is restricted and never synced`;
   if (group === '' && id.kind === 'Namespace' && !id.namespace) {
     const name = id.name;
     if (name === 'default' || name.startsWith('kube-') || config.protectedNamespaces.includes(name)) {
