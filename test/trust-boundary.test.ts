@@ -127,7 +127,7 @@ describe('trust boundary', () => {
     ].join('---\n'));
     // The controller-manager fills new namespaces (ServiceAccount, root CA ConfigMap): wait for it before the snapshot.
     await eventually(async () => {
-      for (const ns of [V, A, A2]) expect(await kubectl(iso, ['get', 'serviceaccount/default', 'configmap/kube-root-ca.crt', '-n', ns, '-o', 'name'])).toMatch(/serviceaccount.*\n.*configmap/s);
+      for (const ns of [V, A, A2, 'kyma-system']) expect(await kubectl(iso, ['get', 'serviceaccount/default', 'configmap/kube-root-ca.crt', '-n', ns, '-o', 'name'])).toMatch(/serviceaccount.*\n.*configmap/s);
     });
     before = await snapshot();
   });

@@ -11,7 +11,7 @@ import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, type Decision } from './items.ts';
+import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
 import { deleteEntries, type PruneOutcome } from './prune.ts';
 import { subjectOf } from '../changeset.ts';
@@ -219,8 +219,12 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
   const deadline = Date.now() + config.crdWaitMs;
   for (const crd of needed) {
     while (Date.now() < deadline) {
-      const live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
-      if (live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+      // A read the SKR refuses ends the wait: the items that need the CRD report what they find.
+      const live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)).catch((err: unknown) => {
+        requestFailure(crd.item.name, err);
+        return 'refused' as const;
+      }) as 'refused' | { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+      if (live === 'refused' || live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       await sleep(100);
     }
   }

@@ -112,11 +112,11 @@ export async function listObjects(
   const out: KubeObject[] = [];
   let cont: string | undefined;
   do {
-    const page = await c.client.call<{ items: KubeObject[]; metadata: { continue?: string } }>(
+    const page = await c.client.call<{ items: KubeObject[] | null; metadata: { continue?: string } }>(
       'GET', resourcePath(info, opts.namespace), {
         query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: cont },
       });
-    for (const item of page.items) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
+    for (const item of page.items ?? []) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
     cont = page.metadata.continue || undefined;
   } while (cont);
   return out;
