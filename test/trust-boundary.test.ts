@@ -139,10 +139,10 @@ describe('trust boundary', () => {
   cases.push(
     { title: 'CreateAndSync and Delete naming one ConfigMap', items: [
       { name: 'keep', strategy: 'CreateAndSync', resource: cm('dup1', A2) },
-      { name: 'kill', strategy: 'Delete', resource: cm('dup1', A2) }], want: { keep: 'Ready/Created', kill: 'Error/DuplicateObject' } },
+      { name: 'kill', strategy: 'Delete', resource: cm('dup1', A2) }], want: { keep: 'Ready/Created|Unchanged', kill: 'Error/DuplicateObject' } },
     { title: 'one ConfigMap with and without its namespace', items: [
       { name: 'first', strategy: 'CreateAndIgnore', resource: manifest('v1', 'ConfigMap', { name: `${P}-dup2` }) },
-      { name: 'second', strategy: 'CreateAndSync', resource: cm(`${P}-dup2`, 'default') }], want: { first: 'Ready/Created', second: 'Error/DuplicateObject' } },
+      { name: 'second', strategy: 'CreateAndSync', resource: cm(`${P}-dup2`, 'default') }], want: { first: 'Ready/Created|Ignored', second: 'Error/DuplicateObject' } },
     { title: 'an oversized API message', items: [{ name: 'big', strategy: 'CreateAndSync',
       resource: cm('big', A2, Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`not a valid key number ${i} ${'x'.repeat(40)}`, 'v']))) }],
     want: { big: 'Error/ApplyFailed' } },
@@ -166,15 +166,17 @@ describe('trust boundary', () => {
     expect(cases.length).toBeGreaterThanOrEqual(40);
     const docs = cases.map((c) => syncResourceYaml(s.ns, sr(c.title), c.kyma ?? 'iso', c.items));
     docs.push(...Object.entries(adoption).map(([n, items]) => syncResourceYaml(s.ns, `${P}-${n}`, 'iso', items)));
-    await kubectl(s.kcp, ['apply', '-f', '-'], docs.join('\n---\n'));
+    await kubectl(s.kcp, ['apply', '-f', '-'], stream(docs));
     for (const c of cases) {
       await waitSr(s, sr(c.title), (x) => {
         expect(x?.status?.observedGeneration, c.title).toBe(x?.metadata.generation);
         if ('cluster' in c.want) {
           expect(x?.status?.conditions?.[0]?.reason, c.title).toBe(c.want.cluster);
         } else {
+          // A want may allow alternatives ("Ready/Created|Unchanged": a later run of the same spec says Unchanged).
           const got = Object.fromEntries((x?.status?.items ?? []).map((i) => [i.name, `${i.state}/${i.reason}`]));
-          expect(got, c.title).toEqual(c.want);
+          expect(Object.keys(got).sort(), c.title).toEqual(Object.keys(c.want).sort());
+          for (const [k, v] of Object.entries(c.want)) expect(got[k], `${c.title}: ${k}`).toMatch(new RegExp(`^(${v.replace('/', '/(')}))$`));
         }
       });
     }
@@ -193,13 +195,13 @@ describe('trust boundary', () => {
     await waitSr(s, `${P}-undeletable-delete`, (x) => expect(x?.status?.state).toBe('Ready'));
 
     // Then: item removed (prune), renamed and moved objects, SyncResources deleted under both policies.
-    await kubectl(s.kcp, ['apply', '-f', '-'], [
+    await kubectl(s.kcp, ['apply', '-f', '-'], stream([
       syncResourceYaml(s.ns, `${P}-adopt-prune`, 'iso', []),
       syncResourceYaml(s.ns, `${P}-adopt-rename`, 'iso', [{ name: 'p', strategy: 'CreateAndSync', resource: cm('renamed3', A) }]),
       syncResourceYaml(s.ns, `${P}-adopt-move`, 'iso', [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre4', A2) }]),
       syncResourceYaml(s.ns, `${P}-undeletable-prune`, 'iso', []),
       JSON.stringify({ ...JSON.parse(syncResourceYaml(s.ns, `${P}-adopt-orphan`, 'iso', [])), spec: { kyma: 'iso', deletionPolicy: 'Orphan', items: adoption['adopt-orphan'] } }),
-    ].join('\n---\n'));
+    ]));
     await waitSr(s, `${P}-adopt-orphan`, (x) => expect(x?.spec.deletionPolicy).toBe('Orphan'));
     await kubectl(s.kcp, ['delete', 'syncresource', '-n', s.ns, '--wait=false', `${P}-adopt-delete`, `${P}-adopt-orphan`, `${P}-undeletable-delete`]);
     for (const n of ['adopt-delete', 'adopt-orphan']) await waitSr(s, `${P}-${n}`, (x) => expect(x).toBeUndefined());
@@ -317,7 +319,8 @@ describe('trust boundary', () => {
     expect((await kubectl(iso, ['get', 'configmap', 'forged', '-n', A2, '-o', 'name'])).trim()).toBe('configmap/forged');
     // Malformed data is refused (400) once, never redelivered; nothing forged was retried.
     expect(s.runtime.broker.byObject.get(`${s.ns}/../x`)).toEqual({ attempts: 1, failures: 1 });
-    expect(s.runtime.broker.stats.retries - retries).toBe(0);
+    const failing = [...s.runtime.broker.byObject].filter(([, c]) => c.failures > 0).map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
+    expect(s.runtime.broker.stats.retries - retries, failing.join(', ')).toBe(0);
   });
 
   it('an access Secret for a Kyma without SyncResources is handled on creation, change and deletion', async () => {
@@ -332,6 +335,9 @@ describe('trust boundary', () => {
     expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.failures).toBe(0);
   });
 });
+
+/** stream joins JSON documents into one YAML stream for kubectl. */
+const stream = (docs: string[]) => docs.map((d) => dump(JSON.parse(d))).join('---\n');
 
 function hash(text: string): number {
   let h = 0;

@@ -3,7 +3,7 @@
 // which status is computed. Deletion of the SyncResource runs the same way.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.ts';
-import { getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { isConflict, TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
 import { FINALIZER, objectKey, ownerRef, type InventoryEntry, type SyncResource } from '../model.ts';
@@ -129,6 +129,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     const active = observed.filter((o) => o !== undefined).map((o) => o.p);
     const lives = observed.filter((o) => o !== undefined).map((o) => o.live);
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
+    await rehearseRefusedCreates(skr, active, decisions, sr, config);
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!, decisions[i]!.adopt)] : [])));
     const done = await mapLimit(active, config.applyConcurrency, (p, i) =>
@@ -188,6 +189,25 @@ function itemAttributes(p: PlanItem): Record<string, string> {
     'sync.item': p.item.name, 'sync.item.strategy': p.item.strategy,
     ...(p.id ? { 'sync.object': `${p.id.kind}/${p.id.namespace ?? ''}/${p.id.name}` } : {}),
   };
+}
+
+/**
+ * rehearseRefusedCreates dry-runs the creates of items whose last run the SKR refused
+ * (ApplyFailed): one refused again fails now, before its write-ahead inventory entry is
+ * written and removed again, so a permanently refused item costs no KCP writes per run.
+ */
+async function rehearseRefusedCreates(skr: Cluster, active: PlanItem[], decisions: Decision[], sr: SyncResource, config: Config): Promise<void> {
+  const refusedBefore = new Set((sr.status?.items ?? []).filter((i) => i.reason === 'ApplyFailed').map((i) => i.name));
+  await mapLimit(active, config.applyConcurrency, async (p, i) => {
+    const d = decisions[i]!;
+    if (d.op !== 'create' || !refusedBefore.has(p.item.name)) return;
+    try {
+      await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager, undefined, true));
+    } catch (err) {
+      const r = itemFailure(p, err);
+      if (!r.transient) decisions[i] = { op: 'none', status: false, record: false, drift: false, done: r };
+    }
+  });
 }
 
 /** keepsAdoption are the reasons an adopted object's item reports as Adopted. */

@@ -76,12 +76,12 @@ export async function getObject(c: Cluster, info: ResourceInfo, namespace: strin
   return o;
 }
 
-/** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status. */
+/** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status; dryRun changes nothing. */
 export async function applyObject(
-  c: Cluster, info: ResourceInfo, obj: KubeObject, fieldManager: string, subresource?: 'status',
+  c: Cluster, info: ResourceInfo, obj: KubeObject, fieldManager: string, subresource?: 'status', dryRun = false,
 ): Promise<KubeObject> {
   return c.client.call<KubeObject>('PATCH', resourcePath(info, obj.metadata.namespace, obj.metadata.name, subresource), {
-    query: { fieldManager, force: true },
+    query: { fieldManager, force: true, ...(dryRun ? { dryRun: 'All' } : {}) },
     body: obj,
     contentType: PatchType.apply,
   });

@@ -18,12 +18,17 @@ export type ResolveOutcome =
   | { kind: 'none'; why: string };
 
 /**
- * settled tells whether a SyncResource is Ready for its current generation, so that a
- * watch event (our own status, label or inventory write) needs no run; resync and spec
- * changes (a new generation; deletion bumps it too) always run.
+ * settled tells whether a SyncResource has a final status for its current generation
+ * (Ready, or Error/Warning: what is wrong stays wrong until its spec, its cluster or the
+ * SKR changes), so that a watch event (our own status, label or inventory write) needs no
+ * run; resync, Kyma and Secret changes, and spec changes (a new generation; deletion
+ * bumps it too) always run. Processing (waiting for a CRD, a pruned object still being
+ * deleted) runs again on watch events.
  */
 export function settled(sr: SyncResource): boolean {
-  return !sr.metadata.deletionTimestamp && sr.status?.state === 'Ready' && sr.status.observedGeneration === sr.metadata.generation;
+  const state = sr.status?.state;
+  return !sr.metadata.deletionTimestamp && (state === 'Ready' || state === 'Error' || state === 'Warning') &&
+    sr.status!.observedGeneration === sr.metadata.generation;
 }
 
 // Runs requested per SyncResource: a watch event for the same generation soon after,
