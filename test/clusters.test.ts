@@ -11,7 +11,7 @@ const clusters = inject('clusters');
 describe('local clusters', () => {
   it('write the state file and one kubeconfig per cluster', async () => {
     const state = JSON.parse(await readFile(`${clusters.stateDir}/state.json`, 'utf8'));
-    expect(Object.keys(state.clusters)).toEqual(['kcp', 'skr-1', 'skr-2']);
+    expect(Object.keys(state.clusters)).toEqual(['kcp', 'skr-1', 'skr-2', 'skr-3']);
     for (const [name, c] of Object.entries<{ kubeconfig: string; url: string }>(state.clusters)) {
       expect(c.kubeconfig).toBe(`${clusters.stateDir}/kubeconfig/${name}.yaml`);
       expect(c.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
@@ -20,8 +20,8 @@ describe('local clusters', () => {
     const roles = state.processes.map((p: { role: string; cluster: string }) => `${p.role}/${p.cluster}`).sort();
     expect(roles).toEqual([
       'etcd/shared',
-      'kube-apiserver/kcp', 'kube-apiserver/skr-1', 'kube-apiserver/skr-2',
-      'kube-controller-manager/kcp', 'kube-controller-manager/skr-1', 'kube-controller-manager/skr-2',
+      'kube-apiserver/kcp', 'kube-apiserver/skr-1', 'kube-apiserver/skr-2', 'kube-apiserver/skr-3',
+      'kube-controller-manager/kcp', 'kube-controller-manager/skr-1', 'kube-controller-manager/skr-2', 'kube-controller-manager/skr-3',
     ]);
     for (const p of state.processes) expect(() => process.kill(p.pid, 0)).not.toThrow();
   });

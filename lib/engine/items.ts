@@ -10,6 +10,7 @@ import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 import { canonical, isSubset } from '../util.ts';
 import type { PlanItem } from './plan.ts';
+import { release, stamp } from './marks.ts';
 import { result, type ItemResult } from './result.ts';
 
 /** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
@@ -22,7 +23,7 @@ export class ClusterUnreachableError extends Error {
 
 /** Decision is what an item needs in this run. */
 export interface Decision {
-  /** op on the object itself; adopt stamps only our marks on an object we did not create. */
+  /** op on the object itself; adopt puts only our marks on an object we did not create (marks.ts). */
   op: 'create' | 'update' | 'adopt' | 'unchanged' | 'ignore' | 'delete' | 'none';
   /** status: write the subresource. */
   status: boolean;
@@ -30,6 +31,8 @@ export interface Decision {
   record: boolean;
   /** adopt: the object exists without an owner; it is recorded as adopted (released, never deleted). */
   adopt?: boolean;
+  /** release: a strategy that does not own (UpdateAndDelete) acts on an object that still carries our marks: take them off. */
+  release?: boolean;
   /** drift: the update reverts changes made in the SKR (the manifest itself did not change). */
   drift: boolean;
   /** desired is the body to apply for create/update. */
@@ -49,15 +52,6 @@ export function desiredObject(p: PlanItem, owner: string): KubeObject {
     o.metadata.annotations[OWNER_ANNOTATION] = owner;
   }
   return o;
-}
-
-/** marksOnly is the body that adopts an object without changing anything else: our label and owner annotation. */
-function marksOnly(p: PlanItem, owner: string): KubeObject {
-  const { apiVersion, kind, metadata: { name, namespace } } = p.object!;
-  return {
-    apiVersion, kind,
-    metadata: { name, ...(namespace ? { namespace } : {}), labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE }, annotations: { [OWNER_ANNOTATION]: owner } },
-  };
 }
 
 /** ownerOf returns the owner annotation of a live object. */
@@ -96,13 +90,14 @@ export function decide(p: PlanItem, live: KubeObject | undefined, owner: string)
   const adopting = p.opts.own && liveOwner === undefined;
   if (!p.opts.sync) {
     return adopting
-      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false, desired: marksOnly(p, owner) }
+      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false }
       : { op: 'ignore', status: false, record: false, drift: false };
   }
   const desired = desiredObject(p, owner);
   const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
-  if (sameManifest && isSubset(desired, live)) return { op: 'unchanged', status: wantStatus(false), record: false, drift: false };
-  return { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, drift: sameManifest && !adopting, desired };
+  const release = !p.opts.own && liveOwner === owner;
+  if (sameManifest && isSubset(desired, live)) return { op: 'unchanged', status: wantStatus(false), record: false, drift: false, release };
+  return { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, drift: sameManifest && !adopting, desired, release };
 }
 
 function change(p: PlanItem, action: Change['action'], drift = false): Change {
@@ -141,7 +136,7 @@ export async function guard<T>(fn: () => Promise<T>): Promise<T> {
 }
 
 /** execute carries out a decision and returns the item's result. */
-export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, config: Config): Promise<ItemResult> {
+export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, owner: string, config: Config): Promise<ItemResult> {
   if (d.done) return d.done;
   const name = p.item.name;
   const what = describeId(p.id!);
@@ -152,15 +147,18 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
         res = result(name, 'Ready', 'Created', 'resource has been created', { change: change(p, 'created') });
         break;
-      case 'update':
-        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+      case 'update': {
+        const after = await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        if (d.release) await guard(() => release(skr, p.info!, after, config, false));
         res = d.adopt ? adopted(p, change(p, 'configured')) : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift) });
         break;
+      }
       case 'adopt':
-        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        await guard(() => stamp(skr, p.info!, live!, owner, config));
         res = adopted(p, change(p, 'configured'));
         break;
       case 'unchanged':
+        if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
         res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
         break;
       case 'ignore':

@@ -6,14 +6,13 @@
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
 import { parseApiVersion, validateKind, validateName, validateNamespace } from '../identity.ts';
-import { PatchType } from '../kube/client.ts';
-import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
-import { deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
-import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type InventoryEntry } from '../model.ts';
+import type { InventoryEntry } from '../model.ts';
 import { installRank } from '../strategies.ts';
 import { mapLimit } from '../util.ts';
 import { guard, ownerOf, requestFailure } from './items.ts';
+import { release } from './marks.ts';
 
 /** PruneOutcome says, per entry, whether it may leave the inventory. */
 export interface PruneOutcome {
@@ -47,7 +46,7 @@ export async function deleteEntries(skr: Cluster, entries: InventoryEntry[], own
       // An entry we could never have written names nothing of ours.
       if (!validEntry(e)) return void out.gone.push(e);
       try {
-        await pruneOne(skr, e, owner, out);
+        await pruneOne(skr, e, owner, out, config);
       } catch (err) {
         out.failed.push({ entry: e, message: requestFailure(describeId(e), err).message });
       }
@@ -56,14 +55,14 @@ export async function deleteEntries(skr: Cluster, entries: InventoryEntry[], own
   return out;
 }
 
-async function pruneOne(skr: Cluster, e: InventoryEntry, owner: string, out: PruneOutcome): Promise<void> {
+async function pruneOne(skr: Cluster, e: InventoryEntry, owner: string, out: PruneOutcome, config: Config): Promise<void> {
   const info = await guard(() => skr.mapper.find(e.apiVersion, e.kind));
   // A kind the SKR no longer serves has no objects left.
   if (!info) return void out.gone.push(e);
   const live = await guard(() => getObject(skr, info, e.namespace, e.name));
   if (!live || ownerOf(live) !== owner) return void out.gone.push(e);
   if (e.adopted) {
-    await guard(() => release(skr, info, live));
+    await guard(() => release(skr, info, live, config, true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);
   }
@@ -74,15 +73,4 @@ async function pruneOne(skr: Cluster, e: InventoryEntry, owner: string, out: Pru
     if (!after || after.metadata.uid !== live.metadata.uid) return void out.gone.push(e);
   }
   out.pending.push(e);
-}
-
-/** release removes our label and annotations from the object read, on the condition that it is still that object (uid). */
-async function release(skr: Cluster, info: ResourceInfo, live: KubeObject): Promise<void> {
-  const pointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
-  const ops: object[] = [{ op: 'test', path: '/metadata/uid', value: live.metadata.uid }];
-  if (live.metadata.labels?.[MANAGED_BY_LABEL] !== undefined) ops.push({ op: 'remove', path: `/metadata/labels/${pointer(MANAGED_BY_LABEL)}` });
-  for (const a of [OWNER_ANNOTATION, HASH_ANNOTATION]) {
-    if (live.metadata.annotations?.[a] !== undefined) ops.push({ op: 'remove', path: `/metadata/annotations/${pointer(a)}` });
-  }
-  await skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), { body: ops, contentType: PatchType.json });
 }

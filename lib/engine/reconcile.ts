@@ -134,7 +134,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!, decisions[i]!.adopt)] : [])));
     const done = await mapLimit(active, config.applyConcurrency, (p, i) =>
       inSpan('apply item', itemAttributes(p), async (span) => {
-        let r = await execute(skr, p, decisions[i]!, lives[i], config);
+        let r = await execute(skr, p, decisions[i]!, lives[i], owner, config);
         // An adopted object says so on every run, not only the one that adopted it.
         if (r.state === 'Ready' && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = adopted(p, r.change);
         span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
