@@ -302,10 +302,23 @@ describe('trust boundary', () => {
       ['a reconcile request for a tenant SyncResource', EventTypes.reconcile, { namespace: tenant, name: 'tenant', trigger: 'resync' }],
       ['a reconcile request with a path', EventTypes.reconcile, { namespace: `${s.ns}/..`, name, trigger: 'resync' }],
     ];
+    // Events shaped like the sources' (ApiServerSource Reference mode, PingSource), with the extensions the Triggers filter on.
+    const sourced: [string, string, Record<string, unknown>, Record<string, string>][] = [
+      ['a Kyma event whose name is a label selector', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=x' }, { kind: 'Kyma' }],
+      ['a Kyma event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', namespace: tenant, name: 'iso' }, { kind: 'Kyma' }],
+      ['a SyncResource event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', namespace: tenant, name: 'tenant' }, { kind: 'SyncResource' }],
+      ['a Secret event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'v1', kind: 'Secret', namespace: tenant, name: isoSecret.metadata.name }, { kind: 'Secret' }],
+      ['a Secret event with a path', 'dev.knative.apiserver.ref.add', { apiVersion: 'v1', kind: 'Secret', namespace: s.ns, name: '../secrets' }, { kind: 'Secret' }],
+    ];
     const brokerUrl = s.runtime.broker.url;
     const retries = s.runtime.broker.stats.retries;
     for (const [title, type, data] of forged) {
       const msg = HTTP.binary(new CloudEvent({ type, source: '/attacker', data }));
+      const res = await fetch(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string });
+      expect(res.status, title).toBeLessThan(300);
+    }
+    for (const [title, type, data, ext] of sourced) {
+      const msg = HTTP.binary(new CloudEvent({ type, source: '/attacker', data, ...ext }));
       const res = await fetch(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string });
       expect(res.status, title).toBeLessThan(300);
     }
@@ -318,7 +331,9 @@ describe('trust boundary', () => {
     expect(JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status).toBeUndefined();
     expect((await kubectl(iso, ['get', 'configmap', 'forged', '-n', A2, '-o', 'name'])).trim()).toBe('configmap/forged');
     // Malformed data is refused (400) once, never redelivered; nothing forged was retried.
-    expect(s.runtime.broker.byObject.get(`${s.ns}/../x`)).toEqual({ attempts: 1, failures: 1 });
+    for (const key of [`${s.ns}/../x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`, `${s.ns}/../secrets`]) {
+      expect(s.runtime.broker.byObject.get(key), key).toEqual({ attempts: 1, failures: 1 });
+    }
     const failing = [...s.runtime.broker.byObject].filter(([, c]) => c.failures > 0).map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
     expect(s.runtime.broker.stats.retries - retries, failing.join(', ')).toBe(0);
   });

@@ -15,6 +15,11 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
   if ((event as unknown as { kind?: string }).kind === 'Secret') {
     return run(context, event, 'resolve-cluster', async (d, log) => {
+      // Secrets outside the control-plane namespaces are never read.
+      if (!d.config.controlPlaneNamespaces.includes(ref.namespace)) {
+        log.warn({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+        return undefined;
+      }
       const kyma = await kymaOfSecret(d, ref.namespace, ref.name);
       const sent = kyma ? await resyncKyma(d, ref.namespace, kyma, 'secret') : 0;
       log.info({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: kyma, sent }, 'resync requested');

@@ -3,9 +3,9 @@
 // resolve-cluster, which may read Secrets.)
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { ApiServerRefTypes, PING_TYPE, type ObjectRef } from '../../lib/events.ts';
+import { ApiServerRefTypes, checkRef, PING_TYPE, type ObjectRef } from '../../lib/events.ts';
 import { resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
-import { HttpError, run } from '../shared.ts';
+import { checkData, HttpError, run } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
@@ -17,9 +17,8 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
       return;
     }
     if (!(ApiServerRefTypes as readonly string[]).includes(event.type)) throw new HttpError(400, `unexpected event type ${event.type}`);
-    const ref = event.data as ObjectRef | undefined;
-    if (!ref?.name || !ref.namespace) throw new HttpError(400, 'event data is not an object reference');
-    const kind = (event as unknown as { kind?: string }).kind ?? ref.kind;
+    const ref = checkData(() => checkRef(event.data));
+    const kind = (event as unknown as { kind?: string }).kind ?? (event.data as Partial<ObjectRef>).kind;
     if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
     const sent = await resyncKyma(d, ref.namespace, ref.name, 'kyma');
     log.info({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}`, sent }, 'resync requested');
