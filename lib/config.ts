@@ -61,6 +61,12 @@ export function isRestrictedKind(config: Pick<Config, 'restrictedKinds'>, group:
   });
 }
 
+/** outsideControlPlane says why a SyncResource in namespace is ignored, or undefined when it is acted on. */
+export function outsideControlPlane(namespace: string, config: Pick<Config, 'controlPlaneNamespaces'>): string | undefined {
+  if (config.controlPlaneNamespaces.includes(namespace)) return undefined;
+  return `namespace ${namespace} is not a control-plane namespace (${config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`;
+}
+
 /** ConfigError says which variable is wrong. */
 export class ConfigError extends Error {
   constructor(variable: string, problem: string) {

@@ -27,9 +27,12 @@ import type { Cluster } from '../lib/kube/objects.ts';
 import { Recorder } from '../lib/kube/recorder.ts';
 import type { SyncResource } from '../lib/model.ts';
 import type { Deps } from '../lib/pipeline/deps.ts';
+import { syncResourceSpecSchema } from '../lib/crd.ts';
+import { validateText } from '../lib/validate.ts';
 import { cluster, uniqueName } from './helpers.ts';
 
 const dir = join(import.meta.dirname, 'fixtures', 'bad-input');
+const specSchema = syncResourceSpecSchema();
 const ctx = {} as Context;
 let kcp: Cluster;
 let deps: Deps;
@@ -104,7 +107,10 @@ describe('bad-input corpus', async () => {
       expect(JSON.stringify(sr?.status)).not.toContain(subst.EXPIRED_KEY!.slice(0, 40));
       return;
     }
-    const obj = load(fill(text).replace('name: NAME', `name: ${name}`)) as object;
+    const filled = fill(text).replace('name: NAME', `name: ${name}`);
+    const obj = load(filled) as object;
+    // The CLI's offline check runs the product's own code: what it finds, the product writes (or the API server refuses).
+    const offline = validateText(filled, file, deps.config, specSchema).findings;
     let created = true;
     try {
       await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), { body: obj });
@@ -115,8 +121,10 @@ describe('bad-input corpus', async () => {
     }
     if (kind === 'admission') {
       expect(created, 'rejected at admission').toBe(false);
+      expect(offline.filter((f) => f.reason === 'Rejected').map((f) => f.message).join('\n'), 'validate refuses it too').toMatch(new RegExp(rest!));
       return;
     }
+    expect(offline.filter((f) => f.reason === 'Rejected'), 'validate accepts what the API server accepts').toEqual([]);
     expect(created).toBe(true);
     const sr = await pipeline(name);
     if (kind === 'cluster') {
@@ -128,6 +136,12 @@ describe('bad-input corpus', async () => {
     const [item, state, reason, ...msg] = rest!.split(' ');
     expect(kind).toBe('item');
     expect(sr?.status?.items?.find((i) => i.name === item)).toMatchObject({ state, reason });
+    // Every finding of validate is exactly what the product wrote; what validate can know offline, it finds.
+    for (const f of offline) {
+      expect(sr?.status?.items?.find((i) => i.name === f.item), `${f.item} ${f.reason}`).toEqual({ name: f.item, state: f.state, reason: f.reason, message: f.message });
+    }
+    const knowable = reason === 'Restricted' || reason === 'DuplicateObject' || (reason === 'InvalidManifest' && !/cluster-scoped/.test(msg.join(' ')));
+    expect(offline.map((f) => f.item), 'validate finds what it can know offline').toEqual(knowable ? [item] : []);
     if (msg.length > 0) expect(sr?.status?.items?.find((i) => i.name === item)?.message).toMatch(new RegExp(msg.join(' ')));
   });
 });

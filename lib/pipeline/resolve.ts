@@ -4,6 +4,7 @@
 // the status step writes them; a SyncResource being deleted whose cluster is gone is
 // released (finalizer removed, Warning event) instead of blocking forever.
 import { ResolutionError } from '../cluster/resolve.ts';
+import { outsideControlPlane } from '../config.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
 import { TerminalError } from '../kube/errors.ts';
@@ -75,12 +76,10 @@ export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {})
 }
 
 async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger'], since: string | undefined): Promise<ResolveOutcome> {
-  if (!deps.config.controlPlaneNamespaces.includes(ref.namespace)) {
+  const ignored = outsideControlPlane(ref.namespace, deps.config);
+  if (ignored) {
     const sr = await deps.store.get(ref.namespace, ref.name);
-    if (sr) {
-      await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve',
-        `namespace ${ref.namespace} is not a control-plane namespace (${deps.config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`);
-    }
+    if (sr) await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve', ignored);
     return { kind: 'none', why: 'namespace not allowed' };
   }
   const sr = await deps.store.get(ref.namespace, ref.name);

@@ -1,0 +1,170 @@
+#!/usr/bin/env node
+// kcp-sync: the module teams' CLI. `validate` checks SyncResource files offline with the
+// product's own rules; `diff` shows what a reconcile would do in an SKR, writing nothing.
+// A thin adapter: argument parsing and output here, the checks in lib/validate.ts and
+// lib/diff.ts.
+import { readFile } from 'node:fs/promises';
+import { parseArgs } from 'node:util';
+import { loadAll } from 'js-yaml';
+import { parseConfig, type Config } from '../lib/config.ts';
+import { syncResourceSpecSchema } from '../lib/crd.ts';
+import { CHANGES, diffSyncResource, type ItemDiff } from '../lib/diff.ts';
+import { KubeClient } from '../lib/kube/client.ts';
+import type { Credentials } from '../lib/kube/credentials.ts';
+import { RestMapper } from '../lib/kube/discovery.ts';
+import { SYNC_API_VERSION, type SyncResource } from '../lib/model.ts';
+import { validateText, type ValidateReport } from '../lib/validate.ts';
+
+const usage = {
+  main: `kcp-sync: validate and diff SyncResources
+
+Commands:
+  kcp-sync validate FILE...                  check SyncResource files offline
+  kcp-sync diff FILE --kubeconfig SKR        show what a reconcile would do in that cluster
+
+Run "kcp-sync <command> --help" for a command's options.`,
+  validate: `kcp-sync validate FILE... [-o json]
+
+Checks SyncResources offline with the product's own rules: the CRD's schema and rules,
+the item parser, identities, restricted kinds and protected namespaces (from
+SYNC_RESTRICTED_KINDS, SYNC_PROTECTED_NAMESPACES, SYNC_CONTROL_PLANE_NAMESPACES) and
+duplicate objects. FILE may hold several documents; "-" reads standard input; documents
+of other kinds are reported and skipped.
+
+Each problem is printed with its SyncResource, item, state, reason and message: what the
+product would write into the status (or why the API server would refuse the object).
+
+Exit status: 0 clean, 1 problems found, 2 a file could not be read.`,
+  diff: `kcp-sync diff FILE --kubeconfig SKR [--context C] [-o json]
+
+Shows, per item of each SyncResource in FILE, what a reconcile would do in the cluster of
+the kubeconfig: create, update, adopt, delete, unchanged, conflict, restricted, not
+found, or error; updates come with a unified diff of the fields the product owns, from a
+server-side dry-run apply with its field manager. Secret values are masked. Nothing is
+written. Objects pruned because an item was removed are not shown (that needs the
+SyncResource's inventory in the control plane).
+
+Exit status: 0 nothing would change, 1 something would change, 2 errors.`,
+};
+
+type Format = 'text' | 'json';
+
+/** table aligns rows into columns for people. */
+function table(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+}
+
+async function readInput(file: string): Promise<string> {
+  if (file !== '-') return readFile(file, 'utf8');
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+async function validate(files: string[], format: Format, config: Config): Promise<number> {
+  const schema = syncResourceSpecSchema();
+  const reports: ValidateReport[] = [];
+  for (const file of files) reports.push(validateText(await readInput(file), file, config, schema));
+  const findings = reports.flatMap((r) => r.findings);
+  if (format === 'json') {
+    console.log(JSON.stringify({ ok: findings.length === 0, reports }, null, 2));
+  } else {
+    for (const r of reports) {
+      for (const s of r.skipped) console.log(`${r.source}: skipped ${s} (not a SyncResource)`);
+      for (const u of r.unchecked) console.log(`${r.source}: rule not checked offline: ${u}`);
+    }
+    if (findings.length > 0) {
+      console.log(table([['FILE', 'SYNCRESOURCE', 'ITEM', 'STATE', 'REASON', 'MESSAGE'],
+        ...findings.map((f) => [f.source, f.syncResource, f.item ?? '-', f.state, f.reason, f.message])]));
+    }
+    const count = reports.reduce((n, r) => n + r.syncResources.length, 0);
+    console.log(findings.length === 0 ? `${count} SyncResources valid` : `${findings.length} problems in ${count} SyncResources`);
+  }
+  return findings.length === 0 ? 0 : 1;
+}
+
+/** personCredentials reads a person's kubeconfig as kubectl would (files, credential plugins: their choice). */
+async function personCredentials(path: string, context: string | undefined): Promise<Credentials> {
+  const { KubeConfig } = await import('@kubernetes/client-node');
+  const kc = new KubeConfig();
+  kc.loadFromFile(path);
+  if (context) kc.setCurrentContext(context);
+  const cluster = kc.getCurrentCluster();
+  if (!cluster) throw new Error(`kubeconfig ${path} has no cluster for context ${kc.getCurrentContext()}`);
+  const opts: { ca?: Buffer; cert?: Buffer; key?: Buffer; headers?: Record<string, string> } = {};
+  await kc.applyToHTTPSOptions(opts as never);
+  const auth = opts.headers?.Authorization ?? opts.headers?.authorization;
+  const token = auth?.replace(/^Bearer /, '');
+  return {
+    server: cluster.server.replace(/\/+$/, ''),
+    ...(opts.ca ? { ca: Buffer.from(opts.ca) } : {}),
+    ...(opts.cert ? { cert: Buffer.from(opts.cert) } : {}),
+    ...(opts.key ? { key: Buffer.from(opts.key) } : {}),
+    ...(token ? { token: () => token } : {}),
+    insecure: cluster.skipTLSVerify === true,
+    ...(cluster.tlsServerName ? { servername: cluster.tlsServerName } : {}),
+  };
+}
+
+async function diff(file: string, kubeconfig: string, context: string | undefined, format: Format, config: Config): Promise<number> {
+  const docs = (loadAll(await readInput(file), { maxAliases: 0 }) as SyncResource[])
+    .filter((d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource');
+  if (docs.length === 0) throw new Error(`${file} holds no SyncResource`);
+  const client = KubeClient.create(await personCredentials(kubeconfig, context), { name: 'skr' });
+  const results: { syncResource: string; items: ItemDiff[] }[] = [];
+  try {
+    const skr = { client, mapper: new RestMapper(client) };
+    for (const sr of docs) {
+      sr.metadata.namespace ??= config.controlPlaneNamespaces[0];
+      results.push({ syncResource: `${sr.metadata.namespace}/${sr.metadata.name}`, items: await diffSyncResource(sr, skr, config) });
+    }
+  } finally {
+    await client.close();
+  }
+  const all = results.flatMap((r) => r.items);
+  if (format === 'json') {
+    console.log(JSON.stringify({ changes: all.some((i) => CHANGES.has(i.outcome)), syncResources: results }, null, 2));
+  } else {
+    for (const r of results) {
+      console.log(`SyncResource ${r.syncResource}`);
+      console.log(table([['ITEM', 'OUTCOME', 'OBJECT', 'DETAIL'],
+        ...r.items.map((i) => [i.item, i.outcome, i.object ?? '-', [i.reason, i.message].filter(Boolean).join(': ') || '-'])]));
+      for (const i of r.items) if (i.diff && CHANGES.has(i.outcome)) console.log(i.diff);
+    }
+  }
+  if (all.some((i) => i.outcome === 'error' || i.outcome === 'conflict')) return 2;
+  return all.some((i) => CHANGES.has(i.outcome)) ? 1 : 0;
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [command, ...rest] = argv;
+  const { values, positionals } = parseArgs({
+    args: rest, allowPositionals: true,
+    options: { help: { type: 'boolean', short: 'h' }, output: { type: 'string', short: 'o' }, kubeconfig: { type: 'string' }, context: { type: 'string' } },
+  });
+  if (command !== 'validate' && command !== 'diff') {
+    console.log(usage.main);
+    return command === undefined || command === '--help' || command === '-h' || command === 'help' ? 0 : 2;
+  }
+  if (values.help) {
+    console.log(usage[command]);
+    return 0;
+  }
+  const format = values.output === 'json' ? 'json' : values.output === undefined ? 'text' : undefined;
+  if (!format) throw new Error(`-o ${values.output}: only json is supported`);
+  const config = parseConfig();
+  if (command === 'validate') {
+    if (positionals.length === 0) throw new Error('validate needs at least one FILE (or - for standard input)');
+    return validate(positionals, format, config);
+  }
+  if (positionals.length !== 1 || !values.kubeconfig) throw new Error('diff needs one FILE and --kubeconfig');
+  return diff(positionals[0]!, values.kubeconfig, values.context, format, config);
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  console.error(`kcp-sync: ${err instanceof Error ? err.message : String(err)}`);
+  process.exitCode = 2;
+}

@@ -1,0 +1,123 @@
+// diff.ts tells, per item, what a reconcile of a SyncResource would do in a cluster,
+// without writing: the engine's own parsing, kind resolution, reads and decisions
+// (engine/plan.ts, engine/items.ts), and a server-side dry-run apply with the product's
+// field manager for the fields it would own, shown as a unified diff. Secret values are
+// masked. Pruning needs the inventory in the KCP and is not shown.
+import { createTwoFilesPatch } from 'diff';
+import { dump } from 'js-yaml';
+import type { Config } from './config.ts';
+import { decide, itemFailure, observe } from './engine/items.ts';
+import { parseItems, resolveKind, type PlanItem } from './engine/plan.ts';
+import { mergeFields, ownedFields, project } from './fields.ts';
+import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
+import { describeId } from './manifest.ts';
+import { ownerRef, type SyncResource } from './model.ts';
+
+/** Outcome is what a reconcile would do to an item's object. */
+export type Outcome = 'create' | 'update' | 'adopt' | 'delete' | 'unchanged' | 'conflict' | 'restricted' | 'not found' | 'error';
+
+/** ItemDiff is one item's outcome, with the product's reason and message where it has one. */
+export interface ItemDiff {
+  item: string;
+  outcome: Outcome;
+  object?: string;
+  reason?: string;
+  message?: string;
+  /** diff is a unified diff of the fields the product owns (Secret values masked). */
+  diff?: string;
+}
+
+/** CHANGES are the outcomes that change the cluster. */
+export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt', 'delete']);
+
+/** diffSyncResource computes every item's outcome for sr in the cluster skr; nothing is written. */
+export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: Config): Promise<ItemDiff[]> {
+  const owner = ownerRef(sr);
+  const plan = parseItems(sr.spec.items ?? [], config);
+  const out: ItemDiff[] = [];
+  for (const p of plan) {
+    const object = p.id ? describeId(p.id) : undefined;
+    const base = { item: p.item.name, ...(object ? { object } : {}) };
+    try {
+      await resolveKind(p, plan, skr, config);
+      if (p.done) {
+        out.push({ ...base, outcome: p.done.reason === 'Restricted' ? 'restricted' : 'error', reason: p.done.reason, message: p.done.message });
+        continue;
+      }
+      const live = await observe(skr, p);
+      out.push({ ...base, ...(await outcomeOf(p, live, owner, skr, config)) });
+    } catch (err) {
+      const r = itemFailure(p, err);
+      out.push({ ...base, outcome: 'error', reason: r.reason, message: r.message });
+    }
+  }
+  return out;
+}
+
+async function outcomeOf(p: PlanItem, live: KubeObject | undefined, owner: string, skr: Cluster, config: Config): Promise<Omit<ItemDiff, 'item' | 'object'>> {
+  const d = decide(p, live, owner);
+  if (d.done) {
+    const outcome: Outcome = d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
+    return { outcome, reason: d.done.reason, message: d.done.message };
+  }
+  switch (d.op) {
+    case 'delete':
+      return { outcome: 'delete', message: `${describeId(p.id!)} would be deleted` };
+    case 'adopt':
+      return { outcome: 'adopt', message: `${describeId(p.id!)} exists without an owner and would be adopted (our label and owner annotation only)` };
+    case 'create':
+    case 'update': {
+      const after = await applyObject(skr, p.info!, d.desired!, config.fieldManager, undefined, true);
+      const fields = mergeFields(ownedFields(live, config.fieldManager), ownedFields(after, config.fieldManager));
+      const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
+      const [before, next] = secretValues(p, live, d.desired!, live ? project(live, fields) : undefined, project(after, fields));
+      return { outcome, diff: unified(p, before, next) };
+    }
+    case 'unchanged':
+    case 'ignore':
+    case 'none':
+      return d.status
+        ? { outcome: 'update', message: `the status of ${describeId(p.id!)} would be written` }
+        : { outcome: 'unchanged' };
+  }
+}
+
+/**
+ * secretValues adds a Secret's values to both sides: the server turns stringData into data
+ * and tracks no field of it, so the keys the manifest sets are compared as data (masked later).
+ */
+function secretValues(p: PlanItem, live: KubeObject | undefined, desired: KubeObject, before: unknown, after: unknown): [unknown, unknown] {
+  if (!(p.info?.apiVersion === 'v1' && p.info.kind === 'Secret')) return [before, after];
+  const want: Record<string, string> = { ...(desired.data as Record<string, string> | undefined) };
+  for (const [k, v] of Object.entries((desired.stringData ?? {}) as Record<string, string>)) want[k] = Buffer.from(String(v)).toString('base64');
+  const had = (live?.data ?? {}) as Record<string, string>;
+  const b = { ...(before as Record<string, unknown> | undefined) };
+  const a = { ...(after as Record<string, unknown> | undefined) };
+  const keys = Object.keys(want);
+  if (keys.some((k) => had[k] !== undefined)) b.data = Object.fromEntries(keys.filter((k) => had[k] !== undefined).map((k) => [k, had[k]]));
+  if (keys.length > 0) a.data = want;
+  delete a.stringData;
+  return [live ? b : undefined, a];
+}
+
+function unified(p: PlanItem, before: unknown, after: unknown): string {
+  const secret = p.info?.apiVersion === 'v1' && p.info.kind === 'Secret';
+  const [b, a] = secret ? mask(before, after) : [before, after];
+  const text = (v: unknown) => (v === undefined ? '' : dump(v, { sortKeys: true, lineWidth: -1 }));
+  const name = describeId(p.id!);
+  return createTwoFilesPatch(`${name} (live)`, `${name} (after apply)`, text(b), text(a), undefined, undefined, { context: 3 });
+}
+
+/** mask replaces Secret values: equal ones by "***", changed ones by "*** (changed)" on the side after. */
+function mask(before: unknown, after: unknown): [unknown, unknown] {
+  const maps = (v: unknown) => (v ?? {}) as Record<string, Record<string, unknown> | undefined>;
+  const b = structuredClone(maps(before));
+  const a = structuredClone(maps(after));
+  for (const field of ['data', 'stringData']) {
+    const old = b[field] ?? {};
+    const now = a[field] ?? {};
+    for (const k of Object.keys(now)) now[k] = old[k] !== undefined && old[k] === now[k] ? '***' : '*** (changed)';
+    for (const k of Object.keys(old)) old[k] = '***';
+  }
+  return [before === undefined ? undefined : b, after === undefined ? undefined : a];
+}
