@@ -2,10 +2,10 @@
 // the examples and from standard input, diff against a real local SKR for every outcome,
 // exit codes, JSON output, masked Secret values, and a cluster left exactly as it was.
 import { execFile } from 'node:child_process';
-import { readdir, writeFile } from 'node:fs/promises';
+import { readdir, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { dump } from 'js-yaml';
+import { dump, load } from 'js-yaml';
 import { describe, expect, inject, it } from 'vitest';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
 import { OWNER_ANNOTATION, SYNC_API_VERSION, type SyncItem } from '../lib/model.ts';
@@ -164,6 +164,26 @@ describe('kcp-sync diff', () => {
     await writeFile(file, srDoc(h.name, items.slice(0, 3)));
     expect((await cli(['diff', file, '--kubeconfig', skrKubeconfig])).code).toBe(1);
     expect((await cli(['diff', file, '--kubeconfig', '/nonexistent'])).code).toBe(2);
+
+    // A person's kubeconfig with a credential plugin (refused in access Secrets) works here.
+    const admin = load(await readFile(skrKubeconfig, 'utf8')) as { clusters: [{ cluster: Record<string, string> }]; users: [{ user: Record<string, string> }] };
+    const credential = join(tmpdir(), `${h.name}-cred.json`);
+    await writeFile(credential, JSON.stringify({
+      apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential',
+      status: { clientCertificateData: Buffer.from(admin.users[0].user['client-certificate-data']!, 'base64').toString(), clientKeyData: Buffer.from(admin.users[0].user['client-key-data']!, 'base64').toString() },
+    }));
+    const withPlugin = join(tmpdir(), `${h.name}-exec.yaml`);
+    await writeFile(withPlugin, dump({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'skr',
+      clusters: [{ name: 'skr', cluster: admin.clusters[0].cluster }],
+      users: [{ name: 'me', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'cat', args: [credential], interactiveMode: 'Never' } } }],
+      contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'me' } }],
+    }));
+    await writeFile(file, srDoc(h.name, items.slice(0, 1)));
+    const viaPlugin = await cli(['diff', file, '--kubeconfig', withPlugin]);
+    expect(viaPlugin.stderr).toBe('');
+    expect(viaPlugin.stdout).toMatch(/^same\s+unchanged\s+ConfigMap /m);
+    expect(viaPlugin.code).toBe(0);
 
     // Nothing was written: every object as it was, the new one still absent.
     expect(await state()).toEqual(before);
