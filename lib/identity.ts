@@ -59,6 +59,14 @@ export function validateName(name: string, field = 'metadata.name'): void {
   }
 }
 
+/** checkIdentity validates every field of an object's identity (IdentityError names the first that is not valid). */
+export function checkIdentity(id: { apiVersion: string; kind: string; name: string; namespace?: string | undefined }): void {
+  parseApiVersion(id.apiVersion);
+  validateKind(id.kind);
+  validateName(id.name);
+  if (id.namespace !== undefined) validateNamespace(id.namespace);
+}
+
 /** UnsafePathError is a request path with a segment that could change what the path addresses. */
 export class UnsafePathError extends Error {
   constructor(path: string, segment: string) {

@@ -3,7 +3,7 @@
 // documents, aliases (a "billion laughs" text fails at its first alias, before any
 // expansion), deep nesting, oversize text, missing identity, list kinds.
 import { loadAll } from 'js-yaml';
-import { IdentityError, parseApiVersion, validateKind, validateName, validateNamespace } from './identity.ts';
+import { checkIdentity, IdentityError } from './identity.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
 
@@ -55,10 +55,7 @@ export function parseManifest(text: string, field: 'resource' | 'subresource', m
     throw new ManifestError(`${field} has an invalid metadata.namespace`);
   }
   try {
-    parseApiVersion(obj.apiVersion as string);
-    validateKind(kind);
-    validateName(meta.name);
-    if (meta.namespace !== undefined) validateNamespace(meta.namespace as string);
+    checkIdentity({ apiVersion: obj.apiVersion as string, kind, name: meta.name, namespace: meta.namespace as string | undefined });
   } catch (err) {
     if (err instanceof IdentityError) throw new ManifestError(`${field} ${err.message}`);
     throw err;

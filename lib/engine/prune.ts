@@ -5,7 +5,7 @@
 // entry: it is reported and kept, and the other entries proceed.
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
-import { parseApiVersion, validateKind, validateName, validateNamespace } from '../identity.ts';
+import { checkIdentity } from '../identity.ts';
 import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
@@ -18,18 +18,15 @@ import { release } from './marks.ts';
 export interface PruneOutcome {
   gone: InventoryEntry[];
   pending: InventoryEntry[];
-  /** failed entries stay in the inventory; message is the API's answer. */
-  failed: { entry: InventoryEntry; message: string }[];
+  /** failed objects (kind/namespace/name) stay in the inventory; message names the object and has the API's answer. */
+  failed: { subject: string; message: string }[];
   changes: Change[];
 }
 
 /** validEntry tells whether an inventory entry names an object we could have recorded (we validate before recording). */
 function validEntry(e: InventoryEntry): boolean {
   try {
-    parseApiVersion(e.apiVersion);
-    validateKind(e.kind);
-    validateName(e.name);
-    if (e.namespace !== undefined) validateNamespace(e.namespace);
+    checkIdentity(e);
     return true;
   } catch {
     return false;
@@ -48,7 +45,7 @@ export async function deleteEntries(skr: Cluster, entries: InventoryEntry[], own
       try {
         await pruneOne(skr, e, owner, out, config);
       } catch (err) {
-        out.failed.push({ entry: e, message: requestFailure(describeId(e), err).message });
+        out.failed.push({ subject: subjectOf(e), message: requestFailure(describeId(e), err).message });
       }
     });
   }

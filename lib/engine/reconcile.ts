@@ -13,8 +13,7 @@ import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
-import { deleteEntries, type PruneOutcome } from './prune.ts';
-import { subjectOf } from '../changeset.ts';
+import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
 /** ReconcileDeps are the engine's collaborators, resolved by the caller. */
@@ -126,8 +125,9 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
         return undefined;
       }
     });
-    const active = observed.filter((o) => o !== undefined).map((o) => o.p);
-    const lives = observed.filter((o) => o !== undefined).map((o) => o.live);
+    const present = observed.filter((o) => o !== undefined);
+    const active = present.map((o) => o.p);
+    const lives = present.map((o) => o.live);
     const decisions = active.map((p, i) => decide(p, lives[i], owner));
     await rehearseRefusedCreates(skr, active, decisions, sr, config);
     // Write-ahead: every object we are about to stamp as ours is recorded first.
@@ -166,7 +166,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const pruned = await deleteEntries(skr, orphans, owner, config);
   res.changes.push(...pruned.changes);
   res.pending = pruned.pending.map(objectKey);
-  res.failed = failures(pruned);
+  res.failed = pruned.failed;
   const goneKeys = new Set(pruned.gone.map(objectKey));
   const next: InventoryEntry[] = [];
   for (const e of inventory.entries) {
@@ -213,8 +213,6 @@ async function rehearseRefusedCreates(skr: Cluster, active: PlanItem[], decision
 /** keepsAdoption are the reasons an adopted object's item reports as Adopted. */
 const keepsAdoption = new Set(['Unchanged', 'Applied', 'Ignored']);
 
-const failures = (out: PruneOutcome) => out.failed.map((f) => ({ subject: subjectOf(f.entry), message: f.message }));
-
 /** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
 async function adoptOwned(active: PlanItem[], decisions: Decision[], lives: (KubeObject | undefined)[], owner: string, inventory: Inventory) {
   const missing = active.flatMap((p, i) =>
@@ -239,12 +237,15 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
   const deadline = Date.now() + config.crdWaitMs;
   for (const crd of needed) {
     while (Date.now() < deadline) {
-      // A read the SKR refuses ends the wait: the items that need the CRD report what they find.
-      const live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)).catch((err: unknown) => {
+      let live: { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+      try {
+        live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)) as typeof live;
+      } catch (err) {
+        // A read the SKR refuses ends the wait: the items that need the CRD report what they find.
         requestFailure(crd.item.name, err);
-        return 'refused' as const;
-      }) as 'refused' | { status?: { conditions?: { type: string; status: string }[] } } | undefined;
-      if (live === 'refused' || live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
+        break;
+      }
+      if (live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
       await sleep(100);
     }
   }
@@ -265,7 +266,7 @@ async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, invento
     const out = await deleteEntries(deps.skr, handled, ownerRef(sr), deps.config);
     res.changes.push(...out.changes);
     res.pending = out.pending.map(objectKey);
-    res.failed = failures(out);
+    res.failed = out.failed;
     const gone = new Set(out.gone.map(objectKey));
     await inventory.replace(inventory.entries.filter((e) => !gone.has(objectKey(e))));
     // The finalizer stays until every object is handled; a failure is reported, and the next run tries again.
