@@ -11,8 +11,9 @@ export interface Change {
   subject: string;
   action: Action;
   item?: string;
-  /** drift marks a re-apply that reverted changes made in the SKR. */
+  /** drift marks a re-apply that reverted changes made in the SKR; cause names the fields and the managers that changed them. */
   drift?: boolean;
+  cause?: { paths: string[]; managers: string[] };
 }
 
 /** subjectOf renders the change-set name of an object. */
@@ -24,4 +25,12 @@ export function summarize(changes: Change[]): Record<Action, number> {
   const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0, released: 0 };
   for (const c of changes) out[c.action]++;
   return out;
+}
+
+/** describeCorrection renders a drift correction for events and logs: "ConfigMap kyma-system/x: data.k changed by kubectl-edit; reverted". */
+export function describeCorrection(c: Change): string {
+  const [kind, ns, ...name] = c.subject.split('/');
+  const paths = c.cause?.paths.length ? c.cause.paths.slice(0, 5).join(', ') + (c.cause.paths.length > 5 ? ', …' : '') : 'fields';
+  const by = c.cause?.managers.length ? ` by ${c.cause.managers.join(', ')}` : '';
+  return `${kind} ${ns ? `${ns}/` : ''}${name.join('/')}: ${paths} changed${by}; reverted`;
 }

@@ -55,7 +55,7 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
 }
 
 async function outcomeOf(p: PlanItem, live: KubeObject | undefined, owner: string, skr: Cluster, config: Config): Promise<Omit<ItemDiff, 'item' | 'object'>> {
-  const d = decide(p, live, owner);
+  const d = decide(p, live, { owner, fieldManager: config.fieldManager });
   if (d.done) {
     const outcome: Outcome = d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
     return { outcome, reason: d.done.reason, message: d.done.message };

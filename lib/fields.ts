@@ -5,20 +5,35 @@
 /** FieldSet is a fieldsV1 tree: "f:<name>", "k:<json keys>", "v:<json value>", "i:<index>", "." for the node itself. */
 export type FieldSet = { [key: string]: FieldSet };
 
-interface ManagedFieldsEntry {
+/** ManagedFieldsEntry is one entry of metadata.managedFields. */
+export interface ManagedFieldsEntry {
   manager?: string;
   operation?: string;
   subresource?: string;
   fieldsV1?: FieldSet;
 }
 
-/** ownedFields merges the Apply field sets of manager on the object itself (not its subresources). */
-export function ownedFields(obj: { metadata?: { [k: string]: unknown } } | undefined, manager: string): FieldSet {
+/** managedFieldsOf returns an object's managedFields entries. */
+export const managedFieldsOf = (obj: { metadata?: { [k: string]: unknown } } | undefined): ManagedFieldsEntry[] =>
+  (obj?.metadata?.managedFields ?? []) as ManagedFieldsEntry[];
+
+/** ownedFields merges the Apply field sets of manager on the object itself, or on its subresource. */
+export function ownedFields(obj: { metadata?: { [k: string]: unknown } } | undefined, manager: string, subresource?: string): FieldSet {
   let out: FieldSet = {};
-  for (const e of (obj?.metadata?.managedFields ?? []) as ManagedFieldsEntry[]) {
-    if (e.manager === manager && e.operation === 'Apply' && !e.subresource && e.fieldsV1) out = mergeFields(out, e.fieldsV1);
+  for (const e of managedFieldsOf(obj)) {
+    if (e.manager === manager && e.operation === 'Apply' && (e.subresource ?? '') === (subresource ?? '') && e.fieldsV1) out = mergeFields(out, e.fieldsV1);
   }
   return out;
+}
+
+/** ownsPath tells whether a field set holds the field at path (map keys; a list counts as one field). */
+export function ownsPath(fields: FieldSet, path: string[]): boolean {
+  let node: FieldSet | undefined = fields;
+  for (const seg of path) {
+    node = node[`f:${seg}`];
+    if (!node) return false;
+  }
+  return true;
 }
 
 /** mergeFields is the union of two field sets. */

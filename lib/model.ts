@@ -42,6 +42,10 @@ export interface InventoryEntry {
   name: string;
   /** adopted marks an object that existed before this SyncResource took it over: it is released, never deleted. */
   adopted?: boolean;
+  /** digest is of what our field manager owned of the object right after our last apply, as the server stored it (drift.ts). */
+  digest?: string;
+  /** statusDigest is the same for the status a subresource item writes, tied to its text. */
+  statusDigest?: string;
 }
 
 /** ItemStatus is one entry of status.items. */

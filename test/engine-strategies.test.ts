@@ -13,7 +13,7 @@ describe('CreateAndSync', () => {
     let { sr, result } = await h.sync();
     expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Created' });
     expect(sr?.metadata.finalizers).toContain(FINALIZER);
-    expect(sr?.status?.synced).toEqual([{ item: 'cfg', apiVersion: 'v1', kind: 'ConfigMap', namespace: h.ns, name: 'cfg' }]);
+    expect(sr?.status?.synced).toMatchObject([{ item: 'cfg', apiVersion: 'v1', kind: 'ConfigMap', namespace: h.ns, name: 'cfg' }]);
     expect(result.changes).toEqual([{ subject: `ConfigMap/${h.ns}/cfg`, action: 'created', item: 'cfg' }]);
     let live = await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns);
     expect(live?.data).toEqual({ a: '1' });

@@ -209,8 +209,8 @@ describe('trust boundary', () => {
       expect(x?.status?.state).toBe('Ready');
       expect(x?.status?.synced ?? []).toEqual([]);
     });
-    await waitSr(s, `${P}-adopt-rename`, (x) => expect(x?.status?.synced).toEqual([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A, name: 'renamed3' }]));
-    await waitSr(s, `${P}-adopt-move`, (x) => expect(x?.status?.synced).toEqual([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'pre4' }]));
+    await waitSr(s, `${P}-adopt-rename`, (x) => expect(x?.status?.synced).toMatchObject([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A, name: 'renamed3' }]));
+    await waitSr(s, `${P}-adopt-move`, (x) => expect(x?.status?.synced).toMatchObject([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'pre4' }]));
     // A prune or a deletion that the SKR refuses is reported, names the object and the API's message, and blocks nothing else.
     const pruneFailed = await waitSr(s, `${P}-undeletable-prune`, (x) => {
       expect(x?.status?.state).toBe('Error');

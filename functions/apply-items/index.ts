@@ -22,6 +22,9 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     }
     const reply = makeEvent('apply-items', EventTypes.itemsApplied, out.data, traceExtensions(event));
     log.info({ ...fields, generation: out.data.result.generation, ...summarize(out.data.result.changes), clusterError: out.data.result.clusterError?.reason }, 'items applied');
+    for (const c of out.data.result.changes) {
+      if (c.drift) log.info({ ...fields, object: c.subject, paths: c.cause?.paths ?? [], managers: c.cause?.managers ?? [] }, 'drift corrected');
+    }
     if (out.retry) {
       await d.send(reply);
       throw new HttpError(503, `${out.data.result.clusterError!.reason}: retry later`);

@@ -12,7 +12,8 @@ export const entryOf = (item: string, id: ObjectId, adopted = false): InventoryE
 });
 
 const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
-  a.item === b.item && objectKey(a) === objectKey(b) && a.apiVersion === b.apiVersion && (a.adopted === true) === (b.adopted === true);
+  a.item === b.item && objectKey(a) === objectKey(b) && a.apiVersion === b.apiVersion && (a.adopted === true) === (b.adopted === true) &&
+  a.digest === b.digest && a.statusDigest === b.statusDigest;
 const same = (a: InventoryEntry[], b: InventoryEntry[]) => a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
 
 /** Inventory is the in-memory inventory of one run, written through on change. */

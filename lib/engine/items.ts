@@ -9,6 +9,9 @@ import { applyObject, deleteObject, getObject, IdentityMismatchError, type Clust
 import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 import { canonical, isSubset } from '../util.ts';
+import { ownedFields, project } from '../fields.ts';
+import type { InventoryEntry } from '../model.ts';
+import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
 import type { PlanItem } from './plan.ts';
 import { release, stamp } from './marks.ts';
 import { result, type ItemResult } from './result.ts';
@@ -33,8 +36,11 @@ export interface Decision {
   adopt?: boolean;
   /** release: a strategy that does not own (UpdateAndDelete) acts on an object that still carries our marks: take them off. */
   release?: boolean;
-  /** drift: the update reverts changes made in the SKR (the manifest itself did not change). */
+  /** drift: the update reverts changes made in the SKR (the manifest itself did not change); cause says which and by whom. */
   drift: boolean;
+  cause?: DriftCause;
+  /** confirm: no digest of our last apply is known; a dry run tells whether the values really differ before anything is written. */
+  confirm?: boolean;
   /** desired is the body to apply for create/update. */
   desired?: KubeObject;
   /** done is the result when nothing is to be written. */
@@ -57,8 +63,18 @@ export function desiredObject(p: PlanItem, owner: string): KubeObject {
 /** ownerOf returns the owner annotation of a live object. */
 export const ownerOf = (o: KubeObject | undefined): string | undefined => o?.metadata.annotations?.[OWNER_ANNOTATION];
 
+/** DecideContext is what decide needs besides the item and its live object. */
+export interface DecideContext {
+  /** owner is the owning SyncResource ("<namespace>/<name>"). */
+  owner: string;
+  fieldManager: string;
+  /** entry is the item's object's inventory entry, with the digests of our last apply. */
+  entry?: InventoryEntry | undefined;
+}
+
 /** decide computes the decision for an item from its live object (undefined: absent). */
-export function decide(p: PlanItem, live: KubeObject | undefined, owner: string): Decision {
+export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideContext): Decision {
+  const { owner, entry, fieldManager } = ctx;
   const name = p.item.name;
   const what = describeId(p.id!);
   const none = (done: ItemResult): Decision => ({ op: 'none', status: false, record: false, drift: false, done });
@@ -66,9 +82,14 @@ export function decide(p: PlanItem, live: KubeObject | undefined, owner: string)
   if (live && liveOwner && liveOwner !== owner) {
     return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${liveOwner}`));
   }
+  // The status is written again when its text changed or a field of ours in it changed (digest);
+  // without a digest (first run, an object we do not own) when it is not contained in the live status.
+  const statusDrifted = () => (entry?.statusDigest
+    ? entry.statusDigest !== statusDigest(p.status!.status, live!, fieldManager)
+    : !isSubset(p.status!.status, live?.status));
   const wantStatus = (creating: boolean) =>
     p.status !== undefined && (p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating)) &&
-    (creating || !isSubset(p.status.status, live?.status));
+    (creating || statusDrifted());
   if (p.opts.remove) {
     if (!live) return none(result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }));
     if (live.metadata.deletionTimestamp) return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
@@ -94,23 +115,30 @@ export function decide(p: PlanItem, live: KubeObject | undefined, owner: string)
       : { op: 'ignore', status: false, record: false, drift: false };
   }
   const desired = desiredObject(p, owner);
-  const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
   const release = !p.opts.own && liveOwner === owner;
-  if (sameManifest && isSubset(desired, live)) return { op: 'unchanged', status: wantStatus(false), record: false, drift: false, release };
-  return { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, drift: sameManifest && !adopting, desired, release };
+  const update = { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, desired, release } as const;
+  const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
+  if (!sameManifest || adopting) return { ...update, drift: false };
+  const unchanged: Decision = { op: 'unchanged', status: wantStatus(false), record: false, drift: false, release };
+  // Drift is decided on what our field manager owns, as the server stores it (drift.ts).
+  if (entry?.digest) {
+    return entry.digest === appliedDigest(live, fieldManager) ? unchanged : { ...update, drift: true, cause: driftCause(desired, live, fieldManager) };
+  }
+  if (isSubset(desired, live)) return unchanged;
+  return { ...update, drift: true, confirm: true, cause: driftCause(desired, live, fieldManager) };
 }
 
-function change(p: PlanItem, action: Change['action'], drift = false): Change {
-  return { subject: subjectOf(p.id!), action, item: p.item.name, ...(drift ? { drift } : {}) };
+function change(p: PlanItem, action: Change['action'], cause?: DriftCause): Change {
+  return { subject: subjectOf(p.id!), action, item: p.item.name, ...(cause ? { drift: true, cause } : {}) };
 }
 
 /**
- * observe reads an item's live object; unreachable clusters abort the run. With owner
- * and a list cache, a recent snapshot (taken at since or later) that shows nothing to do
- * stands in for the read.
+ * observe reads an item's live object; unreachable clusters abort the run. With a decide
+ * context and a list cache, a recent snapshot (taken at since or later) that shows nothing
+ * to do stands in for the read.
  */
-export async function observe(skr: Cluster, p: PlanItem, owner?: string, since?: number): Promise<KubeObject | undefined> {
-  if (owner && skr.lists && p.object && p.opts.own) {
+export async function observe(skr: Cluster, p: PlanItem, ctx?: DecideContext, since?: number): Promise<KubeObject | undefined> {
+  if (ctx && skr.lists && p.object && p.opts.own) {
     // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
     // reason to fail: the live read below decides.
     const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name, since)).catch((err: unknown) => {
@@ -118,7 +146,7 @@ export async function observe(skr: Cluster, p: PlanItem, owner?: string, since?:
       return undefined;
     });
     if (snap) {
-      const d = decide(p, snap, owner);
+      const d = decide(p, snap, ctx);
       if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
     }
   }
@@ -135,22 +163,38 @@ export async function guard<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-/** execute carries out a decision and returns the item's result. */
+/**
+ * execute carries out a decision and returns the item's result; the digests of what the
+ * server stored after our apply (or of what it holds unchanged) go to p.applied for the inventory.
+ */
 export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, owner: string, config: Config): Promise<ItemResult> {
   if (d.done) return d.done;
   const name = p.item.name;
   const what = describeId(p.id!);
+  const fm = config.fieldManager;
+  const applied = (obj: KubeObject) => (p.applied = { ...p.applied, digest: appliedDigest(obj, fm) });
   try {
     let res: ItemResult;
+    let current = live;
     switch (d.op) {
       case 'create':
-        await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
+        current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+        applied(current);
         res = result(name, 'Ready', 'Created', 'resource has been created', { change: change(p, 'created') });
         break;
       case 'update': {
-        const after = await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager));
-        if (d.release) await guard(() => release(skr, p.info!, after, config, false));
-        res = d.adopt ? adopted(p, change(p, 'configured')) : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift) });
+        // Without a digest of our last apply, a dry run tells whether the values really differ.
+        if (d.confirm && sameValues(await guard(() => applyObject(skr, p.info!, d.desired!, fm, undefined, true)), live!, fm)) {
+          applied(live!);
+          res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
+          break;
+        }
+        current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+        applied(current);
+        if (d.release) await guard(() => release(skr, p.info!, current!, config, false));
+        res = d.adopt
+          ? adopted(p, change(p, 'configured'))
+          : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift ? d.cause ?? { paths: [], managers: [] } : undefined) });
         break;
       }
       case 'adopt':
@@ -159,6 +203,7 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         break;
       case 'unchanged':
         if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
+        applied(live!);
         res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
         break;
       case 'ignore':
@@ -178,13 +223,22 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
     }
     if (d.status) {
       const body = { apiVersion: p.status!.apiVersion, kind: p.status!.kind, metadata: { name: p.id!.name, ...(p.id!.namespace ? { namespace: p.id!.namespace } : {}) }, status: p.status!.status };
-      await guard(() => applyObject(skr, p.info!, body as KubeObject, config.fieldManager, 'status'));
+      const after = await guard(() => applyObject(skr, p.info!, body as KubeObject, fm, 'status'));
+      p.applied = { ...p.applied, statusDigest: statusDigest(p.status!.status, after, fm) };
       if (res.reason === 'Unchanged') res = result(name, 'Ready', 'Applied', p.object ? 'resource has been synced' : 'status has been synced', { change: change(p, 'configured') });
+    } else if (p.status && current && p.opts.status === 'always') {
+      p.applied = { ...p.applied, statusDigest: statusDigest(p.status.status, current, fm) };
     }
     return res;
   } catch (err) {
     return itemFailure(p, err);
   }
+}
+
+/** sameValues tells whether live holds, in every field the dry run says we would own, the values the dry run would store. */
+function sameValues(dry: KubeObject, live: KubeObject, manager: string): boolean {
+  const fields = ownedFields(dry, manager);
+  return canonical(project(dry, fields) ?? null) === canonical(project(live, fields) ?? null);
 }
 
 /** adopted is the result of an item whose object existed before this SyncResource took it over. */

@@ -23,6 +23,8 @@ export interface PlanItem {
   info?: ResourceInfo;
   /** done is set once the item's outcome is known without touching the SKR. */
   done?: ItemResult;
+  /** applied holds the digests of the object (and status) as the server holds them after this run (drift.ts). */
+  applied?: { digest?: string; statusDigest?: string };
 }
 
 const sameId = (a: ObjectId, b: ObjectId) =>

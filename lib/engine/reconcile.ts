@@ -11,7 +11,7 @@ import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type Decision } from './items.ts';
+import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
 import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
@@ -104,6 +104,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const owner = ownerRef(sr);
   const plan = parseItems(sr.spec.items ?? [], config);
   const results = new Map<PlanItem, ItemResult>();
+  const ctxOf = (p: PlanItem): DecideContext => ({ owner, fieldManager: config.fieldManager, entry: inventory.find(p.id!) });
   const refused = new Set<string>();
   // Phases: Namespaces and CRDs; then every other object; then items that only write a
   // status, so that an object created by another item of this run is there for them.
@@ -119,7 +120,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     const candidates = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
     const observed = await mapLimit(candidates, config.applyConcurrency, async (p) => {
       try {
-        return { p, live: await observe(skr, p, deps.snapshots === false ? undefined : owner, deps.snapshotsSince) };
+        return { p, live: await observe(skr, p, deps.snapshots === false ? undefined : ctxOf(p), deps.snapshotsSince) };
       } catch (err) {
         p.done = itemFailure(p, err);
         return undefined;
@@ -128,7 +129,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     const present = observed.filter((o) => o !== undefined);
     const active = present.map((o) => o.p);
     const lives = present.map((o) => o.live);
-    const decisions = active.map((p, i) => decide(p, lives[i], owner));
+    const decisions = active.map((p, i) => decide(p, lives[i], ctxOf(p)));
     await rehearseRefusedCreates(skr, active, decisions, sr, config);
     // Write-ahead: every object we are about to stamp as ours is recorded first.
     await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!, decisions[i]!.adopt)] : [])));
@@ -138,6 +139,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
         // An adopted object says so on every run, not only the one that adopted it.
         if (r.state === 'Ready' && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = adopted(p, r.change);
         span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
+        if (r.change?.cause) span.setAttributes({ 'sync.drift.paths': r.change.cause.paths, 'sync.drift.managers': r.change.cause.managers });
         return r;
       }));
     active.forEach((p, i) => {
@@ -179,7 +181,8 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
       if (p.opts.remove && r?.state !== 'Ready') next.push({ ...e, item: p.item.name });
       continue;
     }
-    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id!.apiVersion } : e);
+    // The digests of what the server holds after this run; an entry whose item wrote nothing keeps its own.
+    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id!.apiVersion, ...p.applied } : e);
   }
   await inventory.replace(next);
 }

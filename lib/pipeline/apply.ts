@@ -95,8 +95,11 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   if (recent.size > 50_000) recent.clear();
   const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
   for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
-  const drift = result.changes.filter((c) => c.drift).length;
-  if (drift > 0) Metrics.driftCorrections.add(drift, { cluster: sr.spec.kyma });
+  for (const c of result.changes) {
+    if (!c.drift) continue;
+    const managers = c.cause?.managers.join(',') || 'unknown';
+    Metrics.driftCorrections.add(1, { cluster: sr.spec.kyma, manager: managers });
+  }
   const out: ItemsApplied = {
     namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
     ...(data.urgent ? { urgent: true } : {}),

@@ -3,6 +3,7 @@
 // kyma-name label kept equal to spec.kyma, and Kubernetes Events on transitions,
 // failures, drift corrections and pruning. Every decision is made on the live
 // SyncResource and written guarded by the resourceVersion read.
+import { describeCorrection } from '../changeset.ts';
 import type { ItemsApplied } from '../events.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
@@ -104,9 +105,9 @@ async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, st
       await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
     }
   }
-  const drifted = r.changes.filter((c) => c.drift).map((c) => c.subject);
+  const drifted = r.changes.filter((c) => c.drift);
   if (drifted.length > 0) {
-    await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', `reverted changes made in the SKR to ${drifted.join(', ')}`);
+    await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', drifted.map(describeCorrection).join('; '));
   }
   const pruned = r.changes.filter((c) => c.action === 'deleted' && !r.items.some((i) => i.name === c.item)).map((c) => c.subject);
   if (pruned.length > 0) {
