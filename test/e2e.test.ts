@@ -55,6 +55,12 @@ describe('end to end', () => {
     await kubectl(s.skr[1]!, ['patch', 'configmap', 'ignored', '-n', target, '--type', 'merge', '-p', '{"data":{"a":"user"}}']);
     await eventually(async () => expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }));
     expect((await skrGet(s.skr[1]!, 'configmap', 'ignored', target))?.data).toEqual({ a: 'user' });
+    // The correction's Kubernetes Event names the field manager and the path.
+    await eventually(async () => {
+      const events = JSON.parse(await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '-o', 'json'])) as { items: { reason: string; note: string; regarding: { name: string } }[] };
+      const notes = events.items.filter((e) => e.reason === 'DriftCorrected' && e.regarding.name === name).map((e) => e.note);
+      expect(notes).toContain(`ConfigMap ${target}/synced: data.a changed by kubectl-patch; reverted`);
+    });
 
     // A deleted synced object is recreated.
     const uid = (await skrGet(s.skr[1]!, 'configmap', 'extra', target))!.metadata.uid;

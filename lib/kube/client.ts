@@ -124,7 +124,8 @@ export class KubeClient {
       headers['content-type'] = opts.contentType ?? 'application/json';
     }
     const started = performance.now();
-    const write = method !== 'GET';
+    // A dry run changes nothing: it counts as a request, not as a write.
+    const write = method !== 'GET' && opts.query?.dryRun === undefined;
     if (write) this.writes++;
     let code = 0;
     try {

@@ -69,6 +69,8 @@ async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: D
   if (sameStatus(base.status, next)) {
     Metrics.statusWritesSkipped.add(1);
     await syncLabel(deps, base);
+    // A drift correction or a prune leaves the status as it was, but is news.
+    await recordChanges(deps, base, data);
     return 'unchanged';
   }
   try {
@@ -105,6 +107,12 @@ async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, st
       await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
     }
   }
+  await recordChanges(deps, sr, data);
+}
+
+/** recordChanges records the run's drift corrections and pruned objects (the recorder drops repeats). */
+async function recordChanges(deps: Deps, sr: SyncResource, data: ItemsApplied): Promise<void> {
+  const r = data.result;
   const drifted = r.changes.filter((c) => c.drift);
   if (drifted.length > 0) {
     await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', drifted.map(describeCorrection).join('; '));
