@@ -1,5 +1,8 @@
 // workload.ts: the objects the benchmarks sync: SyncResources of 5 mixed items
 // (two ConfigMaps, a Deployment, a Service, a custom resource with a status subresource).
+// Two of the five are written in a form the API server stores differently (an empty map
+// it drops, quantities it normalizes), as real module manifests are: drift must not be
+// decided on the text.
 import type { KubeObject } from '../lib/kube/objects.ts';
 
 /** BENCH_GROUP is the API group of the benchmark's custom resource. */
@@ -24,10 +27,13 @@ export function objectsFor(i: number, ns: string, rev = 1): { objects: KubeObjec
   const n = `b${i}`;
   const objects: KubeObject[] = [
     { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${n}-a`, namespace: ns }, data: { rev: String(rev), k: 'v'.repeat(64) } },
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${n}-b`, namespace: ns }, data: { rev: String(rev) } },
+    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${n}-b`, namespace: ns, annotations: {} }, data: { rev: String(rev) }, binaryData: {} },
     {
       apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: n, namespace: ns },
-      spec: { replicas: 0, selector: { matchLabels: { app: n } }, template: { metadata: { labels: { app: n } }, spec: { containers: [{ name: 'c', image: 'nginx:1.27' }] } } },
+      spec: {
+        replicas: 0, selector: { matchLabels: { app: n } },
+        template: { metadata: { labels: { app: n } }, spec: { containers: [{ name: 'c', image: 'nginx:1.27', resources: { requests: { cpu: 0.1, memory: 134217728 }, limits: { cpu: '1000m', memory: '1024Mi' } } }] } },
+      },
     },
     { apiVersion: 'v1', kind: 'Service', metadata: { name: n, namespace: ns }, spec: { selector: { app: n }, ports: [{ port: 80 }] } },
     { apiVersion: `${BENCH_GROUP}/v1`, kind: 'Widget', metadata: { name: n, namespace: ns }, spec: { size: rev } },

@@ -65,11 +65,14 @@ async function writesDuring(h: Harness, fn: () => Promise<void>): Promise<{ skr:
 }
 
 describe('drift', () => {
-  it('is never what the server normalizes: 27 non-canonical manifests, three resyncs, zero writes anywhere', async () => {
+  it('is never what the server normalizes: 28 non-canonical manifests, three resyncs, zero writes anywhere', async () => {
     // A name that is also a valid DNS label and group part (the corpus uses it in cluster-scoped names).
     const h = await new Harness('drift').init(1);
     const items: SyncItem[] = Object.entries(corpus(h.ns)).map(([name, resource]) => ({ name, strategy: 'CreateAndSync', resource }));
     expect(items.length).toBeGreaterThanOrEqual(25);
+    // UpdateAndDelete keeps someone else's object in sync: no digest of ours is stored, a dry run confirms instead (no write).
+    await kubectl(['apply', '-f', '-'], { stdin: `apiVersion: v1\nkind: LimitRange\nmetadata: {name: theirs, namespace: ${h.ns}}\nspec:\n  limits:\n  - type: Container\n    default: {cpu: 2}\n` });
+    items.push({ name: 'uad-limits', strategy: 'UpdateAndDelete', resource: `apiVersion: v1\nkind: LimitRange\nmetadata: {name: theirs, namespace: ${h.ns}}\nspec:\n  limits:\n  - type: Container\n    default: {cpu: 1000m, memory: 1024Mi}\n` });
     await h.put(items);
     let { sr } = await h.sync();
     expect(sr?.status?.items?.filter((i) => i.state !== 'Ready')).toEqual([]);
@@ -84,6 +87,7 @@ describe('drift', () => {
       expect(writes, `run ${run}`).toEqual({ skr: 0, kcp: 0 });
     }
     expect(sr?.status?.synced?.every((e) => typeof e.digest === 'string' && e.digest.length > 0)).toBe(true);
+    expect(JSON.parse(await kubectl(['get', 'limitrange', 'theirs', '-n', h.ns, '-o', 'json'])).spec.limits[0].default).toEqual({ cpu: '1', memory: '1Gi' });
     await h.put([]);
     await h.sync();
   });

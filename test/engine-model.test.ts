@@ -75,6 +75,14 @@ describe('model', () => {
           data: (o.data ?? {}) as Record<string, string>, ours: o.metadata.annotations?.[OWNER_ANNOTATION] === owner,
         }]));
       };
+      // A user's edit of data.k, by one of several field managers (an Update, or a forced server-side apply).
+      const userEdit = async (n: string, manager: 'patch' | 'kubectl-edit' | 'other-operator') => {
+        const path = `/api/v1/namespaces/${h.ns}/configmaps/${n}`;
+        if (manager === 'patch') return sub.skrPatch('v1', 'ConfigMap', n, h.ns, { data: { k: 'user' } });
+        const body = manager === 'kubectl-edit' ? { data: { k: 'user' } } : { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: h.ns }, data: { k: 'user' } };
+        const contentType = manager === 'kubectl-edit' ? 'application/merge-patch+json' : 'application/apply-patch+yaml';
+        await h.skr.client.call('PATCH', path, { body, contentType, query: { fieldManager: manager, ...(manager === 'other-operator' ? { force: true } : {}) } });
+      };
       const log: string[] = [];
       // Objects this SyncResource adopted (they existed without an owner when an item took them over).
       const adopted = new Set<string>();
@@ -85,7 +93,8 @@ describe('model', () => {
           const items: SyncItem[] = targets.map((t) => ({
             name: `i-${pick(['a', 'b', 'c'])}-${t.slice(-2)}`,
             strategy: pick(strategiesList),
-            resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${t}, namespace: ${h.ns}, labels: {seq: ${prefix}}}\ndata: {"k":"${pick(['x', 'y', 'z'])}"}\n`,
+            // Some in a form the server stores differently (empty maps it drops): never drift.
+            resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${t}, namespace: ${h.ns}, labels: {seq: ${prefix}}${pick(['', ', annotations: {}'])}}\ndata: {"k":"${pick(['x', 'y', 'z'])}"}\n${pick(['', 'binaryData: {}\n'])}`,
           }));
           const evil = pick(hostile(h.ns, pick(names)));
           const evilItem: SyncItem = {
@@ -98,7 +107,7 @@ describe('model', () => {
           for (const n of names) {
             const r = rand();
             if (before0.has(n) && r < 0.2) await sub.skrDelete('v1', 'ConfigMap', n, h.ns);
-            else if (before0.has(n) && r < 0.4) await sub.skrPatch('v1', 'ConfigMap', n, h.ns, { data: { k: 'user' } });
+            else if (before0.has(n) && r < 0.4) await userEdit(n, pick(['patch', 'kubectl-edit', 'other-operator'] as const));
             else if (!before0.has(n) && r < 0.2) await sub.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: h.ns, labels: { seq: prefix } }, data: { k: 'user' } });
           }
           log.push(`step ${step}: ${items.map((i) => `${i.name}:${i.strategy}:${i.resource?.match(/name: ([^,]+)/)?.[1]}:${i.resource?.match(/"k":"(\w)"/)?.[1]}`).join(' ')}`);
