@@ -17,7 +17,8 @@ let s: Stack;
 const metricsPorts: Record<string, number> = {};
 
 function value(v: Record<string, unknown>): unknown {
-  return v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
+  const list = v.arrayValue as { values?: Record<string, unknown>[] } | undefined;
+  return list ? (list.values ?? []).map(value) : v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
 }
 
 async function startCollector(): Promise<string> {
@@ -124,8 +125,21 @@ describe('observability', () => {
     await kubectl(s.skr[0]!, ['patch', 'configmap', cmName, '-n', 'default', '--type', 'merge', '-p', '{"data":{"a":"edited"}}']);
     await eventually(async () => expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBeGreaterThan(total(before.apply, 'sync_drift_corrections_total')), 20_000, 300);
     expect(await kubectl(s.skr[0]!, ['get', 'configmap', cmName, '-n', 'default', '-o', 'jsonpath={.data.a}'])).toBe('1');
-    await eventually(async () => expect(await kubectl(s.kcp, ['describe', 'syncresource', name, '-n', s.ns])).toMatch(/Normal\s+DriftCorrected\s+.*reverted changes made in the SKR to ConfigMap\/default\//), 10_000, 300);
+    // Event, metric, log line and span name the field manager (kubectl patch's) and the path; never a value.
+    await eventually(async () => expect(await kubectl(s.kcp, ['describe', 'syncresource', name, '-n', s.ns]))
+      .toMatch(new RegExp(`Normal\\s+DriftCorrected\\s+.*ConfigMap default/${cmName}: data\\.a changed by kubectl-patch; reverted`)), 10_000, 300);
     const apply = await scrape('sync-apply-items');
+    expect(Object.keys(apply).some((k) => k.startsWith('sync_drift_corrections_total{') && k.includes('manager="kubectl-patch"'))).toBe(true);
+    const applyLog = await readFile(join(s.stateDir, 'logs', 'function-sync-apply-items.log'), 'utf8');
+    const driftLine = applyLog.split('\n').find((l) => l.includes('"drift corrected"') && l.includes(cmName));
+    expect(driftLine).toContain('"managers":["kubectl-patch"]');
+    expect(driftLine).toContain('"paths":["data.a"]');
+    expect(driftLine).not.toContain('edited');
+    await eventually(async () => {
+      const span = spans.find((sp) => sp.name === 'apply item' && String(sp.attributes['sync.object']).includes(cmName) && sp.attributes['sync.drift.managers']);
+      expect(span?.attributes['sync.drift.managers']).toEqual(['kubectl-patch']);
+      expect(span?.attributes['sync.drift.paths']).toEqual(['data.a']);
+    }, 10_000, 300);
     expect(total(apply, 'sync_api_requests_total')).toBeGreaterThan(0);
     expect(Object.keys(apply).some((k) => k.startsWith('sync_items_total{') && k.includes('reason="Applied"'))).toBe(true);
     expect(total(apply, 'sync_client_cache_hits_total')).toBeGreaterThan(0);
