@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
+import type { SyncStatus } from './model.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
@@ -55,6 +56,23 @@ export interface ItemsApplied extends SyncRef {
   result: ApplyResult;
   /** urgent carries ClusterResolved.urgent to the status step. */
   urgent?: boolean;
+  /**
+   * seen is the SyncResource as the run last read or wrote it: the status step writes a
+   * changed status on this basis in one request that tests uid, resourceVersion,
+   * generation and item names first (a false claim changes nothing), and reads the live
+   * object when a test fails or nothing seems to change.
+   */
+  seen?: Seen;
+}
+
+/** Seen is what the status step needs of the SyncResource a run saw (its status, never its spec). */
+export interface Seen {
+  resourceVersion: string;
+  generation: number;
+  /** status without status.synced (the inventory is the engine's, and in result already). */
+  status?: Omit<SyncStatus, 'synced'>;
+  /** labelled tells whether the kyma-name label equalled spec.kyma. */
+  labelled: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */
@@ -146,6 +164,11 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
   str(r, 'observedAt', undefined, 64);
   for (const key of ['items', 'changes', 'inventory', 'pending']) {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
+  }
+  if (d.seen !== undefined) {
+    if (!isObj(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isObj(d.seen.status))) throw new EventDataError('data.seen is not valid');
+    str(d.seen, 'resourceVersion', undefined, 64);
+    count(d.seen, 'generation');
   }
   for (const i of r.items as unknown[]) {
     if (!isObj(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {

@@ -13,6 +13,12 @@ export const syncResourceInfo: ResourceInfo = {
   apiVersion: SYNC_API_VERSION, kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true,
 };
 
+/** StatusGuard is what a status write tests besides uid and resourceVersion: the generation, and the spec items' names in order (none: not tested). */
+export interface StatusGuard {
+  generation: number;
+  items: string[];
+}
+
 /** KcpStore reads and writes SyncResources in the KCP. */
 export class KcpStore {
   readonly kcp: Cluster;
@@ -78,12 +84,28 @@ export class KcpStore {
     return this.applyStatus(sr, { synced: entries }, `${this.fieldManager}-inventory`, true);
   }
 
-  /** writeStatus applies the status fields (all but status.synced) as the status manager; guarded by sr's resourceVersion if asked (409 if it changed). */
-  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>, guarded = false): Promise<SyncResource> {
-    return this.applyStatus(sr, status, `${this.fieldManager}-status`, guarded);
+  /**
+   * writeStatus writes the status fields (all but status.synced, which is the inventory's)
+   * as the status manager, in one JSON patch. With a guard the patch first tests that the
+   * object is still the one decided on: its uid and resourceVersion, its generation, and the
+   * names of its spec items in order; a failed test changes nothing (409 or 422).
+   */
+  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>, guard?: StatusGuard): Promise<SyncResource> {
+    const tests: object[] = guard ? [
+      { op: 'test', path: '/metadata/uid', value: sr.metadata.uid },
+      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
+      { op: 'test', path: '/metadata/generation', value: guard.generation },
+      ...guard.items.map((name, i) => ({ op: 'test', path: `/spec/items/${i}/name`, value: name })),
+    ] : [];
+    const writes = sr.status
+      ? Object.entries(status).map(([k, value]) => ({ op: 'add', path: `/status/${k}`, value }))
+      : [{ op: 'add', path: '/status', value: status }];
+    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
+      query: { fieldManager: `${this.fieldManager}-status` }, body: [...tests, ...writes], contentType: PatchType.json,
+    });
   }
 
-  private async applyStatus(sr: SyncResource, status: SyncStatus, manager: string, guarded: boolean): Promise<SyncResource> {
+  private async applyStatus(sr: SyncResource, status: Pick<SyncStatus, 'synced'>, manager: string, guarded: boolean): Promise<SyncResource> {
     const body = {
       apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
       metadata: { name: sr.metadata.name, namespace: sr.metadata.namespace, ...(guarded ? { resourceVersion: sr.metadata.resourceVersion } : {}) },

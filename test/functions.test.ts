@@ -178,6 +178,12 @@ describe('functions', () => {
       },
     }) as CloudEvent<unknown>;
     await writeStatus(ctx, forged({}, { generation: 999999 }));
+    // A claim of how the object looked (seen) that the object denies changes nothing either: the write's tests fail.
+    const claim = { resourceVersion: before!.metadata.resourceVersion, labelled: true, status: {} };
+    await writeStatus(ctx, forged({ seen: { ...claim, generation: 999999 } }, { generation: 999999 }));
+    await writeStatus(ctx, forged({ seen: { ...claim, generation: 1 }, uid: 'not-the-uid' }));
+    await writeStatus(ctx, forged({ seen: { ...claim, generation: 1 } }, { items: [{ name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] }));
+    expect((await deps.store.get(ns, name))?.status?.items).toEqual(before!.status!.items);
     await writeStatus(ctx, forged({ uid: 'not-the-uid' }));
     await writeStatus(ctx, forged({}, { items: [{ name: 'a', state: 'Ready', reason: 'Applied', message: 'ok' }, { name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] }));
     const after = await deps.store.get(ns, name);
@@ -201,7 +207,7 @@ describe('functions', () => {
     await edit('3');
     const newer = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
     // The older result goes the reading way and reads first; the newer one is written meanwhile.
-    const olderData = older.data as ItemsApplied;
+    const { seen: _seen, ...olderData } = older.data as ItemsApplied;
     let reads = 0;
     let proceed!: () => void;
     const newerWritten = new Promise<void>((r) => (proceed = r));
@@ -218,7 +224,7 @@ describe('functions', () => {
       proceed();
       await slow;
     });
-    expect(reads).toBe(3);
+    expect(reads).toBe(2);
     expect((await deps.store.get(ns, name))?.status).toMatchObject({ observedGeneration: 3, state: 'Ready' });
   });
 

@@ -2,7 +2,8 @@
 // SKR, the outcome out. The kubeconfig is read here, used through the per-process
 // client cache, and never leaves this process.
 import { reconcileRun } from '../engine/reconcile.ts';
-import type { ClusterResolved, ItemsApplied } from '../events.ts';
+import type { ClusterResolved, ItemsApplied, Seen } from '../events.ts';
+import { KYMA_NAME_LABEL } from '../model.ts';
 import { TerminalError } from '../kube/errors.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../util.ts';
@@ -84,7 +85,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const { result } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
+  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);
@@ -100,9 +101,15 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     const managers = c.cause?.managers.join(',') || 'unknown';
     Metrics.driftCorrections.add(1, { cluster: sr.spec.kyma, manager: managers });
   }
+  // What the status step may write on without reading (not once the finalizer is gone: the object may be too).
+  const { synced: _inventory, ...status } = last.status ?? {};
+  const seen: Seen | undefined = result.deleting?.finalizerRemoved ? undefined : {
+    resourceVersion: last.metadata.resourceVersion!, generation: last.metadata.generation ?? 0,
+    labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma, ...(last.status ? { status } : {}),
+  };
   const out: ItemsApplied = {
     namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
-    ...(data.urgent ? { urgent: true } : {}),
+    ...(data.urgent ? { urgent: true } : {}), ...(seen ? { seen } : {}),
   };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }

@@ -1,15 +1,17 @@
 // status.ts is the write-status step: a run's outcome in; the SyncResource's status
 // written only when it changed, never from a result older than what is there, the
 // kyma-name label kept equal to spec.kyma, and Kubernetes Events on transitions,
-// failures, drift corrections and pruning. Every decision is made on the live
-// SyncResource and written guarded by the resourceVersion read.
+// failures, drift corrections and pruning. A changed status is written in one request on
+// the basis of the SyncResource as the run saw it, the request testing that the object
+// still is what the event claims; the live object is read when a test fails or the status
+// looks unchanged.
 import { describeCorrection } from '../changeset.ts';
-import type { ItemsApplied } from '../events.ts';
+import type { ItemsApplied, Seen } from '../events.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
-import { isConflict, isNotFound } from '../kube/errors.ts';
+import { isConflict, isNotFound, KubeApiError } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -32,20 +34,48 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
 }
 
 /**
- * writeOnce reads the live SyncResource, decides, and writes guarded by what it read; a
- * write that lost a race decides again. Events are not trusted: a result for another
+ * writeOnce decides on the SyncResource as the run saw it (seen) and writes in one request
+ * whose tests make a false claim change nothing; otherwise, or when a test fails or
+ * nothing seems to change, it reads the live object, decides, and writes guarded by what it
+ * read, deciding again after a lost race. Events are not trusted: a result for another
  * namespace, another uid or a generation the SyncResource never had is dropped, and only
  * items the live spec names are written.
  */
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return 'rejected';
+  if (data.seen && data.result.generation <= data.seen.generation) {
+    const out = await decide(deps, data, seenObject(data, data.seen), now, true);
+    if (out !== 'read again') return out;
+  }
   for (let attempt = 1; ; attempt++) {
     const live = await deps.store.get(data.namespace, data.name);
     if (!live || live.metadata.uid !== data.uid) return 'gone';
-    if (data.result.generation > (live.metadata.generation ?? 0)) return 'rejected';
-    const out = await decide(deps, withSpecItems(data, live), live, now, attempt === 3);
+    if (data.result.generation > (live.metadata.generation ?? 0) || !itemsOfSpec(data, live)) return 'rejected';
+    const out = await decide(deps, withSpecItems(data, live), live, now, false, attempt === 3);
     if (out !== 'read again') return out;
   }
+}
+
+/** seenObject rebuilds what the status step needs of the SyncResource as the run saw it. */
+function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
+  return {
+    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+    metadata: {
+      name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion, generation: seen.generation,
+      labels: seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {},
+      // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
+      ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
+    },
+    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
+  };
+}
+
+/** itemsOfSpec tells whether a result for the live generation names exactly the live spec's items, in order (a run's result always does). */
+function itemsOfSpec(data: ItemsApplied, live: SyncResource): boolean {
+  const r = data.result;
+  if (r.generation !== live.metadata.generation || r.clusterError || r.deleting) return true;
+  const spec = (live.spec.items ?? []).map((i) => i.name);
+  return r.items.length === spec.length && r.items.every((i, n) => i.name === spec[n]);
 }
 
 /** withSpecItems keeps the result's items that the live spec names, each once. */
@@ -56,28 +86,35 @@ function withSpecItems(data: ItemsApplied, live: SyncResource): ItemsApplied {
 }
 
 /**
- * decide writes the status data calls for on the basis of live, guarded by its
- * resourceVersion. 'read again' means the write lost a race (409); last rethrows the
- * conflict instead (the broker retries).
+ * decide writes the status data calls for on the basis of base. A tentative base (the
+ * SyncResource as the run saw it) is written with tests of its uid, resourceVersion,
+ * generation and item names; a live one with tests of what was read. 'read again' means a
+ * test failed (a lost race, or a claim the object denies) or, for a tentative base, that
+ * only the live object can tell whether the result is stale or the status unchanged; last
+ * rethrows a lost race instead (the broker retries).
  */
-async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, last: boolean): Promise<StatusOutcome | 'read again'> {
+async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
   if (isStale(base, data)) {
+    if (tentative) return 'read again';
     await syncLabel(deps, base);
     return 'stale';
   }
   const next = computeStatus(data.result, base.status, now);
   if (sameStatus(base.status, next)) {
+    if (tentative) return 'read again';
     Metrics.statusWritesSkipped.add(1);
     await syncLabel(deps, base);
     // A drift correction or a prune leaves the status as it was, but is news.
     await recordChanges(deps, base, data);
     return 'unchanged';
   }
+  const guard = { generation: base.metadata.generation ?? 0, items: tentative ? data.result.items.map((i) => i.name) : [] };
   try {
-    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(base, next, true));
+    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(base, next, guard));
   } catch (err) {
     if (isNotFound(err)) return 'gone';
-    if (isConflict(err) && !last) return 'read again';
+    const refused = isConflict(err) || (err instanceof KubeApiError && err.code === 422);
+    if (refused && (tentative || !last)) return 'read again';
     throw err;
   }
   Metrics.statusWrites.add(1, { state: next.state! });
