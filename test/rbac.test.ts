@@ -5,8 +5,9 @@ import { loadAll } from 'js-yaml';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyObjects, knativeYaml } from '../infra/kcp-setup.ts';
 import type { KubeObject } from '../lib/kube/objects.ts';
-import { kubectl } from './e2e-helpers.ts';
-import { cluster } from './helpers.ts';
+import { join } from 'node:path';
+import { getSr, kubectl, startStack, syncResourceYaml, waitSr } from './e2e-helpers.ts';
+import { cluster, eventually, uniqueName } from './helpers.ts';
 
 const can = async (sa: string, verb: string, resource: string, ns?: string): Promise<boolean> => {
   const kcp = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
@@ -67,5 +68,36 @@ describe('RBAC of knative.yaml', () => {
 
   it.each(matrix)('%s %s %s in %s: %s', async (sa, verb, resource, ns, allowed) => {
     expect(await can(sa, verb, resource, ns)).toBe(allowed);
+  });
+});
+
+describe('RBAC in use: each function runs as its own ServiceAccount', () => {
+  it('a function whose Role misses one rule fails at that request, and the one without a token has no KCP access', async () => {
+    // write-status without "patch syncresources/status": the run happens, the status never comes.
+    const s = await startStack('rbac-cut', {
+      pingIntervalMs: 3_600_000,
+      rbacEdit: (docs) => docs.map((d) => (d.kind === 'Role' && d.metadata.name === 'sync-write-status'
+        ? { ...d, rules: (d as unknown as { rules: { resources: string[] }[] }).rules.filter((r) => !r.resources.includes('syncresources/status')) } as typeof d : d)),
+    });
+    try {
+      const name = uniqueName('cut');
+      await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
+        { name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n` },
+      ]));
+      const logs = join(s.stateDir, 'logs');
+      // apply-items ran as itself (the object is in the SKR, the inventory in the KCP) ...
+      await eventually(async () => expect(await kubectl(s.skr[0]!, ['get', 'configmap', name, '-n', 'default', '-o', 'name'])).toContain(name));
+      await waitSr(s, name, (x) => expect(x?.status?.synced?.map((e) => e.name)).toEqual([name]));
+      // ... and write-status was refused by the API server as sync-write-status.
+      await eventually(async () => expect(await readFile(join(logs, 'function-sync-write-status.log'), 'utf8'))
+        .toMatch(new RegExp(`system:serviceaccount:${s.ns}:sync-write-status.*cannot patch resource \\\\"syncresources/status\\\\"`)));
+      expect((await getSr(s, name))?.status?.state).toBeUndefined();
+      // Every function serves its probes with exactly its Pod's identity; dead-letter has no kubeconfig at all.
+      for (const f of s.runtime.functions) expect((await fetch(`${f.url}health/readiness`)).ok, f.service).toBe(true);
+      expect(await readFile(join(s.stateDir, 'serviceaccounts', 'sync-write-status', 'kubeconfig.yaml'), 'utf8')).toContain('tokenFile');
+      await expect(readFile(join(s.stateDir, 'serviceaccounts', 'sync-dead-letter', 'kubeconfig.yaml'), 'utf8')).rejects.toThrow();
+    } finally {
+      await s.stop();
+    }
   });
 });

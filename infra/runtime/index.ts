@@ -1,7 +1,7 @@
 // index.ts starts the local stand-in for Knative: the function Services of
 // knative.yaml as real faas-js-runtime HTTP servers (one process each), the Broker
 // and Triggers, the ApiServerSources against the KCP and the PingSource.
-import { mkdir } from 'node:fs/promises';
+import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeClient } from '../../lib/kube/client.ts';
 import { credentialsFromFile } from '../../lib/kube/credentials.ts';
@@ -10,7 +10,8 @@ import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
 import { startProcess, stopProcess, type Proc } from '../processes.ts';
 import { Broker, type Chaos } from './broker.ts';
-import { cronIntervalMs, loadRouting, type Delivery } from './knative.ts';
+import { serviceAccountKubeconfigs } from './identities.ts';
+import { cronIntervalMs, loadRouting, type Delivery, type Doc } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -33,6 +34,8 @@ export interface RuntimeOptions {
   chaos?: Chaos;
   /** delivery overrides the Broker's delivery settings (tests shorten the backoff). */
   delivery?: Delivery;
+  /** rbacEdit changes knative.yaml's ServiceAccounts, Roles and RoleBindings before they are applied (tests take a rule away). */
+  rbacEdit?: (docs: Doc[]) => Doc[];
 }
 
 /** FunctionProc is one running function Service. */
@@ -53,11 +56,16 @@ export interface Runtime {
   stop(): Promise<void>;
 }
 
-async function startFunction(service: string, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string): Promise<FunctionProc> {
+async function startFunction(service: string, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string, kubeconfig: string | null): Promise<FunctionProc> {
+  // The function's own ServiceAccount (identities.ts); none: no KCP access at all, as its Pod.
+  const processEnv: Record<string, string | undefined> = {
+    ...process.env, ...env, ...opts.env, ...opts.envFor?.(service), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: kubeconfig ?? undefined, LOG_LEVEL: 'info',
+  };
+  if (kubeconfig === null) delete processEnv.KUBECONFIG;
   const proc = startProcess('function', service, process.execPath, [join(root, 'functions', 'serve.ts')], {
     logDir,
     cwd: root,
-    env: { ...process.env, ...env, ...opts.env, ...opts.envFor?.(service), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: opts.kubeconfig, LOG_LEVEL: 'info' },
+    env: processEnv as Record<string, string>,
   });
   const url = `http://127.0.0.1:${port}/`;
   await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,
@@ -96,9 +104,15 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     await broker.close();
     await client.close();
   };
+  let identities = new Map<string, string | null>();
   try {
+    const admin = credentialsFromFile(opts.kubeconfig);
+    const saDir = join(opts.stateDir, 'serviceaccounts');
+    await mkdir(saDir, { recursive: true });
+    await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
+    identities = await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
     const started = await Promise.all(routing.services.map(async (s) =>
-      startFunction(s.name, s.env, await freePort(), opts, brokerUrl, logDir)));
+      startFunction(s.name, s.env, await freePort(), opts, brokerUrl, logDir, identities.get(s.name) ?? null)));
     functions.push(...started);
     for (const src of routing.apiServerSources) {
       for (const res of src.resources) {
@@ -129,7 +143,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       try { process.kill(-f.proc.pid, 'SIGKILL'); } catch { /* gone */ }
       await f.proc.exited;
       const env = routing.services.find((s) => s.name === service)!.env;
-      functions[i] = await startFunction(service, env, f.port, opts, brokerUrl, logDir);
+      functions[i] = await startFunction(service, env, f.port, opts, brokerUrl, logDir, identities.get(service) ?? null);
     },
   };
 }

@@ -44,10 +44,13 @@ export interface Routing {
   apiServerSources: { name: string; resources: ApiServerResource[] }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
   /** services are the function Services; concurrency is their containerConcurrency (0: unlimited), timeoutMs their timeoutSeconds (Knative's default 300 s). */
-  services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number }[];
+  services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number; serviceAccountName?: string }[];
+  /** rbac holds the ServiceAccounts, Roles and RoleBindings of the file, as written. */
+  rbac: Doc[];
 }
 
-type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
+/** Doc is one document of knative.yaml. */
+export type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
 
 function selector(sel: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } | undefined): string | undefined {
   if (!sel) return undefined;
@@ -90,7 +93,9 @@ export async function loadRouting(file: string): Promise<Routing> {
       env: Object.fromEntries((s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [e.name, e.value])),
       concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
       timeoutMs: Number(s.spec.template.spec.timeoutSeconds ?? 300) * 1000,
+      ...(s.spec.template.spec.serviceAccountName ? { serviceAccountName: s.spec.template.spec.serviceAccountName as string } : {}),
     })),
+    rbac: docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(d.kind)),
   };
 }
 

@@ -1,0 +1,55 @@
+// identities.ts gives each function process the identity its Pod would have: the
+// ServiceAccount, Role and RoleBinding of knative.yaml (moved into the runtime's
+// namespace), a token from the TokenRequest API, and a kubeconfig that reads the token
+// from its file. A ServiceAccount with automountServiceAccountToken: false gets none: its
+// function runs without KCP access, as its Pod would. So the Roles are exercised by
+// every local run, and a missing rule fails there first.
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { dump } from 'js-yaml';
+import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
+import { applyObjects } from '../kcp-setup.ts';
+import type { Doc, Routing } from './knative.ts';
+
+/** moved returns an RBAC document of knative.yaml placed in namespace (subjects included). */
+function moved(d: Doc, namespace: string): KubeObject {
+  const o = structuredClone(d) as unknown as KubeObject & { subjects?: { namespace?: string }[] };
+  o.metadata.namespace = namespace;
+  for (const s of o.subjects ?? []) s.namespace = namespace;
+  return o;
+}
+
+/**
+ * serviceAccountKubeconfigs applies the RBAC of routing into its namespace and returns,
+ * per service, the path of a kubeconfig for its ServiceAccount, or null when its token is
+ * not mounted. edit may change the RBAC documents first (tests take a rule away).
+ */
+export async function serviceAccountKubeconfigs(
+  kcp: Cluster, routing: Routing, server: { url: string; caFile: string }, dir: string, edit: (docs: Doc[]) => Doc[] = (d) => d,
+): Promise<Map<string, string | null>> {
+  const rbac = edit(structuredClone(routing.rbac)).map((d) => moved(d, routing.namespace));
+  await applyObjects(kcp, rbac);
+  const out = new Map<string, string | null>();
+  for (const svc of routing.services) {
+    const sa = rbac.find((d) => d.kind === 'ServiceAccount' && d.metadata.name === svc.serviceAccountName);
+    if (!sa || (sa as { automountServiceAccountToken?: boolean }).automountServiceAccountToken === false) {
+      out.set(svc.name, null);
+      continue;
+    }
+    const request = await kcp.client.call<{ status: { token: string } }>('POST',
+      `/api/v1/namespaces/${routing.namespace}/serviceaccounts/${sa.metadata.name}/token`,
+      { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } } });
+    const saDir = join(dir, sa.metadata.name);
+    await mkdir(saDir, { recursive: true });
+    await writeFile(join(saDir, 'token'), request.status.token, { mode: 0o600 });
+    const kubeconfig = join(saDir, 'kubeconfig.yaml');
+    await writeFile(kubeconfig, dump({
+      apiVersion: 'v1', kind: 'Config', 'current-context': 'kcp',
+      clusters: [{ name: 'kcp', cluster: { server: server.url, 'certificate-authority': server.caFile } }],
+      users: [{ name: sa.metadata.name, user: { tokenFile: join(saDir, 'token') } }],
+      contexts: [{ name: 'kcp', context: { cluster: 'kcp', user: sa.metadata.name, namespace: routing.namespace } }],
+    }));
+    out.set(svc.name, kubeconfig);
+  }
+  return out;
+}
