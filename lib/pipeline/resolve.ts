@@ -7,7 +7,7 @@ import { ResolutionError } from '../cluster/resolve.ts';
 import { outsideControlPlane } from '../config.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
-import { TerminalError } from '../kube/errors.ts';
+import { KubeApiError, TerminalError } from '../kube/errors.ts';
 import { FINALIZER, type SyncResource } from '../model.ts';
 import { PriorityGate } from '../util.ts';
 import type { Deps } from './deps.ts';
@@ -78,7 +78,12 @@ export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {})
 async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger'], since: string | undefined): Promise<ResolveOutcome> {
   const ignored = outsideControlPlane(ref.namespace, deps.config);
   if (ignored) {
-    const sr = await deps.store.get(ref.namespace, ref.name);
+    // Where the function's Role allows it, the SyncResource gets a Warning event; a refusal
+    // (the production Roles end at the control-plane namespaces) is no reason to retry.
+    const sr = await deps.store.get(ref.namespace, ref.name).catch((err: unknown) => {
+      if (err instanceof KubeApiError && (err.code === 403 || err.code === 401)) return undefined;
+      throw err;
+    });
     if (sr) await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve', ignored);
     return { kind: 'none', why: 'namespace not allowed' };
   }
