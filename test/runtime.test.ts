@@ -133,6 +133,29 @@ describe('local sources', () => {
     }
   });
 
+  it('ApiServerSource, as the real adapter, sends nothing for objects that exist when it starts or change while it is down', async () => {
+    const kcp = await cluster('kcp');
+    const got: CloudEvent<unknown>[] = [];
+    const source = () => new ApiServerWatch(kcp, { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma' }, ns, (e) => got.push(e));
+    await applyObjects(kcp, kymaObjects('before', 'irrelevant', ns).slice(0, 1));
+    let w = source();
+    await w.start();
+    try {
+      await applyObjects(kcp, kymaObjects('after', 'irrelevant', ns).slice(0, 1));
+      await eventually(async () => expect(got.map((e) => `${e.type} ${(e.data as { name: string }).name}`)).toEqual(['dev.knative.apiserver.ref.add after']));
+      // Down (the adapter restarts): a change meanwhile is never sent; what comes after is.
+      w.stop();
+      await kcp.client.call('DELETE', `/apis/operator.kyma-project.io/v1beta2/namespaces/${ns}/kymas/before`);
+      w = source();
+      await w.start();
+      await applyObjects(kcp, kymaObjects('later', 'irrelevant', ns).slice(0, 1));
+      await eventually(async () => expect(got.map((e) => (e.data as { name: string }).name)).toContain('later'));
+      expect(got.map((e) => `${e.type} ${(e.data as { name: string }).name}`)).toEqual(['dev.knative.apiserver.ref.add after', 'dev.knative.apiserver.ref.add later']);
+    } finally {
+      w.stop();
+    }
+  });
+
   it('PingSource ticks at the configured interval', async () => {
     const got: CloudEvent<unknown>[] = [];
     const t = new PingTimer({ source: '/apis/v1/namespaces/x/pingsources/p', intervalMs: 50, data: '{"reason":"resync"}', contentType: 'application/json', emit: (e) => got.push(e) });

@@ -53,6 +53,9 @@ export interface Runtime {
   ping: PingTimer[];
   /** restartFunction kills one function (SIGKILL) and starts it again on the same port. */
   restartFunction(service: string): Promise<void>;
+  /** stopSources stops the ApiServerSources, as a dead adapter; startSources starts them again (no events for what happened meanwhile). */
+  stopSources(): void;
+  startSources(): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -97,8 +100,20 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const watches: ApiServerWatch[] = [];
   const ping: PingTimer[] = [];
+  const startSources = async () => {
+    for (const src of routing.apiServerSources) {
+      for (const res of src.resources) {
+        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
+        watches.push(w);
+        await w.start();
+      }
+    }
+  };
+  const stopSources = () => {
+    for (const w of watches.splice(0)) w.stop();
+  };
   const stop = async () => {
-    for (const w of watches) w.stop();
+    stopSources();
     for (const p of ping) p.stop();
     await Promise.all(functions.map((f) => stopProcess(f.proc)));
     await broker.close();
@@ -114,13 +129,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const started = await Promise.all(routing.services.map(async (s) =>
       startFunction(s.name, s.env, await freePort(), opts, brokerUrl, logDir, identities.get(s.name) ?? null)));
     functions.push(...started);
-    for (const src of routing.apiServerSources) {
-      for (const res of src.resources) {
-        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
-        watches.push(w);
-        await w.start();
-      }
-    }
+    await startSources();
     for (const p of routing.pingSources) {
       const t = new PingTimer({
         source: `/apis/v1/namespaces/${routing.namespace}/pingsources/${p.name}`,
@@ -136,7 +145,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     throw err;
   }
   return {
-    broker, functions, ping, stop,
+    broker, functions, ping, stop, stopSources, startSources,
     async restartFunction(service: string) {
       const i = functions.findIndex((f) => f.service === service);
       const f = functions[i]!;

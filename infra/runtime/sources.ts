@@ -2,8 +2,11 @@
 // ApiServerSource lists, then watches, each resource in its namespace and emits
 // dev.knative.apiserver.ref.add|update|delete with the real attributes (source =
 // API server URL, subject = self link, extensions kind/name/namespace/apiversion,
-// data = the object reference). After a broken watch it lists again and reports
-// what changed meanwhile.
+// data = the object reference) for what the watch reports. As the real adapter
+// (eventing pkg/adapter/apiserver/delegate.go: its store's Replace and Resync do
+// nothing), it sends nothing for the objects a list finds: not for those that exist
+// when it starts, nor for changes made while its watch was broken. The PingSource's
+// resync is what catches those up.
 import { randomUUID } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudEvent } from 'cloudevents';
@@ -34,7 +37,6 @@ export function refEvent(server: string, op: 'add' | 'update' | 'delete', o: Kub
 export class ApiServerWatch {
   private stopped = false;
   private readonly abort = new AbortController();
-  private readonly known = new Map<string, string>();
   private readonly kcp: Cluster;
   private readonly res: ApiServerResource;
   private readonly namespace: string;
@@ -58,33 +60,12 @@ export class ApiServerWatch {
     this.abort.abort();
   }
 
-  /** relist lists all objects (one consistent, paged snapshot), reports what changed, and returns its resourceVersion. */
+  /** relist lists the objects (one consistent, paged snapshot) only for the resourceVersion to watch from; it reports nothing. */
   private async relist(): Promise<string> {
     const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
-    const items: KubeObject[] = [];
-    let cont: string | undefined;
-    let rv: string | undefined;
-    do {
-      const page = await this.kcp.client.call<{ items: KubeObject[]; metadata: { resourceVersion: string; continue?: string } }>(
-        'GET', resourcePath(info, this.namespace), { query: { labelSelector: this.res.labelSelector, limit: 500, continue: cont } });
-      rv ??= page.metadata.resourceVersion;
-      items.push(...page.items.map((o) => ({ ...o, apiVersion: this.res.apiVersion, kind: this.res.kind })));
-      cont = page.metadata.continue || undefined;
-    } while (cont);
-    const seen = new Set<string>();
-    for (const o of items) {
-      const key = o.metadata.name;
-      seen.add(key);
-      const before = this.known.get(key);
-      if (before !== o.metadata.resourceVersion) this.emit(refEvent(this.kcp.client.server, before === undefined ? 'add' : 'update', o));
-      this.known.set(key, o.metadata.resourceVersion!);
-    }
-    for (const key of [...this.known.keys()]) {
-      if (seen.has(key)) continue;
-      this.known.delete(key);
-      this.emit(refEvent(this.kcp.client.server, 'delete', { apiVersion: this.res.apiVersion, kind: this.res.kind, metadata: { name: key, namespace: this.namespace } }));
-    }
-    return rv!;
+    const page = await this.kcp.client.call<{ metadata: { resourceVersion: string } }>(
+      'GET', resourcePath(info, this.namespace), { query: { labelSelector: this.res.labelSelector, limit: 1 } });
+    return page.metadata.resourceVersion;
   }
 
   private async loop(first: string): Promise<void> {
@@ -114,10 +95,6 @@ export class ApiServerWatch {
         if (ev.type === 'BOOKMARK') continue;
         const o = { ...ev.object, apiVersion: this.res.apiVersion, kind: this.res.kind };
         const op = ev.type === 'ADDED' ? 'add' : ev.type === 'DELETED' ? 'delete' : 'update';
-        // A version already reported (by a list that overlapped the watch) is not news.
-        if (op !== 'delete' && this.known.get(o.metadata.name) === o.metadata.resourceVersion) continue;
-        if (op === 'delete') this.known.delete(o.metadata.name);
-        else this.known.set(o.metadata.name, o.metadata.resourceVersion!);
         this.emit(refEvent(this.kcp.client.server, op, o));
       }
     } catch (err) {
