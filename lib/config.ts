@@ -1,5 +1,6 @@
 // config.ts: the product's configuration, parsed once at start-up from the
 // environment into a typed, validated object that is passed down.
+import { isDnsLabel } from './identity.ts';
 
 /** Config configures the engine and the functions. */
 export interface Config {
@@ -102,7 +103,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
   }
   const protectedNs = env.SYNC_PROTECTED_NAMESPACES !== undefined ? list(env.SYNC_PROTECTED_NAMESPACES) : defaults.protectedNamespaces;
   for (const ns of protectedNs) {
-    if (!/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/.test(ns)) throw new ConfigError('SYNC_PROTECTED_NAMESPACES', `"${ns}" is not a namespace name`);
+    if (!isDnsLabel(ns)) throw new ConfigError('SYNC_PROTECTED_NAMESPACES', `"${ns}" is not a namespace name`);
   }
   const namespaces = env.SYNC_CONTROL_PLANE_NAMESPACES ? list(env.SYNC_CONTROL_PLANE_NAMESPACES) : defaults.controlPlaneNamespaces;
   if (namespaces.length === 0) throw new ConfigError('SYNC_CONTROL_PLANE_NAMESPACES', 'must name at least one namespace');

@@ -4,6 +4,8 @@ import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
 import type { SyncStatus } from './model.ts';
+import { isDnsLabel, isDnsSubdomain } from './identity.ts';
+import { isMap } from './util.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
@@ -114,13 +116,9 @@ export class EventDataError extends Error {
   }
 }
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const SR_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
-const NAMESPACE = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-function str(o: Record<string, unknown>, key: string, pattern?: RegExp, max = 253): string {
+function str(o: Record<string, unknown>, key: string, valid?: (s: string) => boolean, max = 253): string {
   const v = o[key];
-  if (typeof v !== 'string' || v === '' || v.length > max || (pattern && !pattern.test(v))) throw new EventDataError(`data.${key} is not valid`);
+  if (typeof v !== 'string' || v === '' || v.length > max || (valid && !valid(v))) throw new EventDataError(`data.${key} is not valid`);
   return v;
 }
 
@@ -132,8 +130,8 @@ function count(o: Record<string, unknown>, key: string): number {
 
 /** checkRef validates a SyncResource (or Kyma, Secret) reference's namespace and name. */
 export function checkRef(data: unknown): SyncRef {
-  if (!isObj(data)) throw new EventDataError('data is not an object');
-  return { namespace: str(data, 'namespace', NAMESPACE, 63), name: str(data, 'name', SR_NAME) };
+  if (!isMap(data)) throw new EventDataError('data is not an object');
+  return { namespace: str(data, 'namespace', isDnsLabel), name: str(data, 'name', isDnsSubdomain) };
 }
 
 /** checkClusterResolved validates a cluster.resolved event's data: identity, generation and Secret reference. */
@@ -142,8 +140,8 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
   const d = data as Record<string, unknown>;
   str(d, 'uid', undefined, 64);
   count(d, 'generation');
-  str(d, 'kyma', SR_NAME);
-  if (!isObj(d.secret)) throw new EventDataError('data.secret is not an object');
+  str(d, 'kyma', isDnsSubdomain);
+  if (!isMap(d.secret)) throw new EventDataError('data.secret is not an object');
   checkRef(d.secret);
   str(d.secret, 'uid', undefined, 64);
   str(d.secret, 'resourceVersion', undefined, 64);
@@ -157,21 +155,21 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
   checkRef(data);
   const d = data as Record<string, unknown>;
   str(d, 'uid', undefined, 64);
-  str(d, 'kyma', SR_NAME);
+  str(d, 'kyma', isDnsSubdomain);
   const r = d.result;
-  if (!isObj(r)) throw new EventDataError('data.result is not an object');
+  if (!isMap(r)) throw new EventDataError('data.result is not an object');
   count(r, 'generation');
   str(r, 'observedAt', undefined, 64);
   for (const key of ['items', 'changes', 'inventory', 'pending']) {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
   }
   if (d.seen !== undefined) {
-    if (!isObj(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isObj(d.seen.status))) throw new EventDataError('data.seen is not valid');
+    if (!isMap(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isMap(d.seen.status))) throw new EventDataError('data.seen is not valid');
     str(d.seen, 'resourceVersion', undefined, 64);
     count(d.seen, 'generation');
   }
   for (const i of r.items as unknown[]) {
-    if (!isObj(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {
+    if (!isMap(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {
       throw new EventDataError('data.result.items holds an entry that is not {name, state, reason, message}');
     }
   }

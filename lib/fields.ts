@@ -1,6 +1,7 @@
 // fields.ts reads server-side apply's field sets (metadata.managedFields, fieldsV1): the
 // fields one manager owns, and an object projected onto them, so a diff can show exactly
 // the fields the product sets and nothing it leaves to others.
+import { isMap } from './util.ts';
 
 /** FieldSet is a fieldsV1 tree: "f:<name>", "k:<json keys>", "v:<json value>", "i:<index>", "." for the node itself. */
 export type FieldSet = { [key: string]: FieldSet };
@@ -43,12 +44,11 @@ export function mergeFields(a: FieldSet, b: FieldSet): FieldSet {
   return out;
 }
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function matches(element: unknown, key: string): boolean {
   if (key.startsWith('k:')) {
     const keys = JSON.parse(key.slice(2)) as Record<string, unknown>;
-    return isObj(element) && Object.entries(keys).every(([k, v]) => JSON.stringify(element[k]) === JSON.stringify(v));
+    return isMap(element) && Object.entries(keys).every(([k, v]) => JSON.stringify(element[k]) === JSON.stringify(v));
   }
   if (key.startsWith('v:')) return JSON.stringify(element) === JSON.stringify(JSON.parse(key.slice(2)));
   return false;
@@ -67,7 +67,7 @@ export function project(value: unknown, fields: FieldSet): unknown {
     });
     return kept.length > 0 ? kept : undefined;
   }
-  if (!isObj(value)) return undefined;
+  if (!isMap(value)) return undefined;
   const out: Record<string, unknown> = {};
   for (const k of children) {
     if (!k.startsWith('f:')) continue;

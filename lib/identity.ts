@@ -17,6 +17,12 @@ export class IdentityError extends Error {
 const DNS1123_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 const DNS1123_SUBDOMAIN = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const DNS1035_LABEL = /^[a-z]([-a-z0-9]{0,61}[a-z0-9])?$/;
+/** isDnsLabel tells whether s is a DNS-1123 label (a namespace name). */
+export const isDnsLabel = (s: string): boolean => DNS1123_LABEL.test(s);
+
+/** isDnsSubdomain tells whether s is a DNS-1123 subdomain of at most 253 characters (most object names, API groups). */
+export const isDnsSubdomain = (s: string): boolean => s.length <= 253 && DNS1123_SUBDOMAIN.test(s);
+
 const KIND = /^[A-Za-z]([-A-Za-z0-9]{0,61}[A-Za-z0-9])?$/;
 // Object names: the API server's path-segment rule (no "/", "%", not "." or "..") narrowed
 // to printable ASCII that needs no escaping in a URL path: RBAC's "system:..." names pass.
@@ -35,7 +41,7 @@ export function parseApiVersion(apiVersion: string, field = 'apiVersion'): Group
   const parts = apiVersion.split('/');
   const [group, version] = parts.length === 1 ? ['', parts[0]!] : parts.length === 2 ? [parts[0]!, parts[1]!] : [undefined, undefined];
   if (group === undefined || version === undefined) throw new IdentityError(field, `${show(apiVersion)} is not "version" or "group/version"`);
-  if (parts.length === 2 && (group.length > 253 || !DNS1123_SUBDOMAIN.test(group))) {
+  if (parts.length === 2 && !isDnsSubdomain(group)) {
     throw new IdentityError(field, `${show(apiVersion)} has a group that is not a DNS-1123 subdomain`);
   }
   if (!DNS1035_LABEL.test(version)) throw new IdentityError(field, `${show(apiVersion)} has a version that is not a DNS-1035 label`);
@@ -49,7 +55,7 @@ export function validateKind(kind: string, field = 'kind'): void {
 
 /** validateNamespace checks a namespace name (DNS-1123 label). */
 export function validateNamespace(namespace: string, field = 'metadata.namespace'): void {
-  if (!DNS1123_LABEL.test(namespace)) throw new IdentityError(field, `${show(namespace)} is not a valid namespace name (DNS-1123 label)`);
+  if (!isDnsLabel(namespace)) throw new IdentityError(field, `${show(namespace)} is not a valid namespace name (DNS-1123 label)`);
 }
 
 /** validateName checks an object name: 1-253 printable ASCII characters without "/", "%", "?", "#" or whitespace, not "." or "..". */

@@ -6,6 +6,7 @@ import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
 import type { Cluster } from './kube/objects.ts';
+import { pointerToken } from './util.ts';
 import { FINALIZER, KYMA_NAME_LABEL, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
@@ -56,7 +57,7 @@ export class KcpStore {
     }
     if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma) {
       ops.push(sr.metadata.labels
-        ? { op: 'add', path: `/metadata/labels/${KYMA_NAME_LABEL.replace('/', '~1')}`, value: sr.spec.kyma }
+        ? { op: 'add', path: `/metadata/labels/${pointerToken(KYMA_NAME_LABEL)}`, value: sr.spec.kyma }
         : { op: 'add', path: '/metadata/labels', value: { [KYMA_NAME_LABEL]: sr.spec.kyma } });
     }
     if (ops.length === 0) return sr;
@@ -81,7 +82,14 @@ export class KcpStore {
 
   /** writeInventory replaces status.synced, guarded by sr's resourceVersion; returns the updated object. */
   async writeInventory(sr: SyncResource, entries: InventoryEntry[]): Promise<SyncResource> {
-    return this.applyStatus(sr, { synced: entries }, `${this.fieldManager}-inventory`, true);
+    const body = {
+      apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+      metadata: { name: sr.metadata.name, namespace: sr.metadata.namespace, resourceVersion: sr.metadata.resourceVersion },
+      status: { synced: entries },
+    };
+    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
+      query: { fieldManager: `${this.fieldManager}-inventory`, force: true }, body, contentType: PatchType.apply,
+    });
   }
 
   /**
@@ -102,17 +110,6 @@ export class KcpStore {
       : [{ op: 'add', path: '/status', value: status }];
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
       query: { fieldManager: `${this.fieldManager}-status` }, body: [...tests, ...writes], contentType: PatchType.json,
-    });
-  }
-
-  private async applyStatus(sr: SyncResource, status: Pick<SyncStatus, 'synced'>, manager: string, guarded: boolean): Promise<SyncResource> {
-    const body = {
-      apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
-      metadata: { name: sr.metadata.name, namespace: sr.metadata.namespace, ...(guarded ? { resourceVersion: sr.metadata.resourceVersion } : {}) },
-      status,
-    };
-    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
-      query: { fieldManager: manager, force: true }, body, contentType: PatchType.apply,
     });
   }
 }

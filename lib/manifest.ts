@@ -6,6 +6,7 @@ import { loadAll } from 'js-yaml';
 import { checkIdentity, IdentityError } from './identity.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
+import { isMap } from './util.ts';
 
 /** ManifestError is a problem with an item's text; it stays on that item (reason InvalidManifest). */
 export class ManifestError extends Error {
@@ -17,7 +18,6 @@ export class ManifestError extends Error {
 
 const serverFields = ['uid', 'resourceVersion', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation', 'managedFields', 'selfLink'];
 
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 function describe(v: unknown): string {
   if (v === null) return 'null';

@@ -1,6 +1,12 @@
 // util.ts: small helpers without a better home.
 import { AsyncLocalStorage } from 'node:async_hooks';
 
+/** isMap tells whether v is a plain mapping (not null, not a list). */
+export const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+
+/** pointerToken escapes a key for a JSON pointer (RFC 6901): "~" as "~0", "/" as "~1". */
+export const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
+
 /** mapLimit maps items through fn with at most limit calls in flight, keeping order. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
   const out = new Array<R>(items.length);

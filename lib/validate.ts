@@ -9,6 +9,8 @@ import { outsideControlPlane, type Config } from './config.ts';
 import { parseItems } from './engine/plan.ts';
 import { SYNC_API_VERSION, type State, type SyncItem } from './model.ts';
 import { checkSchema, type Schema } from './schema.ts';
+import { isDnsSubdomain } from './identity.ts';
+import { isMap } from './util.ts';
 
 /** Finding is one problem of a SyncResource, or of one of its items. */
 export interface Finding {
@@ -31,8 +33,6 @@ export interface ValidateReport {
   unchecked: string[];
 }
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-const SR_NAME = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 
 /** validateText checks every document of text (a file's content; source names it in findings). */
 export function validateText(text: string, source: string, config: Config, specSchema: Schema): ValidateReport {
@@ -45,8 +45,8 @@ export function validateText(text: string, source: string, config: Config, specS
     return report;
   }
   for (const doc of docs) {
-    if (!isObj(doc) || doc.apiVersion !== SYNC_API_VERSION || doc.kind !== 'SyncResource') {
-      const d = isObj(doc) ? doc : {};
+    if (!isMap(doc) || doc.apiVersion !== SYNC_API_VERSION || doc.kind !== 'SyncResource') {
+      const d = isMap(doc) ? doc : {};
       report.skipped.push(`${String(d.kind ?? typeof doc)} ${String((d.metadata as { name?: unknown } | undefined)?.name ?? '')}`.trim());
       continue;
     }
@@ -56,12 +56,12 @@ export function validateText(text: string, source: string, config: Config, specS
 }
 
 function validateOne(doc: Record<string, unknown>, report: ValidateReport, config: Config, specSchema: Schema): void {
-  const meta = isObj(doc.metadata) ? doc.metadata : {};
+  const meta = isMap(doc.metadata) ? doc.metadata : {};
   const name = `${typeof meta.namespace === 'string' ? meta.namespace : ''}/${String(meta.name ?? '')}`;
   report.syncResources.push(name);
   const add = (f: Omit<Finding, 'source' | 'syncResource'>) => report.findings.push({ source: report.source, syncResource: name, ...f });
   const rejected = (message: string) => add({ state: 'Rejected', reason: 'Rejected', message });
-  if (typeof meta.name !== 'string' || !SR_NAME.test(meta.name) || meta.name.length > 253) {
+  if (typeof meta.name !== 'string' || !isDnsSubdomain(meta.name)) {
     rejected(`metadata.name: Invalid value: ${JSON.stringify(meta.name ?? '')}: a lowercase RFC 1123 subdomain is required`);
   }
   for (const p of checkSchema(doc.spec, { type: 'object', ...specSchema }, 'spec', report.unchecked)) rejected(`${p.path}: ${p.message}`);
@@ -70,8 +70,8 @@ function validateOne(doc: Record<string, unknown>, report: ValidateReport, confi
     const ignored = outsideControlPlane(meta.namespace, config);
     if (ignored) add({ state: 'Ignored', reason: 'Ignored', message: ignored });
   }
-  const spec = isObj(doc.spec) ? doc.spec : {};
-  const items = (Array.isArray(spec.items) ? spec.items : []).filter((i): i is SyncItem => isObj(i) && typeof i.name === 'string');
+  const spec = isMap(doc.spec) ? doc.spec : {};
+  const items = (Array.isArray(spec.items) ? spec.items : []).filter((i): i is SyncItem => isMap(i) && typeof i.name === 'string');
   for (const p of parseItems(items, config)) {
     if (p.done && p.done.state !== 'Ready') add({ item: p.item.name, state: p.done.state, reason: p.done.reason, message: p.done.message });
   }

@@ -3,6 +3,7 @@
 // access Secret is mapped to its Kyma and fans out reconcile requests (rotation).
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
+import { outsideControlPlane } from '../../lib/config.ts';
 import { EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveStep } from '../../lib/pipeline/resolve.ts';
 import { kymaOfSecret, resyncKyma } from '../../lib/pipeline/resync.ts';
@@ -16,7 +17,7 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if ((event as unknown as { kind?: string }).kind === 'Secret') {
     return run(context, event, 'resolve-cluster', async (d, log) => {
       // Secrets outside the control-plane namespaces are never read.
-      if (!d.config.controlPlaneNamespaces.includes(ref.namespace)) {
+      if (outsideControlPlane(ref.namespace, d.config)) {
         log.warn({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
         return undefined;
       }

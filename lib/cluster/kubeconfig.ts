@@ -5,6 +5,7 @@
 import { load } from 'js-yaml';
 import { fromData, staticToken, type Credentials } from '../kube/credentials.ts';
 import { TerminalError } from '../kube/errors.ts';
+import { isMap } from '../util.ts';
 
 /** InvalidKubeconfigError is a rejected kubeconfig (reason InvalidKubeconfig). */
 export class InvalidKubeconfigError extends TerminalError {
@@ -14,7 +15,6 @@ export class InvalidKubeconfigError extends TerminalError {
 }
 
 type Named<T> = { name?: unknown } & { [k: string]: T | unknown };
-const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 
 const forbiddenUser: Record<string, string> = {
   exec: 'an exec credential plugin',

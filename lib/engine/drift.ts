@@ -8,7 +8,7 @@
 import { createHash } from 'node:crypto';
 import { managedFieldsOf, ownedFields, ownsPath, project } from '../fields.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { canonical } from '../util.ts';
+import { canonical, isMap } from '../util.ts';
 
 const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
 
@@ -28,11 +28,10 @@ export interface DriftCause {
   managers: string[];
 }
 
-const isObj = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
 const identity = new Set(['apiVersion', 'kind', 'metadata.name', 'metadata.namespace']);
 
 function leafPaths(v: unknown, prefix: string[] = []): string[][] {
-  if (!isObj(v) || Object.keys(v).length === 0) return prefix.length > 0 ? [prefix] : [];
+  if (!isMap(v) || Object.keys(v).length === 0) return prefix.length > 0 ? [prefix] : [];
   return Object.entries(v).flatMap(([k, child]) => leafPaths(child, [...prefix, k]));
 }
 

@@ -194,7 +194,7 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         if (d.release) await guard(() => release(skr, p.info!, current!, config, false));
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
-          : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.drift ? d.cause ?? { paths: [], managers: [] } : undefined) });
+          : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.cause) });
         break;
       }
       case 'adopt':

@@ -6,9 +6,8 @@ import type { Config } from '../config.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
+import { pointerToken } from '../util.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
-
-const pointer = (s: string) => s.replace(/~/g, '~0').replace(/\//g, '~1');
 
 function patch(skr: Cluster, info: ResourceInfo, live: KubeObject, ops: object[], config: Pick<Config, 'fieldManager'>): Promise<unknown> {
   return skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), {
@@ -22,7 +21,7 @@ function patch(skr: Cluster, info: ResourceInfo, live: KubeObject, ops: object[]
 export function stamp(skr: Cluster, info: ResourceInfo, live: KubeObject, owner: string, config: Pick<Config, 'fieldManager'>): Promise<unknown> {
   const ops: object[] = [];
   const put = (map: 'labels' | 'annotations', key: string, value: string) => ops.push(live.metadata[map]
-    ? { op: 'add', path: `/metadata/${map}/${pointer(key)}`, value }
+    ? { op: 'add', path: `/metadata/${map}/${pointerToken(key)}`, value }
     : { op: 'add', path: `/metadata/${map}`, value: { [key]: value } });
   put('labels', MANAGED_BY_LABEL, MANAGED_BY_VALUE);
   // After the label: an annotations map added by the first op exists for the second only if it was there before.
@@ -37,9 +36,9 @@ export function stamp(skr: Cluster, info: ResourceInfo, live: KubeObject, owner:
  */
 export async function release(skr: Cluster, info: ResourceInfo, live: KubeObject, config: Pick<Config, 'fieldManager'>, digest: boolean): Promise<unknown> {
   const ops: object[] = [];
-  if (live.metadata.labels?.[MANAGED_BY_LABEL] !== undefined) ops.push({ op: 'remove', path: `/metadata/labels/${pointer(MANAGED_BY_LABEL)}` });
+  if (live.metadata.labels?.[MANAGED_BY_LABEL] !== undefined) ops.push({ op: 'remove', path: `/metadata/labels/${pointerToken(MANAGED_BY_LABEL)}` });
   for (const a of digest ? [OWNER_ANNOTATION, HASH_ANNOTATION] : [OWNER_ANNOTATION]) {
-    if (live.metadata.annotations?.[a] !== undefined) ops.push({ op: 'remove', path: `/metadata/annotations/${pointer(a)}` });
+    if (live.metadata.annotations?.[a] !== undefined) ops.push({ op: 'remove', path: `/metadata/annotations/${pointerToken(a)}` });
   }
   return ops.length > 0 ? patch(skr, info, live, ops, config) : undefined;
 }
