@@ -45,6 +45,14 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
         continue;
       }
       const live = await observe(skr, p);
+      if (p.item.dataFrom) {
+        // Values by reference live in the KCP: compared as they are in the cluster, never shown.
+        p.object!.data = { ...(live?.data as Record<string, string> | undefined) };
+        const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
+        const o = await outcomeOf(p, live, owner, skr, config);
+        out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
+        continue;
+      }
       out.push({ ...base, ...(await outcomeOf(p, live, owner, skr, config)) });
     } catch (err) {
       const r = itemFailure(p, err);

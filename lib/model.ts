@@ -18,6 +18,8 @@ export const OWNER_ANNOTATION = 'operator.kyma-project.io/owned-by';
 export const HASH_ANNOTATION = 'operator.kyma-project.io/applied-digest';
 /** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
 export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
+/** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */
+export const SYNC_SOURCE_LABEL = 'operator.kyma-project.io/sync-source';
 
 /** Strategy says how an item's object is kept in the SKR. */
 export type Strategy = 'CreateAndSync' | 'CreateAndIgnore' | 'Delete' | 'UpdateAndDelete';
@@ -31,6 +33,8 @@ export interface SyncItem {
   strategy: Strategy;
   resource?: string;
   subresource?: string;
+  /** dataFrom takes a v1 Secret's data from a labelled Secret in the SyncResource's namespace (values by reference). */
+  dataFrom?: { secretRef: { name: string } };
 }
 
 /** InventoryEntry records one object this SyncResource has put into its SKR. */

@@ -33,6 +33,8 @@ export interface SchemaProblem {
 const knownRules: Record<string, (self: Record<string, unknown>) => boolean> = {
   'has(self.resource) || has(self.subresource)': (o) => o.resource !== undefined || o.subresource !== undefined,
   "self.strategy != 'Delete' || !has(self.subresource)": (o) => o.strategy !== 'Delete' || o.subresource === undefined,
+  '!has(self.dataFrom) || has(self.resource)': (o) => o.dataFrom === undefined || o.resource !== undefined,
+  "!has(self.dataFrom) || self.strategy != 'Delete'": (o) => o.dataFrom === undefined || o.strategy !== 'Delete',
   'self == oldSelf': () => true,
 };
 

@@ -1,48 +1,18 @@
 // Observability through the whole pipeline: one trace per reconcile across all hops
 // (received by a local OTLP/JSON collector), metrics on each function's Prometheus
 // endpoint, and no credential byte in any log, event, status, Kubernetes Event or span.
-import { createServer, type Server } from 'node:http';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../infra/net.ts';
+import { startCollector, type Collector, type Span } from './collector.ts';
 import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { credentialFragments, eventually, uniqueName } from './helpers.ts';
 
-interface Span { traceId: string; spanId: string; parentSpanId?: string; name: string; attributes: Record<string, unknown>; service: string; startTimeUnixNano: string; endTimeUnixNano: string }
-
-let collector: Server;
-const spans: Span[] = [];
+let collector: Collector;
+let spans: Span[];
 let s: Stack;
 const metricsPorts: Record<string, number> = {};
-
-function value(v: Record<string, unknown>): unknown {
-  const list = v.arrayValue as { values?: Record<string, unknown>[] } | undefined;
-  return list ? (list.values ?? []).map(value) : v.stringValue ?? v.intValue ?? v.boolValue ?? v.doubleValue;
-}
-
-async function startCollector(): Promise<string> {
-  collector = createServer((req, res) => {
-    let body = '';
-    req.on('data', (c) => (body += c));
-    req.on('end', () => {
-      if (req.url === '/v1/traces') {
-        const doc = JSON.parse(body) as { resourceSpans: { resource: { attributes: { key: string; value: Record<string, unknown> }[] }; scopeSpans: { spans: { traceId: string; spanId: string; parentSpanId?: string; name: string; startTimeUnixNano: string; endTimeUnixNano: string; attributes?: { key: string; value: Record<string, unknown> }[] }[] }[] }[] };
-        for (const rs of doc.resourceSpans) {
-          const service = String(value(rs.resource.attributes.find((a) => a.key === 'service.name')?.value ?? {}));
-          for (const ss of rs.scopeSpans) {
-            for (const sp of ss.spans) {
-              spans.push({ ...sp, service, attributes: Object.fromEntries((sp.attributes ?? []).map((a) => [a.key, value(a.value)])) });
-            }
-          }
-        }
-      }
-      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
-    });
-  });
-  await new Promise<void>((r) => collector.listen(0, '127.0.0.1', r));
-  return `http://127.0.0.1:${(collector.address() as { port: number }).port}`;
-}
 
 async function scrape(service: string): Promise<Record<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${metricsPorts[service]}/metrics`)).text();
@@ -58,7 +28,9 @@ const total = (m: Record<string, number>, name: string) => Object.entries(m).fil
 
 describe('observability', () => {
   beforeAll(async () => {
-    const endpoint = await startCollector();
+    collector = await startCollector();
+    spans = collector.spans;
+    const endpoint = collector.endpoint;
     for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) metricsPorts[svc] = await freePort();
     s = await startStack('obs', {
       env: {

@@ -4,7 +4,8 @@
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { isNotFound, TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
-import { KYMA_API_VERSION, KYMA_NAME_LABEL } from '../model.ts';
+import { KYMA_API_VERSION, KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
+import { readSource, type SourceSecret } from './sources.ts';
 import { TtlMemo } from '../util.ts';
 
 /** kymaInfo and secretInfo address Kymas and Secrets in the KCP without discovery. */
@@ -38,10 +39,13 @@ export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Pr
   }
 }
 
-/** findAccessSecret returns the one Secret labelled for kyma, failing with AccessSecretNotFound or AmbiguousAccessSecret. */
+/**
+ * findAccessSecret returns the one Secret labelled for kyma, failing with AccessSecretNotFound
+ * or AmbiguousAccessSecret. Secrets labelled as sync sources are never access Secrets.
+ */
 export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: string): Promise<AccessSecret> {
   const found = await kcp.client.call<{ items: KubeObject[] | null }>('GET', resourcePath(secretInfo, namespace), {
-    query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma}` },
+    query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma},!${SYNC_SOURCE_LABEL}` },
   });
   const list = { items: found.items ?? [] };
   if (list.items.length === 0) {
@@ -71,12 +75,14 @@ export class Lookups {
   private readonly kcp: Cluster;
   private readonly kymas: TtlMemo<KubeObject>;
   private readonly secrets: TtlMemo<AccessSecret>;
+  private readonly sources: TtlMemo<SourceSecret | undefined>;
 
   constructor(kcp: Cluster, ttlMs = 2_000) {
     this.kcp = kcp;
     const definite = (err: unknown) => err instanceof ResolutionError;
     this.kymas = new TtlMemo(ttlMs, definite);
     this.secrets = new TtlMemo(ttlMs, definite);
+    this.sources = new TtlMemo(ttlMs);
   }
 
   kyma(namespace: string, kyma: string, fresh = false): Promise<KubeObject> {
@@ -85,5 +91,10 @@ export class Lookups {
 
   accessSecret(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
     return this.secrets.get(`${namespace}/${kyma}`, () => findAccessSecret(this.kcp, namespace, kyma), fresh);
+  }
+
+  /** source reads a source Secret (sources.ts), shared for a moment like the others; the caller checks it. */
+  source(namespace: string, name: string, fresh = false): Promise<SourceSecret | undefined> {
+    return this.sources.get(`${namespace}/${name}`, () => readSource(this.kcp, namespace, name), fresh);
   }
 }

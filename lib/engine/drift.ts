@@ -5,16 +5,24 @@
 // normalizes (1000m and 1, an empty map, a defaulted field) are stored normalized, so
 // they are never drift. A correction names the field managers that took our fields and
 // the field paths (never a value).
-import { createHash } from 'node:crypto';
+import { createHash, createHmac } from 'node:crypto';
 import { managedFieldsOf, ownedFields, ownsPath, project } from '../fields.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import { canonical, isMap } from '../util.ts';
 
 const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
 
-/** appliedDigest is the digest of what manager owns of obj (or of its subresource), with the values the server stores. */
+/**
+ * appliedDigest is the digest of what manager owns of obj (or of its subresource), with the
+ * values the server stores. A Secret's is keyed with its uid (HMAC), which only readers of
+ * the Secret know: the digest in the KCP status cannot be used to test guesses of a value.
+ */
 export function appliedDigest(obj: KubeObject, manager: string, subresource?: 'status'): string {
-  return sha(project(obj, ownedFields(obj, manager, subresource)) ?? null);
+  const owned = canonical(project(obj, ownedFields(obj, manager, subresource)) ?? null);
+  if (obj.apiVersion === 'v1' && obj.kind === 'Secret' && obj.metadata.uid) {
+    return createHmac('sha256', obj.metadata.uid).update(owned).digest('hex').slice(0, 32);
+  }
+  return createHash('sha256').update(owned).digest('hex').slice(0, 32);
 }
 
 /** statusDigest ties the status a subresource item writes (its text) to what manager owns of obj's status. */

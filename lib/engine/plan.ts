@@ -6,7 +6,9 @@ import type { ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
-import { parseApiVersion } from '../identity.ts';
+import { isDnsSubdomain, parseApiVersion } from '../identity.ts';
+import { SourceError } from '../cluster/sources.ts';
+import { mapLimit } from '../util.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { guard } from './items.ts';
 import { result, type ItemResult } from './result.ts';
@@ -25,7 +27,12 @@ export interface PlanItem {
   done?: ItemResult;
   /** applied holds the digests of the object (and status) as the server holds them after this run (drift.ts). */
   applied?: { digest?: string; statusDigest?: string };
+  /** secrets are the values a dataFrom item took from its source (base64 and plain), for redaction only. */
+  secrets?: string[];
 }
+
+/** SourceReader returns the data of the source Secret name for this SyncResource, or throws a SourceError. */
+export type SourceReader = (name: string) => Promise<Record<string, string>>;
 
 const sameId = (a: ObjectId, b: ObjectId) =>
   a.apiVersion === b.apiVersion && a.kind === b.kind && a.name === b.name && (a.namespace ?? '') === (b.namespace ?? '');
@@ -46,7 +53,8 @@ export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
       const obj = p.object ?? p.status;
       if (!obj) throw new ManifestError('item has neither resource nor subresource');
       p.id = idOf(obj);
-      const restricted = restriction(p.id, config);
+      if (item.dataFrom !== undefined) checkDataFrom(p);
+      const restricted = restriction(p.id, config, byReference(p));
       if (restricted) p.done = result(item.name, 'Warning', 'Restricted', restricted);
     } catch (err) {
       if (!(err instanceof ManifestError)) throw err;
@@ -59,13 +67,68 @@ export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
 }
 
 /**
- * restriction says why an object may not be touched: a restricted kind (group and kind,
- * any version), a protected namespace, or a Namespace object that is never taken over or
- * deleted (the protected ones, default, kube-*). undefined when it may.
+ * checkDataFrom enforces where values by reference may go: only a v1 Secret, without data
+ * or stringData of its own (its data comes from the source Secret).
  */
-export function restriction(id: ObjectId, config: Config): string | undefined {
+function checkDataFrom(p: PlanItem): void {
+  const o = p.object;
+  if (!o) throw new ManifestError('dataFrom needs a resource (a v1 Secret)');
+  if (o.apiVersion !== 'v1' || o.kind !== 'Secret') throw new ManifestError(`dataFrom is allowed only on a v1 Secret, not on ${o.apiVersion}/${o.kind}`);
+  for (const f of ['data', 'stringData']) {
+    if (o[f] !== undefined) throw new ManifestError(`resource sets ${f}, but a Secret with dataFrom takes its data from the source Secret only; remove ${f}`);
+  }
+  if (p.status) throw new ManifestError('an item with dataFrom takes no subresource');
+  const name = (p.item.dataFrom as { secretRef?: { name?: unknown } } | null)?.secretRef?.name;
+  if (typeof name !== 'string' || !isDnsSubdomain(name)) throw new ManifestError('dataFrom.secretRef.name must name a Secret (a lowercase RFC 1123 subdomain)');
+}
+
+/**
+ * fillSources gives every dataFrom item its source Secret's data; a source that is missing
+ * or may not ship here settles the item (SecretSourceNotFound, SecretSourceRejected) before
+ * anything is read or written in the SKR. A failure to read is the run's (transient).
+ */
+export async function fillSources(plan: PlanItem[], read: SourceReader | undefined, concurrency: number): Promise<void> {
+  await mapLimit(plan.filter((p) => !p.done && p.item.dataFrom !== undefined), concurrency, async (p) => {
+    const name = p.item.dataFrom!.secretRef.name;
+    if (!read) {
+      p.done = result(p.item.name, 'Error', 'SecretSourceNotFound', `Secret ${name} (dataFrom.secretRef) cannot be read here`);
+      return;
+    }
+    try {
+      const data = await read(name);
+      p.object!.data = data;
+      p.secrets = Object.values(data).flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')]).filter((v) => v.length >= 4);
+    } catch (err) {
+      if (!(err instanceof SourceError)) throw err;
+      p.done = result(p.item.name, 'Error', err.reason, err.message);
+    }
+  });
+}
+
+/** redacted replaces any source value (or its base64) in an item's message: API errors may quote what was sent. */
+export function redacted(r: ItemResult, secrets: string[] | undefined): ItemResult {
+  if (!secrets?.length) return r;
+  let message = r.message;
+  for (const v of secrets) message = message.split(v).join('***');
+  return message === r.message ? r : { ...r, message };
+}
+
+/** byReference tells whether p is a v1 Secret whose values come by reference (dataFrom): the one Secret that is not restricted. */
+const byReference = (p: PlanItem): boolean => p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
+
+/**
+ * restriction says why an object may not be touched: a restricted kind (group and kind,
+ * any version; a v1 Secret whose values come by reference is allowed), a protected
+ * namespace, or a Namespace object that is never taken over or deleted (the protected
+ * ones, default, kube-*). undefined when it may.
+ */
+export function restriction(id: ObjectId, config: Config, secretByReference = false): string | undefined {
   const { group } = parseApiVersion(id.apiVersion);
-  if (isRestrictedKind(config, group, id.kind)) return `kind ${id.apiVersion}/${id.kind} is restricted and never synced`;
+  const referenced = secretByReference && group === '' && id.kind === 'Secret';
+  if (!referenced && isRestrictedKind(config, group, id.kind)) {
+    const hint = group === '' && id.kind === 'Secret' ? '; ship Secret values by reference (dataFrom.secretRef)' : '';
+    return `kind ${id.apiVersion}/${id.kind} is restricted and never synced${hint}`;
+  }
   if (group === '' && id.kind === 'Namespace' && !id.namespace) {
     const name = id.name;
     if (name === 'default' || name.startsWith('kube-') || config.protectedNamespaces.includes(name)) {
@@ -132,6 +195,6 @@ export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, c
     return;
   }
   // The namespace is settled only now (defaulted): check it again.
-  const restricted = restriction(p.id, config);
+  const restricted = restriction(p.id, config, byReference(p));
   if (restricted) p.done = result(p.item.name, 'Warning', 'Restricted', restricted);
 }

@@ -12,7 +12,7 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
-import { crdProvides, parseItems, resolveKind, type PlanItem } from './plan.ts';
+import { crdProvides, fillSources, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
@@ -29,6 +29,8 @@ export interface ReconcileDeps {
   snapshots?: boolean;
   /** snapshotsSince (epoch ms): snapshots taken before it confirm nothing (a resync must see drift made before it began). */
   snapshotsSince?: number;
+  /** sources reads the source Secrets of dataFrom items (KCP); without it such items fail. */
+  sources?: SourceReader;
   /** hooks let tests inject failures between the steps of a run. */
   hooks?: { afterInventoryWrite?: () => Promise<void> };
 }
@@ -103,6 +105,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const { skr, config } = deps;
   const owner = ownerRef(sr);
   const plan = parseItems(sr.spec.items ?? [], config);
+  await fillSources(plan, deps.sources, config.applyConcurrency);
   const results = new Map<PlanItem, ItemResult>();
   const ctxOf = (p: PlanItem): DecideContext => ({ owner, fieldManager: config.fieldManager, entry: inventory.find(p.id!) });
   const refused = new Set<string>();
@@ -152,7 +155,8 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   for (const p of plan) {
     // Items settled without touching the SKR get their span too: one span per item.
     if (p.done) tracer.startSpan('apply item', { attributes: { ...itemAttributes(p), 'sync.item.reason': p.done.reason, 'sync.item.state': p.done.state } }).end();
-    const r = p.done ?? results.get(p)!;
+    // API errors may quote what was sent: no value of a source Secret leaves the run.
+    const r = redacted(p.done ?? results.get(p)!, p.secrets);
     res.items.push(r);
     if (r.change) res.changes.push(r.change);
   }

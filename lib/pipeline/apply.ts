@@ -1,6 +1,7 @@
 // apply.ts is the apply-items step: cluster resolved in, the engine run against the
-// SKR, the outcome out. The kubeconfig is read here, used through the per-process
-// client cache, and never leaves this process.
+// SKR, the outcome out. The kubeconfig and the source Secrets of dataFrom items are read
+// here, used in this process, and never leave it.
+import { sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, Seen } from '../events.ts';
 import { KYMA_NAME_LABEL } from '../model.ts';
@@ -85,7 +86,10 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
+  // Source Secrets of dataFrom items: read here, checked for this Kyma, afresh after a Secret changed.
+  const sources = (name: string) => deps.lookups.source(data.namespace, name, data.trigger === 'secret')
+    .then((s) => sourceData(s, data.namespace, name, sr.spec.kyma));
+  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);
