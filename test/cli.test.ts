@@ -62,7 +62,7 @@ describe('kcp-sync validate', () => {
     expect(byItem).toEqual({
       '': 'Rejected/Rejected: spec.items[5].strategy: Unsupported value: "Sync": supported values: "CreateAndSync", "CreateAndIgnore", "Delete", "UpdateAndDelete"',
       dot: 'Error/InvalidManifest: resource metadata.name "." is not a valid object name',
-      secret: 'Warning/Restricted: kind v1/secret is restricted and never synced',
+      secret: 'Warning/Restricted: kind v1/secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)',
       sys: 'Warning/Restricted: namespace kube-system is protected: nothing is created, changed or deleted in it',
       second: 'Error/DuplicateObject: ConfigMap x/c is already named by item first; an object belongs to one item',
     });
@@ -71,6 +71,26 @@ describe('kcp-sync validate', () => {
     expect(text.stdout).toMatch(/^FILE\s+SYNCRESOURCE\s+ITEM\s+STATE\s+REASON\s+MESSAGE$/m);
     expect(text.stdout).toMatch(/^-\s+kcp-system\/bad\s+second\s+Error\s+DuplicateObject\s+ConfigMap x\/c is already named by item first/m);
     expect(text.stdout).toContain('skipped ConfigMap other (not a SyncResource)');
+  });
+
+  it('checks the rules of values by reference (dataFrom): admission rules and the engine\'s', async () => {
+    const secret = (extra = '') => `apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\n${extra}`;
+    const ref = () => ({ secretRef: { name: 'src' } });
+    const good = srDoc('good', [{ name: 'ok', strategy: 'CreateAndSync', resource: secret('type: Opaque\n'), dataFrom: ref() }]);
+    expect((await cli(['validate', '-'], { stdin: good })).code).toBe(0);
+    const bad = [
+      srDoc('engine', [
+        { name: 'cm', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n', dataFrom: ref() },
+        { name: 'data', strategy: 'CreateAndSync', resource: secret('data: {k: dg==}\n'), dataFrom: ref() },
+      ]),
+      srDoc('admission', [{ name: 'del', strategy: 'Delete', resource: secret(), dataFrom: ref() }]),
+    ].join('---\n');
+    const out = JSON.parse((await cli(['validate', '-o', 'json', '-'], { stdin: bad })).stdout) as { reports: { findings: { syncResource: string; item?: string; reason: string; message: string }[] }[] };
+    expect(out.reports[0]!.findings.map((f) => `${f.syncResource} ${f.item ?? ''} ${f.reason}: ${f.message}`)).toEqual([
+      'kcp-system/engine cm InvalidManifest: dataFrom is allowed only on a v1 Secret, not on v1/ConfigMap',
+      'kcp-system/engine data InvalidManifest: resource sets data, but a Secret with dataFrom takes its data from the source Secret only; remove data',
+      'kcp-system/admission  Rejected: spec.items[0]: Invalid value: "object": an item with strategy Delete takes no dataFrom',
+    ]);
   });
 
   it('takes the restricted kinds and protected namespaces from the product\'s variables', async () => {

@@ -107,7 +107,7 @@ describe('engine', () => {
     const { sr } = await h.sync();
     const byName = Object.fromEntries((sr?.status?.items ?? []).map((i) => [i.name, i]));
     expect(byName.good).toMatchObject({ state: 'Ready', reason: 'Created' });
-    expect(byName.secret).toMatchObject({ state: 'Warning', reason: 'Restricted', message: 'kind v1/Secret is restricted and never synced' });
+    expect(byName.secret).toMatchObject({ state: 'Warning', reason: 'Restricted', message: 'kind v1/Secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)' });
     expect(byName.typo).toMatchObject({ state: 'Error', reason: 'UnknownKind', message: 'the SKR does not serve kind Configmap in v1' });
     expect(byName.broken).toMatchObject({ state: 'Error', reason: 'InvalidManifest' });
     expect(byName.broken!.message).toMatch(/^resource is not valid YAML: /);

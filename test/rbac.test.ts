@@ -23,6 +23,10 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
   ['sync-resolve-cluster', 'list', 'secrets', 'kcp-system', true],
   ['sync-apply-items', 'list', 'secrets', 'kcp-system', true],
   ['sync-resolve-cluster', 'list', 'secrets', 'default', false],
+  // apply-items also reads source Secrets (dataFrom), with the same list by name: no new verb.
+  ['sync-apply-items', 'get', 'secrets', 'kcp-system', false],
+  ['sync-apply-items', 'watch', 'secrets', 'kcp-system', false],
+  ['sync-resolve-cluster', 'get', 'secrets', 'kcp-system', false],
   ['sync-apply-items', 'get', 'secrets', 'kube-system', false],
   ['sync-apply-items', 'list', 'secrets', undefined, false],
   ['sync-resync', 'get', 'secrets', 'kcp-system', false],

@@ -7,9 +7,10 @@
 import { randomBytes } from 'node:crypto';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { dump } from 'js-yaml';
+import { dump, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import type { KubeObject } from '../lib/kube/objects.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../lib/model.ts';
 import { otelEnv, startCollector, type Collector } from './collector.ts';
 import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
@@ -72,12 +73,20 @@ describe('Secret values by reference', () => {
     // The inventory records the object and a digest, never a value.
     expect(sr?.status?.synced).toEqual([expect.objectContaining({ kind: 'Secret', name: 'sap-btp-manager', namespace: NS, digest: expect.any(String) })]);
 
+    // A SyncResource of the same Kyma that references no source is not reconciled by a rotation.
+    await applySr(`${P}-bystander`, [{ name: 'cm', strategy: 'CreateAndSync', resource: dump({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${P}-by`, namespace: NS } }) }]);
+    await waitSr(s, `${P}-bystander`, (x) => expect(x?.status?.state).toBe('Ready'));
+    const requested = (who: string) => s.runtime.broker.observed.filter((e) =>
+      e.attributes.type === 'io.kyma-project.syncresource.reconcile' && (e.data as { name?: string; trigger?: string }).name === who && (e.data as { trigger?: string }).trigger === 'secret').length;
+
     // Rotation: a changed value, a removed key and a new one, through the event of the source Secret.
     const second = { clientid: first.clientid, clientsecret: secretValue(), url: secretValue() };
     await kubectl(s.kcp, ['apply', '-f', '-'], source(`${P}-btp`, sourceLabels('kyma-1'), second));
     await kubectl(s.kcp, ['patch', 'secret', `${P}-btp`, '-n', s.ns, '--type=json', '-p', JSON.stringify([{ op: 'remove', path: '/data/clientid' }])]);
     const rotated = { clientsecret: second.clientsecret, url: second.url };
     await eventually(async () => expect(decode((await skrSecret('sap-btp-manager'))?.data)).toEqual(rotated), 30_000, 250);
+    expect(requested(name)).toBeGreaterThan(0);
+    expect(requested(`${P}-bystander`)).toBe(0);
 
     // Someone else edits the SKR Secret: drift, reverted on the next resync.
     await kubectl(s.skr[0]!, ['patch', 'secret', 'sap-btp-manager', '-n', NS, '--type=merge', '-p', JSON.stringify({ data: { clientsecret: b64('tampered') } })]);
@@ -90,6 +99,20 @@ describe('Secret values by reference', () => {
     await applySr(name, [{ name: 'other', strategy: 'CreateAndSync', resource: dump({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${P}-cm`, namespace: NS } }) }]);
     await waitSr(s, name, (x) => expect(x?.status?.synced?.map((e) => e.kind)).toEqual(['ConfigMap']));
     expect(await skrSecret('sap-btp-manager')).toBeUndefined();
+  });
+
+  it('runs examples/secret-by-reference.yaml as written (in this test\'s namespace)', async () => {
+    const docs = loadAll(await readFile(join(import.meta.dirname, '..', 'examples', 'secret-by-reference.yaml'), 'utf8')) as KubeObject[];
+    for (const d of docs) d.metadata.namespace = s.ns;
+    const src = docs.find((d) => d.kind === 'Secret') as KubeObject & { stringData: Record<string, string> };
+    values.push(...Object.values(src.stringData));
+    await kubectl(s.kcp, ['apply', '-f', '-'], docs.map((d) => dump(d)).join('---\n'));
+    const sr = docs.find((d) => d.kind === 'SyncResource')!;
+    // (Another test's SyncResource may own Namespace kyma-system in this SKR: only the Secret item is asserted.)
+    await waitSr(s, sr.metadata.name, (x) => expect(x?.status?.items?.find((i) => i.name === 'btp-operator-credentials')).toMatchObject({ state: 'Ready', reason: 'Created' }));
+    const out = JSON.parse(await kubectl(s.skr[0]!, ['get', 'secret', 'sap-btp-manager', '-n', 'kyma-system', '-o', 'json'])) as { type: string; data: Record<string, string> };
+    expect(out.type).toBe('Opaque');
+    expect(decode(out.data)).toEqual(src.stringData);
   });
 
   it('refuses every source that may not ship here, and writes nothing in the SKR', async () => {

@@ -1,12 +1,13 @@
 // resolve-cluster: a SyncResource reference (ApiServerSource) or a reconcile request
 // in; "cluster resolved" out, or the resolution failure for the status step. A changed
-// access Secret is mapped to its Kyma and fans out reconcile requests (rotation).
+// access Secret is mapped to its Kyma and fans out reconcile requests (rotation); a
+// changed source Secret (dataFrom) to the SyncResources of its Kyma that reference it.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/config.ts';
 import { EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveStep } from '../../lib/pipeline/resolve.ts';
-import { kymaOfSecret, resyncKyma } from '../../lib/pipeline/resync.ts';
+import { ownerOfSecret, resyncKyma, resyncSource } from '../../lib/pipeline/resync.ts';
 import { HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
@@ -21,9 +22,12 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
         log.warn({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
         return undefined;
       }
-      const kyma = await kymaOfSecret(d, ref.namespace, ref.name);
-      const sent = kyma ? await resyncKyma(d, ref.namespace, kyma, 'secret') : 0;
-      log.info({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: kyma, sent }, 'resync requested');
+      // An access Secret changes every SyncResource of its Kyma; a source Secret those that reference it.
+      const owner = await ownerOfSecret(d, ref.namespace, ref.name);
+      const sent = !owner ? 0 : owner.source
+        ? await resyncSource(d, ref.namespace, owner.kyma, ref.name)
+        : await resyncKyma(d, ref.namespace, owner.kyma, 'secret');
+      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: owner?.kyma, sent }, 'resync requested');
       return undefined;
     });
   }

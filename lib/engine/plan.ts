@@ -126,7 +126,7 @@ export function restriction(id: ObjectId, config: Config, secretByReference = fa
   const { group } = parseApiVersion(id.apiVersion);
   const referenced = secretByReference && group === '' && id.kind === 'Secret';
   if (!referenced && isRestrictedKind(config, group, id.kind)) {
-    const hint = group === '' && id.kind === 'Secret' ? '; ship Secret values by reference (dataFrom.secretRef)' : '';
+    const hint = group === '' && id.kind.toLowerCase() === 'secret' ? '; ship Secret values by reference (dataFrom.secretRef)' : '';
     return `kind ${id.apiVersion}/${id.kind} is restricted and never synced${hint}`;
   }
   if (group === '' && id.kind === 'Namespace' && !id.namespace) {

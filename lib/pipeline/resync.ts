@@ -4,7 +4,7 @@ import { EventTypes, makeEvent, type ReconcileRequest } from '../events.ts';
 import { secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL } from '../model.ts';
+import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
 import { mapLimit } from '../util.ts';
 import type { Deps } from './deps.ts';
 
@@ -64,12 +64,41 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
   return sent;
 }
 
-/** kymaOfSecret finds the Kyma an access Secret is labelled for (list by name: the verb the Secret readers have). */
-export async function kymaOfSecret(deps: Deps, namespace: string, name: string): Promise<string | undefined> {
+/**
+ * resyncSource posts reconcile requests for the SyncResources of kyma whose items take
+ * their data from the source Secret name (dataFrom): a rotation reconciles only those.
+ * Their specs are read in pages of the Kyma's SyncResources.
+ */
+export async function resyncSource(deps: Deps, namespace: string, kyma: string, name: string): Promise<number> {
+  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
+  let sent = 0;
+  let cont: string | undefined;
+  const since = new Date().toISOString();
+  do {
+    const page = await deps.kcp.client.call<{ items: SyncResource[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
+      query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma}`, limit: PAGE, continue: cont },
+    });
+    const using = (page.items ?? []).filter((sr) => sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
+    sent += await send(deps, using, 'secret', since);
+    cont = page.metadata.continue || undefined;
+  } while (cont);
+  return sent;
+}
+
+/** SecretOwner is the Kyma a changed Secret is labelled for, and whether it is a sync source (else an access Secret). */
+export interface SecretOwner {
+  kyma: string;
+  source: boolean;
+}
+
+/** ownerOfSecret reads a Secret's labels only (a metadata-only list by name: the verb the Secret readers have). */
+export async function ownerOfSecret(deps: Deps, namespace: string, name: string): Promise<SecretOwner | undefined> {
   const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] | null }>(
     'GET', resourcePath(secretInfo, namespace), {
       query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
       headers: METADATA_ONLY,
     });
-  return list.items?.[0]?.metadata.labels?.[KYMA_NAME_LABEL];
+  const labels = list.items?.[0]?.metadata.labels;
+  const kyma = labels?.[KYMA_NAME_LABEL];
+  return kyma ? { kyma, source: labels?.[SYNC_SOURCE_LABEL] !== undefined } : undefined;
 }
