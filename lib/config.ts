@@ -33,6 +33,8 @@ export interface Config {
   applyConcurrency: number;
   /** reconcileConcurrency bounds the runs (apply-items) and status writes (write-status) one process does at a time. */
   reconcileConcurrency: number;
+  /** maxClusterClients bounds the SKR clients one process keeps; the least recently used is closed beyond it. */
+  maxClusterClients: number;
 }
 
 /** defaults are the documented defaults of Config. */
@@ -51,6 +53,7 @@ export const defaults: Config = {
   crdWaitMs: 10_000,
   applyConcurrency: 8,
   reconcileConcurrency: 8,
+  maxClusterClients: 100,
 };
 
 /** isRestrictedKind tells whether group/kind is restricted: restrictedKinds match on group and kind, any version, any letter case. */
@@ -122,5 +125,6 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     crdWaitMs: int(env, 'SYNC_CRD_WAIT_MS', defaults.crdWaitMs, 0),
     applyConcurrency: int(env, 'SYNC_APPLY_CONCURRENCY', defaults.applyConcurrency, 1),
     reconcileConcurrency: int(env, 'SYNC_RECONCILE_CONCURRENCY', defaults.reconcileConcurrency, 1),
+    maxClusterClients: int(env, 'SYNC_MAX_CLUSTER_CLIENTS', defaults.maxClusterClients, 1),
   };
 }

@@ -72,7 +72,7 @@ function createInstruments() {
     /** cacheHits / cacheMisses / cacheEvictions: the SKR client cache. */
     cacheHits: meter.createCounter('sync.client_cache.hits', { description: 'SKR client cache hits' }),
     cacheMisses: meter.createCounter('sync.client_cache.misses', { description: 'SKR client cache misses' }),
-    cacheEvictions: meter.createCounter('sync.client_cache.evictions', { description: 'SKR client cache evictions (401/TLS failures, rotation)' }),
+    cacheEvictions: meter.createCounter('sync.client_cache.evictions', { description: 'SKR client cache evictions: why=capacity (over SYNC_MAX_CLUSTER_CLIENTS, least recently used) or failure (401/TLS)' }),
   };
 }
 

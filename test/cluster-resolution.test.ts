@@ -71,6 +71,30 @@ describe('cluster resolution', () => {
     await cache.closeAll();
   });
 
+  it('keeps at most SYNC_MAX_CLUSTER_CLIENTS clients: the least recently used is closed, and connects afresh when used again', async () => {
+    const cache = new ClientCache(parseConfig({ SYNC_MAX_CLUSTER_CLIENTS: '2' }));
+    await applyObjects(kcp, ['lru-a', 'lru-b', 'lru-c'].flatMap((k) => kymaObjects(k, clusters.skrs[0]!.kubeconfig, ns)));
+    const secret = (k: string) => findAccessSecret(kcp, ns, k);
+    const use = async (k: string) => {
+      const c = await cache.get(await secret(k), k);
+      await c.client.call('GET', '/version');
+      return c;
+    };
+    const a = await use('lru-a');
+    const b = await use('lru-b');
+    expect(await use('lru-a')).toBe(a);
+    await use('lru-c');
+    // b was used least recently: closed, and nothing else.
+    expect(cache.size).toBe(2);
+    expect(cache.stats.evictions).toBe(1);
+    await expect(b.client.call('GET', '/version')).rejects.toThrow();
+    await a.client.call('GET', '/version');
+    const b2 = await use('lru-b');
+    expect(b2).not.toBe(b);
+    expect(cache.stats.evictions).toBe(2);
+    await cache.closeAll();
+  });
+
   it('classifies a wrong CA and a rejected token as authentication failures', async () => {
     const cache = new ClientCache(parseConfig({}));
     const good = load(clusters.skrs[0]!.kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };

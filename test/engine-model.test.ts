@@ -6,12 +6,15 @@
 // no item names them, released rather than deleted. Every step also carries an item with
 // a hostile identity: it ends InvalidManifest, and no request of the whole run leaves
 // the paths of the named objects (the SKR client's request log). A failure prints its
-// seed; replay with MODEL_SEED=<seed>.
+// seed; replay with MODEL_SEED=<seed>. Every other sequence runs each step on two
+// replicas at once (own clients, the same request), as Knative's several replicas and a
+// duplicated delivery would, and must end in the same state.
 import { describe, expect, inject, it } from 'vitest';
 import { KubeClient, type RequestInfo } from '../lib/kube/client.ts';
 import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
+import { isConflict, TransientError } from '../lib/kube/errors.ts';
 import { OWNER_ANNOTATION, type Strategy, type SyncItem } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
 import { Harness } from './engine-harness.ts';
@@ -58,6 +61,10 @@ describe('model', () => {
     const requests: RequestInfo[] = [];
     const client = KubeClient.create(credentialsFromKubeconfig(inject('clusters').skrs[0]!.kubeconfig), { name: 'skr-1', onRequest: (r) => requests.push(r) });
     h.skr = { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
+    // A second replica: its own client and discovery, as another process of apply-items has.
+    const clientB = KubeClient.create(credentialsFromKubeconfig(inject('clusters').skrs[0]!.kubeconfig), { name: 'skr-1', onRequest: (r) => requests.push(r) });
+    const replicaB = { client: clientB, mapper: new RestMapper(clientB, { missTtlMs: 0 }) };
+    let raced = 0;
     const cmInfo = await mustFind(h.skr, 'v1', 'ConfigMap');
     // Sequences are independent (own SyncResource, own object names): run a few at once.
     await mapLimit(Array.from({ length: SEQUENCES }, (_, s) => s), 4, async (s) => {
@@ -82,6 +89,19 @@ describe('model', () => {
         const body = manager === 'kubectl-edit' ? { data: { k: 'user' } } : { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: n, namespace: h.ns }, data: { k: 'user' } };
         const contentType = manager === 'kubectl-edit' ? 'application/merge-patch+json' : 'application/apply-patch+yaml';
         await h.skr.client.call('PATCH', path, { body, contentType, query: { fieldManager: manager, ...(manager === 'other-operator' ? { force: true } : {}) } });
+      };
+      /**
+       * reconcileStep is one run, or (odd sequences) two replicas running the same request at
+       * once, as a duplicated delivery on two replicas would; a run that fails transiently (a
+       * KCP conflict with the other) is redelivered.
+       */
+      const reconcileStep = async (): Promise<{ sr: Awaited<ReturnType<typeof sub.get>> }> => {
+        if (s % 2 === 0) return sub.sync();
+        const runs = await Promise.allSettled([sub.sync(), sub.sync({ skr: replicaB })]);
+        const failed = runs.filter((r) => r.status === 'rejected');
+        for (const r of failed) if (!(r.reason instanceof TransientError) && !isConflict(r.reason)) throw r.reason;
+        raced++;
+        return failed.length > 0 ? sub.sync() : { sr: await sub.get() };
       };
       const log: string[] = [];
       // Objects this SyncResource adopted (they existed without an owner when an item took them over).
@@ -112,7 +132,7 @@ describe('model', () => {
           }
           log.push(`step ${step}: ${items.map((i) => `${i.name}:${i.strategy}:${i.resource?.match(/name: ([^,]+)/)?.[1]}:${i.resource?.match(/"k":"(\w)"/)?.[1]}`).join(' ')}`);
           const before = await snapshot();
-          const { sr } = await sub.sync();
+          const { sr } = await reconcileStep();
           const after = await snapshot();
           expect(sr?.status?.state, 'state').toBe('Error');
           expect(sr?.status?.items?.find((i) => i.name === 'evil'), evil.meta).toMatchObject({ state: 'Error', reason: 'InvalidManifest' });
@@ -172,6 +192,8 @@ describe('model', () => {
     const strays = requests.filter((r) => (r.write ? !objectPath.test(r.path) : !readable.some((re) => re.test(r.path))));
     expect(requests.length).toBeGreaterThan(SEQUENCES);
     expect(strays.map((r) => `${r.method} ${r.path}`)).toEqual([]);
+    expect(raced).toBeGreaterThanOrEqual((SEQUENCES / 2) * STEPS);
     await client.close();
+    await clientB.close();
   }, 600_000);
 });

@@ -111,9 +111,9 @@ describe('fault suite', () => {
   it('function processes killed with SIGKILL during a bulk create: redelivery and resync converge to the exact desired state', async () => {
     const p = uniqueName('sigkill');
     const creating = create(Array.from({ length: 40 }, (_, i) => srBody(`${p}-${i}`, `kyma-${(i % 2) + 1}`, 'x')));
-    for (const svc of ['sync-apply-items', 'sync-write-status', 'sync-resolve-cluster', 'sync-apply-items']) {
+    for (const [i, svc] of ['sync-apply-items', 'sync-write-status', 'sync-resolve-cluster', 'sync-apply-items'].entries()) {
       await new Promise((r) => setTimeout(r, 150 + Math.random() * 400));
-      await runtime.restartFunction(svc);
+      await runtime.restartFunction(svc, i % 2);
     }
     await creating;
     await resync(2);
@@ -184,6 +184,12 @@ describe('fault suite', () => {
     expect([...live.keys()].filter((k) => k.startsWith(`${p}-`))).toHaveLength(30);
     for (const [n, gens] of history) expect(gens, n).toEqual([...gens].sort((a, b) => a - b));
     expect(runtime.broker.stats.received).toBeGreaterThan(0);
+    // Two replicas of every function, and each replica of each step took part.
+    for (const svc of ['sync-resolve-cluster', 'sync-apply-items', 'sync-write-status']) {
+      const replicas = runtime.functions.filter((f) => f.service === svc);
+      expect(replicas, svc).toHaveLength(2);
+      for (const f of replicas) expect(runtime.broker.byReplica.get(f.url), `${svc} replica ${f.replica}`).toBeGreaterThan(0);
+    }
   });
 
   it('leaks no credential byte into logs, events, status or Kubernetes Events during the fault suite', async () => {

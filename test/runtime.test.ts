@@ -11,7 +11,8 @@ import { Broker } from '../infra/runtime/broker.ts';
 import { ApiServerWatch, PingTimer } from '../infra/runtime/sources.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
-type Handler = (event: CloudEvent<unknown>, attempt: number) => { code: number; reply?: CloudEvent<unknown> };
+type Answer = { code: number; reply?: CloudEvent<unknown> };
+type Handler = (event: CloudEvent<unknown>, attempt: number) => Answer | Promise<Answer>;
 
 /** subscriber is a real HTTP server answering per handler; it counts attempts per event id. */
 async function subscriber(handler: Handler): Promise<{ url: string; attempts: Map<string, number>; server: Server }> {
@@ -23,11 +24,12 @@ async function subscriber(handler: Handler): Promise<{ url: string; attempts: Ma
       const event = HTTP.toEvent({ headers: req.headers, body }) as CloudEvent<unknown>;
       const n = (attempts.get(event.id) ?? 0) + 1;
       attempts.set(event.id, n);
-      const { code, reply } = handler(event, n);
-      if (reply) {
-        const msg = HTTP.binary(reply);
-        res.writeHead(code, msg.headers as Record<string, string>).end(msg.body as string);
-      } else res.writeHead(code).end();
+      void Promise.resolve(handler(event, n)).then(({ code, reply }) => {
+        if (reply) {
+          const msg = HTTP.binary(reply);
+          res.writeHead(code, msg.headers as Record<string, string>).end(msg.body as string);
+        } else res.writeHead(code).end();
+      });
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -46,7 +48,7 @@ async function brokerWith(routes: Record<string, Handler>, delivery = { retry: 3
   })));
   const broker = new Broker({
     triggers: Object.keys(routes).map((type) => ({ name: type, attributes: { type }, subscriber: type })),
-    delivery, resolve: (svc) => subs[svc]?.url, deadLetterFile: join(dir, 'dead.log'),
+    delivery, resolve: (svc) => (subs[svc] ? [subs[svc].url] : []), deadLetterFile: join(dir, 'dead.log'),
   });
   return { broker, subs, dead: join(dir, 'dead.log') };
 }
@@ -89,11 +91,31 @@ describe('local broker', () => {
     expect(broker.stats.replies).toBe(1);
   });
 
+  it('spreads a subscriber\'s deliveries over its replicas, the least busy first', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'broker-'));
+    // Replica a answers slowly: while it is busy, b takes the next requests.
+    const a = await subscriber(async () => { await new Promise((r) => setTimeout(r, 200)); return { code: 200 }; });
+    const b = await subscriber(() => ({ code: 200 }));
+    servers.push(a.server, b.server);
+    const broker = new Broker({ triggers: [{ name: 't', subscriber: 's' }], delivery: {}, resolve: () => [a.url, b.url], deadLetterFile: join(dir, 'd') });
+    const events = Array.from({ length: 10 }, () => ev('x'));
+    for (const e of events) {
+      broker.publish(e);
+      await new Promise((r) => setTimeout(r, 25));
+    }
+    await broker.idle();
+    const at = (sub: typeof a) => events.filter((e) => sub.attempts.get(e.id) === 1).length;
+    expect(at(a) + at(b)).toBe(10);
+    expect(at(a)).toBeGreaterThan(0);
+    expect(at(b)).toBeGreaterThan(at(a));
+    expect([...broker.byReplica.values()].reduce((x, y) => x + y, 0)).toBe(10);
+  });
+
   it('duplicates and delays deliveries in chaos mode', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'broker-'));
     const s = await subscriber(() => ({ code: 200 }));
     servers.push(s.server);
-    const broker = new Broker({ triggers: [{ name: 't', subscriber: 's' }], delivery: {}, resolve: () => s.url, deadLetterFile: join(dir, 'd'), chaos: { duplicate: 1, maxDelayMs: 20 } });
+    const broker = new Broker({ triggers: [{ name: 't', subscriber: 's' }], delivery: {}, resolve: () => [s.url], deadLetterFile: join(dir, 'd'), chaos: { duplicate: 1, maxDelayMs: 20 } });
     const e = ev('x');
     broker.publish(e);
     await eventually(async () => expect(s.attempts.get(e.id)).toBe(2));

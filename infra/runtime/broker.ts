@@ -43,24 +43,30 @@ export class Broker {
   private server?: Server;
   private readonly triggers: Trigger[];
   private readonly delivery: Delivery;
-  private readonly resolve: (service: string) => string | undefined;
+  private readonly resolve: (service: string) => string[];
+  /** byReplica counts the requests each subscriber URL received. */
+  readonly byReplica = new Map<string, number>();
+  private readonly busy = new Map<string, number>();
+  private turn = 0;
   private readonly deadLetterFile: string;
   private readonly chaos: Chaos | undefined;
   private inflight = 0;
   private closed = false;
-  private readonly limits: Map<string, Semaphore>;
+  private readonly concurrency: Record<string, number>;
+  private readonly limits = new Map<string, Semaphore>();
   private readonly timeouts: Record<string, number>;
   url = '';
 
   constructor(opts: {
-    triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string | undefined; deadLetterFile: string; chaos?: Chaos;
-    /** concurrency caps requests in flight per subscriber, as containerConcurrency and the queue-proxy do. */
+    /** resolve gives a subscriber's replica URLs; each request goes to the least busy (round robin among equals), as Serving's activator routes. */
+    triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string[]; deadLetterFile: string; chaos?: Chaos;
+    /** concurrency caps requests in flight per replica of a subscriber, as containerConcurrency and the queue-proxy do. */
     concurrency?: Record<string, number>;
     /** timeouts bound one request per subscriber, as the Service's timeoutSeconds does (default 300 s). */
     timeouts?: Record<string, number>;
   }) {
     this.timeouts = opts.timeouts ?? {};
-    this.limits = new Map(Object.entries(opts.concurrency ?? {}).filter(([, n]) => n > 0).map(([svc, n]) => [svc, new Semaphore(n)]));
+    this.concurrency = opts.concurrency ?? {};
     this.triggers = opts.triggers;
     this.delivery = opts.delivery;
     this.resolve = opts.resolve;
@@ -124,11 +130,18 @@ export class Broker {
           this.stats.retries++;
           await sleep(delivery.backoffPolicy === 'linear' ? base * attempt : base * 2 ** (attempt - 1));
         }
-        const url = this.resolve(t.subscriber);
-        const limit = this.limits.get(t.subscriber);
+        const url = this.pick(this.resolve(t.subscriber));
+        const limit = url ? this.limitOf(t.subscriber, url) : undefined;
+        if (url) {
+          this.busy.set(url, (this.busy.get(url) ?? 0) + 1);
+          this.byReplica.set(url, (this.byReplica.get(url) ?? 0) + 1);
+        }
         await limit?.acquire();
         const { code, reply, error } = await (url ? send(url, event, this.timeouts[t.subscriber] ?? 300_000) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
-          .finally(() => limit?.release());
+          .finally(() => {
+            limit?.release();
+            if (url) this.busy.set(url, this.busy.get(url)! - 1);
+          });
         this.count(event, code);
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
@@ -150,6 +163,26 @@ export class Broker {
     } finally {
       this.inflight--;
     }
+  }
+
+  /** pick chooses the replica with the fewest requests in flight, taking turns among equals. */
+  private pick(urls: string[]): string | undefined {
+    if (urls.length <= 1) return urls[0];
+    this.turn = (this.turn + 1) % urls.length;
+    let best: string | undefined;
+    for (let i = 0; i < urls.length; i++) {
+      const u = urls[(this.turn + i) % urls.length]!;
+      if (best === undefined || (this.busy.get(u) ?? 0) < (this.busy.get(best) ?? 0)) best = u;
+    }
+    return best;
+  }
+
+  private limitOf(service: string, url: string): Semaphore | undefined {
+    const n = this.concurrency[service] ?? 0;
+    if (n <= 0) return undefined;
+    let l = this.limits.get(url);
+    if (!l) this.limits.set(url, l = new Semaphore(n));
+    return l;
   }
 
   private count(event: CloudEvent<unknown>, code: number): void {

@@ -1,6 +1,7 @@
 // index.ts starts the local stand-in for Knative: the function Services of
-// knative.yaml as real faas-js-runtime HTTP servers (one process each), the Broker
-// and Triggers, the ApiServerSources against the KCP and the PingSource.
+// knative.yaml as real faas-js-runtime HTTP servers (two processes each by default, as
+// Knative scales a Service to several replicas), the Broker and Triggers, the
+// ApiServerSources against the KCP and the PingSource.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { KubeClient } from '../../lib/kube/client.ts';
@@ -36,11 +37,18 @@ export interface RuntimeOptions {
   delivery?: Delivery;
   /** rbacEdit changes knative.yaml's ServiceAccounts, Roles and RoleBindings before they are applied (tests take a rule away). */
   rbacEdit?: (docs: Doc[]) => Doc[];
+  /** replicas is the number of processes per function Service (default 2: Knative runs several; per-process state exists once per replica). */
+  replicas?: number;
 }
 
-/** FunctionProc is one running function Service. */
+/** DEFAULT_REPLICAS is how many processes each function runs locally unless told otherwise ($KCP_SYNC_REPLICAS). */
+export const DEFAULT_REPLICAS = Number(process.env.KCP_SYNC_REPLICAS ?? 2);
+
+/** FunctionProc is one running replica of a function Service. */
 export interface FunctionProc {
   service: string;
+  /** replica numbers a Service's processes from 0. */
+  replica: number;
   url: string;
   port: number;
   proc: Proc;
@@ -51,21 +59,21 @@ export interface Runtime {
   broker: Broker;
   functions: FunctionProc[];
   ping: PingTimer[];
-  /** restartFunction kills one function (SIGKILL) and starts it again on the same port. */
-  restartFunction(service: string): Promise<void>;
+  /** restartFunction kills one replica of a function (SIGKILL; default replica 0) and starts it again on the same port. */
+  restartFunction(service: string, replica?: number): Promise<void>;
   /** stopSources stops the ApiServerSources, as a dead adapter; startSources starts them again (no events for what happened meanwhile). */
   stopSources(): void;
   startSources(): Promise<void>;
   stop(): Promise<void>;
 }
 
-async function startFunction(service: string, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string, kubeconfig: string | null): Promise<FunctionProc> {
+async function startFunction(service: string, replica: number, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string, kubeconfig: string | null): Promise<FunctionProc> {
   // The function's own ServiceAccount (identities.ts); none: no KCP access at all, as its Pod.
   const processEnv: Record<string, string | undefined> = {
     ...process.env, ...env, ...opts.env, ...opts.envFor?.(service), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: kubeconfig ?? undefined, LOG_LEVEL: 'info',
   };
   if (kubeconfig === null) delete processEnv.KUBECONFIG;
-  const proc = startProcess('function', service, process.execPath, [join(root, 'functions', 'serve.ts')], {
+  const proc = startProcess('function', replica === 0 ? service : `${service}-${replica}`, process.execPath, [join(root, 'functions', 'serve.ts')], {
     logDir,
     cwd: root,
     env: processEnv as Record<string, string>,
@@ -73,7 +81,7 @@ async function startFunction(service: string, env: Record<string, string>, port:
   const url = `http://127.0.0.1:${port}/`;
   await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,
     () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined));
-  return { service, url, port, proc };
+  return { service, replica, url, port, proc };
 }
 
 /** startRuntime starts functions, broker and sources; stop() ends them. */
@@ -89,7 +97,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const broker = new Broker({
     triggers: routing.triggers,
     delivery: { ...routing.broker.delivery, ...opts.delivery },
-    resolve: (svc) => functions.find((f) => f.service === svc)?.url,
+    resolve: (svc) => functions.filter((f) => f.service === svc).map((f) => f.url),
     deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
     concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
     timeouts: Object.fromEntries(routing.services.map((s) => [s.name, s.timeoutMs])),
@@ -126,8 +134,9 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     await mkdir(saDir, { recursive: true });
     await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
     identities = await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
-    const started = await Promise.all(routing.services.map(async (s) =>
-      startFunction(s.name, s.env, await freePort(), opts, brokerUrl, logDir, identities.get(s.name) ?? null)));
+    const replicas = Math.max(1, opts.replicas ?? DEFAULT_REPLICAS);
+    const started = await Promise.all(routing.services.flatMap((s) => Array.from({ length: replicas }, async (_, r) =>
+      startFunction(s.name, r, s.env, await freePort(), opts, brokerUrl, logDir, identities.get(s.name) ?? null))));
     functions.push(...started);
     await startSources();
     for (const p of routing.pingSources) {
@@ -146,13 +155,13 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   }
   return {
     broker, functions, ping, stop, stopSources, startSources,
-    async restartFunction(service: string) {
-      const i = functions.findIndex((f) => f.service === service);
+    async restartFunction(service: string, replica = 0) {
+      const i = functions.findIndex((f) => f.service === service && f.replica === replica);
       const f = functions[i]!;
       try { process.kill(-f.proc.pid, 'SIGKILL'); } catch { /* gone */ }
       await f.proc.exited;
       const env = routing.services.find((s) => s.name === service)!.env;
-      functions[i] = await startFunction(service, env, f.port, opts, brokerUrl, logDir, identities.get(service) ?? null);
+      functions[i] = await startFunction(service, replica, env, f.port, opts, brokerUrl, logDir, identities.get(service) ?? null);
     },
   };
 }

@@ -1,6 +1,8 @@
 // cache.ts keeps one SKR client per access Secret version, per process: keyed by
 // the Secret's uid and resourceVersion, so a rotated kubeconfig gets a new client
-// (and the old pool is closed); evicted when the credential or TLS trust fails.
+// (and the old pool is closed); evicted when the credential or TLS trust fails, and
+// bounded: beyond maxClusterClients the least recently used client is closed (its
+// requests in flight finish first) and counted; a later run connects afresh.
 import type { Config } from '../config.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
 import { RestMapper } from '../kube/discovery.ts';
@@ -39,6 +41,7 @@ export class ClientCache {
     if (hit && hit.version === version && hit.kyma === name) {
       this.stats.hits++;
       Metrics.cacheHits.add(1, { cluster: name });
+      this.touch(key, hit);
       return hit.cluster;
     }
     this.stats.misses++;
@@ -51,9 +54,23 @@ export class ClientCache {
       });
       return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
     })();
+    this.entries.delete(key);
     this.entries.set(key, { version, kyma: name, cluster });
     cluster.catch(() => this.entries.get(key)?.cluster === cluster && this.entries.delete(key));
+    // Map order is use order: the first entries are the least recently used.
+    for (const [old, e] of this.entries) {
+      if (this.entries.size <= this.config.maxClusterClients) break;
+      this.entries.delete(old);
+      this.stats.evictions++;
+      Metrics.cacheEvictions.add(1, { why: 'capacity' });
+      void this.close(e.cluster);
+    }
     return cluster;
+  }
+
+  private touch(key: string, e: { version: string; kyma: string; cluster: Promise<Cluster> }): void {
+    this.entries.delete(key);
+    this.entries.set(key, e);
   }
 
   /**
@@ -65,6 +82,7 @@ export class ClientCache {
     if (!hit || hit.version !== `${ref.uid}/${ref.resourceVersion}` || hit.kyma !== name) return undefined;
     this.stats.hits++;
     Metrics.cacheHits.add(1, { cluster: name });
+    this.touch(`${ref.namespace}/${ref.name}`, hit);
     return hit.cluster;
   }
 
@@ -75,7 +93,7 @@ export class ClientCache {
     if (!hit) return;
     this.entries.delete(key);
     this.stats.evictions++;
-    Metrics.cacheEvictions.add(1);
+    Metrics.cacheEvictions.add(1, { why: 'failure' });
     void this.close(hit.cluster);
   }
 
