@@ -10,7 +10,7 @@ import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/clie
 import { ClusterSet } from '../infra/clusters.ts';
 import { applyObjects, connect, installCrds, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
 import { freePort } from '../infra/net.ts';
-import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
+import { DEFAULT_REPLICAS, startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
@@ -19,6 +19,8 @@ import { mapLimit } from '../lib/util.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
 const quick = process.argv.includes('--quick');
+/** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
+const brokerMode = process.argv.includes('--broker=async') || process.argv.join(' ').includes('--broker async') ? 'async' : 'channel';
 /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
 const keep = process.argv.includes('--keep');
 const S = quick ? 60 : 300;
@@ -37,7 +39,7 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(
 const median = (xs: number[]) => pct(xs, 50);
 
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
-console.log(`bench (${quick ? 'quick' : 'full'}): S=${S} K=${K} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB`);
+console.log(`bench (${quick ? 'quick' : 'full'}): S=${S} K=${K} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${brokerMode} broker, ${DEFAULT_REPLICAS} replicas per function`);
 const set = await ClusterSet.start({ skrs: K, stateDir });
 let runtime: Runtime | undefined;
 try {
@@ -50,11 +52,13 @@ try {
   }
   await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench-direct' } }]);
   const ports: Record<string, number> = {};
-  for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) ports[svc] = await freePort();
+  for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) {
+    for (let r = 0; r < DEFAULT_REPLICAS; r++) ports[`${svc}/${r}`] = await freePort();
+  }
   runtime = await startRuntime({
-    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000,
+    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000, brokerMode,
     env: { OTEL_METRICS_EXPORTER: 'prometheus' },
-    envFor: (svc) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[svc]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+    envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
   });
   const rt = runtime;
   const kymaOf = (i: number) => `kyma-${(i % K) + 1}`;

@@ -1,7 +1,7 @@
 // Helpers for end-to-end tests: the local runtime with real function processes
 // against the test KCP, in a control-plane namespace of the test's own, driven by kubectl.
 import { execFile } from 'node:child_process';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
@@ -72,4 +72,11 @@ export function syncResourceYaml(ns: string, name: string, kyma: string, items: 
     apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource',
     metadata: { name, namespace: ns }, spec: { kyma, items },
   });
+}
+
+/** serviceLog is the log of every replica of a function Service (function-<service>.log, function-<service>-<n>.log). */
+export async function serviceLog(stateDir: string, service: string): Promise<string> {
+  const dir = join(stateDir, 'logs');
+  const files = (await readdir(dir)).filter((f) => f === `function-${service}.log` || new RegExp(`^function-${service}-\\d+\\.log$`).test(f));
+  return (await Promise.all(files.map((f) => readFile(join(dir, f), 'utf8')))).join('\n');
 }

@@ -7,8 +7,9 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { handle as applyItems } from '../functions/apply-items/index.ts';
 import { handle as resolveCluster } from '../functions/resolve-cluster/index.ts';
 import { handle as resync } from '../functions/resync/index.ts';
+import { fanoutsDone } from '../lib/pipeline/fanout.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
-import { HttpError, setDeps } from '../functions/shared.ts';
+import { getDeps, HttpError, setDeps } from '../functions/shared.ts';
 import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
 import { Lookups } from '../lib/cluster/resolve.ts';
@@ -20,7 +21,7 @@ import { Recorder } from '../lib/kube/recorder.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
 import { FINALIZER, type SyncResource } from '../lib/model.ts';
 import type { Deps } from '../lib/pipeline/deps.ts';
-import { cluster, uniqueName } from './helpers.ts';
+import { cluster, eventually, uniqueName } from './helpers.ts';
 
 let kcp: Cluster;
 let deps: Deps;
@@ -267,7 +268,21 @@ describe('functions', () => {
 
   it('resync posts one reconcile request per SyncResource of the control-plane namespace; resolve-cluster one per SyncResource of a Kyma whose Secret changed', async () => {
     sent.length = 0;
-    await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
+    // A channel-based broker holds every post until the pipeline behind it has run: the
+    // ping is answered while the posts of its fan-out are still held.
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    let posted = 0;
+    setDeps({ ...deps, send: async (e) => { posted++; await held; sent.push(e); } });
+    try {
+      await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
+      await eventually(async () => expect(posted).toBeGreaterThan(0));
+      expect(sent).toEqual([]);
+      release();
+      await fanoutsDone(await getDeps());
+    } finally {
+      setDeps(deps);
+    }
     const all = (await listInNs()).map((s) => s.metadata.name).sort();
     expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
     expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
@@ -281,6 +296,7 @@ describe('functions', () => {
     expect(resolved.data).toMatchObject({ trigger: 'resync', since: at });
     sent.length = 0;
     await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
+    await fanoutsDone(deps);
     // Selected by the kyma-name label, which every run keeps equal to spec.kyma.
     const forKyma = (await listInNs()).filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'] === 'kyma-1').map((s) => s.metadata.name).sort();
     expect(forKyma.length).toBeGreaterThan(0);

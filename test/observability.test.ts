@@ -5,8 +5,9 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../infra/net.ts';
+import { DEFAULT_REPLICAS } from '../infra/runtime/index.ts';
 import { startCollector, type Collector, type Span } from './collector.ts';
-import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import { kubectl, serviceLog, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { credentialFragments, eventually, uniqueName } from './helpers.ts';
 
 let collector: Collector;
@@ -14,8 +15,11 @@ let spans: Span[];
 let s: Stack;
 const metricsPorts: Record<string, number> = {};
 
+/** scrape sums a Service's metrics over its replicas. */
 async function scrape(service: string): Promise<Record<string, number>> {
-  const text = await (await fetch(`http://127.0.0.1:${metricsPorts[service]}/metrics`)).text();
+  const texts = await Promise.all(Object.entries(metricsPorts).filter(([k]) => k.startsWith(`${service}/`))
+    .map(async ([, port]) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()));
+  const text = texts.join('\n');
   const out: Record<string, number> = {};
   for (const line of text.split('\n')) {
     if (!line || line.startsWith('#')) continue;
@@ -31,13 +35,15 @@ describe('observability', () => {
     collector = await startCollector();
     spans = collector.spans;
     const endpoint = collector.endpoint;
-    for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) metricsPorts[svc] = await freePort();
+    for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) {
+      for (let r = 0; r < DEFAULT_REPLICAS; r++) metricsPorts[`${svc}/${r}`] = await freePort();
+    }
     s = await startStack('obs', {
       env: {
         OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_EXPORTER: 'otlp',
         OTEL_METRICS_EXPORTER: 'prometheus', OTEL_BSP_SCHEDULE_DELAY: '100',
       },
-      envFor: (svc) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[svc]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+      envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
       pingIntervalMs: 1500,
     });
     s.runtime.broker.observe = true;
@@ -78,7 +84,7 @@ describe('observability', () => {
       .flatMap((sp) => [`${'  '.repeat(depth)}${sp.name} [${sp.service}] ${ms(sp)} ms ${sp.attributes['sync.item'] ?? ''} ${sp.attributes['sync.item.reason'] ?? ''}`.trimEnd(), ...tree(sp.spanId, depth + 1)]);
     console.log(`trace ${apply.traceId}:\n${tree(resolve.parentSpanId || undefined, 0).join('\n')}`);
     // Logs carry the trace id.
-    const applyLog = await readFile(join(s.stateDir, 'logs', 'function-sync-apply-items.log'), 'utf8');
+    const applyLog = await serviceLog(s.stateDir, 'sync-apply-items');
     expect(applyLog).toContain(`"traceId":"${apply.traceId}"`);
   });
 
@@ -102,7 +108,7 @@ describe('observability', () => {
       .toMatch(new RegExp(`Normal\\s+DriftCorrected\\s+.*ConfigMap default/${cmName}: data\\.a changed by kubectl-patch; reverted`)), 10_000, 300);
     const apply = await scrape('sync-apply-items');
     expect(Object.keys(apply).some((k) => k.startsWith('sync_drift_corrections_total{') && k.includes('manager="kubectl-patch"'))).toBe(true);
-    const applyLog = await readFile(join(s.stateDir, 'logs', 'function-sync-apply-items.log'), 'utf8');
+    const applyLog = await serviceLog(s.stateDir, 'sync-apply-items');
     const driftLine = applyLog.split('\n').find((l) => l.includes('"drift corrected"') && l.includes(cmName));
     expect(driftLine).toContain('"managers":["kubectl-patch"]');
     expect(driftLine).toContain('"paths":["data.a"]');

@@ -6,7 +6,7 @@ import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { applyObjects, knativeYaml } from '../infra/kcp-setup.ts';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import { join } from 'node:path';
-import { getSr, kubectl, startStack, syncResourceYaml, waitSr } from './e2e-helpers.ts';
+import { getSr, kubectl, serviceLog, startStack, syncResourceYaml, waitSr } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
 const can = async (sa: string, verb: string, resource: string, ns?: string): Promise<boolean> => {
@@ -88,12 +88,11 @@ describe('RBAC in use: each function runs as its own ServiceAccount', () => {
       await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
         { name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n` },
       ]));
-      const logs = join(s.stateDir, 'logs');
       // apply-items ran as itself (the object is in the SKR, the inventory in the KCP) ...
       await eventually(async () => expect(await kubectl(s.skr[0]!, ['get', 'configmap', name, '-n', 'default', '-o', 'name'])).toContain(name));
       await waitSr(s, name, (x) => expect(x?.status?.synced?.map((e) => e.name)).toEqual([name]));
       // ... and write-status was refused by the API server as sync-write-status.
-      await eventually(async () => expect(await readFile(join(logs, 'function-sync-write-status.log'), 'utf8'))
+      await eventually(async () => expect(await serviceLog(s.stateDir, 'sync-write-status'))
         .toMatch(new RegExp(`system:serviceaccount:${s.ns}:sync-write-status.*cannot patch resource \\\\"syncresources/status\\\\"`)));
       expect((await getSr(s, name))?.status?.state).toBeUndefined();
       // Every function serves its probes with exactly its Pod's identity; dead-letter has no kubeconfig at all.

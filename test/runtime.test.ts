@@ -111,6 +111,28 @@ describe('local broker', () => {
     expect([...broker.byReplica.values()].reduce((x, y) => x + y, 0)).toBe(10);
   });
 
+  it('as a channel-based broker, answers a post only once the pipeline behind it has run; async mode at once', async () => {
+    for (const mode of ['channel', 'async'] as const) {
+      const dir = await mkdtemp(join(tmpdir(), 'broker-'));
+      const order: string[] = [];
+      // a replies with b; b's subscriber is slow.
+      const a = await subscriber((e) => ({ code: 200, reply: new CloudEvent({ type: 'b', source: '/a', data: { of: e.id } }) }));
+      const b = await subscriber(async () => { await new Promise((r) => setTimeout(r, 150)); order.push('b delivered'); return { code: 200 }; });
+      servers.push(a.server, b.server);
+      const broker = new Broker({
+        triggers: [{ name: 'a', attributes: { type: 'a' }, subscriber: 'a' }, { name: 'b', attributes: { type: 'b' }, subscriber: 'b' }],
+        delivery: {}, resolve: (svc) => [svc === 'a' ? a.url : b.url], deadLetterFile: join(dir, 'd'), mode,
+      });
+      await broker.listen();
+      const msg = HTTP.binary(ev('a'));
+      const res = await fetch(broker.url, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string });
+      order.push(`answered ${res.status}`);
+      await broker.idle();
+      await broker.close();
+      expect(order, mode).toEqual(mode === 'channel' ? ['b delivered', 'answered 202'] : ['answered 202', 'b delivered']);
+    }
+  });
+
   it('duplicates and delays deliveries in chaos mode', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'broker-'));
     const s = await subscriber(() => ({ code: 200 }));
@@ -133,8 +155,8 @@ describe('local sources', () => {
     const kcp = await cluster('kcp');
     const got: CloudEvent<unknown>[] = [];
     const watches = [
-      new ApiServerWatch(kcp, { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma' }, ns, (e) => got.push(e)),
-      new ApiServerWatch(kcp, { apiVersion: 'v1', kind: 'Secret', labelSelector: 'operator.kyma-project.io/kyma-name' }, ns, (e) => got.push(e)),
+      new ApiServerWatch(kcp, { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma' }, ns, (e) => void got.push(e)),
+      new ApiServerWatch(kcp, { apiVersion: 'v1', kind: 'Secret', labelSelector: 'operator.kyma-project.io/kyma-name' }, ns, (e) => void got.push(e)),
     ];
     for (const w of watches) await w.start();
     try {
@@ -158,7 +180,7 @@ describe('local sources', () => {
   it('ApiServerSource, as the real adapter, sends nothing for objects that exist when it starts or change while it is down', async () => {
     const kcp = await cluster('kcp');
     const got: CloudEvent<unknown>[] = [];
-    const source = () => new ApiServerWatch(kcp, { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma' }, ns, (e) => got.push(e));
+    const source = () => new ApiServerWatch(kcp, { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma' }, ns, (e) => void got.push(e));
     await applyObjects(kcp, kymaObjects('before', 'irrelevant', ns).slice(0, 1));
     let w = source();
     await w.start();
@@ -180,7 +202,7 @@ describe('local sources', () => {
 
   it('PingSource ticks at the configured interval', async () => {
     const got: CloudEvent<unknown>[] = [];
-    const t = new PingTimer({ source: '/apis/v1/namespaces/x/pingsources/p', intervalMs: 50, data: '{"reason":"resync"}', contentType: 'application/json', emit: (e) => got.push(e) });
+    const t = new PingTimer({ source: '/apis/v1/namespaces/x/pingsources/p', intervalMs: 50, data: '{"reason":"resync"}', contentType: 'application/json', emit: (e) => void got.push(e) });
     t.start();
     try {
       await eventually(async () => expect(got.length).toBeGreaterThanOrEqual(2));

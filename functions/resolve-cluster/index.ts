@@ -7,6 +7,7 @@ import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/config.ts';
 import { EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveStep } from '../../lib/pipeline/resolve.ts';
+import { background } from '../../lib/pipeline/fanout.ts';
 import { ownerOfSecret, resyncKyma, resyncSource } from '../../lib/pipeline/resync.ts';
 import { HttpError, run, traceExtensions } from '../shared.ts';
 
@@ -23,11 +24,14 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
         return undefined;
       }
       // An access Secret changes every SyncResource of its Kyma; a source Secret those that reference it.
+      // The posts run after the answer (pipeline/fanout.ts).
       const owner = await ownerOfSecret(d, ref.namespace, ref.name);
-      const sent = !owner ? 0 : owner.source
-        ? await resyncSource(d, ref.namespace, owner.kyma, ref.name)
-        : await resyncKyma(d, ref.namespace, owner.kyma, 'secret');
-      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: owner?.kyma, sent }, 'resync requested');
+      if (owner) {
+        background(d, log, `secret ${ref.namespace}/${ref.name}`, () => (owner.source
+          ? resyncSource(d, ref.namespace, owner.kyma, ref.name)
+          : resyncKyma(d, ref.namespace, owner.kyma, 'secret')));
+      }
+      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: owner?.kyma }, owner ? 'resync started' : 'not labelled for a Kyma');
       return undefined;
     });
   }

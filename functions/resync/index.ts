@@ -1,9 +1,11 @@
 // resync: PingSource ticks fan out a reconcile request per SyncResource; a change of
 // a Kyma fans out to that Kyma's SyncResources. (Access Secret changes go to
-// resolve-cluster, which may read Secrets.)
+// resolve-cluster, which may read Secrets.) The fan-out runs after the answer
+// (pipeline/fanout.ts): the ping or the adapter's event is acknowledged at once.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { ApiServerRefTypes, checkRef, PING_TYPE, type ObjectRef } from '../../lib/events.ts';
+import { background } from '../../lib/pipeline/fanout.ts';
 import { resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run } from '../shared.ts';
 
@@ -12,15 +14,19 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
   await run(context, event, 'resync', async (d, log) => {
     if (event.type === PING_TYPE) {
-      const sent = await resyncAll(d);
-      log.info({ step: 'resync', trigger: 'ping', sent }, 'resync requested');
+      background(d, log, 'all', () => resyncAll(d));
+      log.info({ step: 'resync', trigger: 'ping' }, 'resync started');
       return;
     }
     if (!(ApiServerRefTypes as readonly string[]).includes(event.type)) throw new HttpError(400, `unexpected event type ${event.type}`);
     const ref = checkData(() => checkRef(event.data));
     const kind = (event as unknown as { kind?: string }).kind ?? (event.data as Partial<ObjectRef>).kind;
     if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
-    const sent = await resyncKyma(d, ref.namespace, ref.name, 'kyma');
-    log.info({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}`, sent }, 'resync requested');
+    if (!d.config.controlPlaneNamespaces.includes(ref.namespace)) {
+      log.warn({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+      return;
+    }
+    background(d, log, `kyma ${ref.namespace}/${ref.name}`, () => resyncKyma(d, ref.namespace, ref.name, 'kyma'));
+    log.info({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` }, 'resync started');
   });
 }

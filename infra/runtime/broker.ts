@@ -3,6 +3,15 @@
 // 404, 408, 409, 429 and 5xx, exponential or linear backoff), dead letters to a log
 // file, and reply events fed back into the broker. A chaos mode duplicates, delays and
 // so reorders deliveries, for reliability tests.
+//
+// Mode "channel" (the default) is the semantics of Knative's default Broker class,
+// MTChannelBasedBroker on an InMemoryChannel: the ingress answers only once every
+// Trigger's delivery has finished, retries and dead letter included (eventing
+// pkg/channel/fanout/fanout_event_handler.go, synchronous unless the channel carries the
+// async-handler annotation, which a Broker's channel template cannot set), and a
+// subscriber's reply is sent to the ingress by the filter, which waits for that too: a
+// post to the broker holds its sender for the whole pipeline behind the event. Mode
+// "async" answers at once (a broker backed by a log, such as Kafka's).
 import { appendFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -53,6 +62,8 @@ export class Broker {
   private inflight = 0;
   private closed = false;
   private readonly concurrency: Record<string, number>;
+  /** mode: "channel" holds each post until its pipeline is done; "async" answers at once. */
+  readonly mode: 'channel' | 'async';
   private readonly limits = new Map<string, Semaphore>();
   private readonly timeouts: Record<string, number>;
   url = '';
@@ -64,7 +75,9 @@ export class Broker {
     concurrency?: Record<string, number>;
     /** timeouts bound one request per subscriber, as the Service's timeoutSeconds does (default 300 s). */
     timeouts?: Record<string, number>;
+    mode?: 'channel' | 'async';
   }) {
+    this.mode = opts.mode ?? 'channel';
     this.timeouts = opts.timeouts ?? {};
     this.concurrency = opts.concurrency ?? {};
     this.triggers = opts.triggers;
@@ -85,8 +98,9 @@ export class Broker {
           res.writeHead(400).end(err instanceof Error ? err.message : 'not a CloudEvent');
           return;
         }
-        this.publish(event);
-        res.writeHead(202).end();
+        const done = this.publish(event);
+        if (this.mode === 'async') res.writeHead(202).end();
+        else void done.then(() => res.writeHead(202).end());
       });
     });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
@@ -94,16 +108,21 @@ export class Broker {
     return this.url;
   }
 
-  /** publish routes an event to every matching trigger (asynchronously, like the ingress). */
-  publish(event: CloudEvent<unknown>): void {
+  /**
+   * publish routes an event to every matching trigger; the promise settles when every
+   * delivery (retries, dead letter, and the pipeline behind a reply) has finished.
+   */
+  publish(event: CloudEvent<unknown>): Promise<void> {
     this.stats.received++;
     const attributes = attributesOf(event);
     if (this.observe) this.observed.push({ attributes, data: event.data });
+    const deliveries: Promise<void>[] = [];
     for (const t of this.triggers) {
       if (!triggerMatches(t, attributes)) continue;
       const copies = this.chaos && (this.chaos.random ?? Math.random)() < this.chaos.duplicate ? 2 : 1;
-      for (let i = 0; i < copies; i++) void this.deliver(t, event);
+      for (let i = 0; i < copies; i++) deliveries.push(this.deliver(t, event));
     }
+    return Promise.all(deliveries).then(() => undefined);
   }
 
   /** pending is the number of deliveries in flight (including retries and backoff). */
@@ -111,10 +130,19 @@ export class Broker {
     return this.inflight;
   }
 
-  /** idle resolves when no delivery is in flight. */
-  async idle(timeoutMs = 30_000): Promise<void> {
+  /**
+   * idle resolves when no delivery has been in flight for quietMs: a function that answered
+   * may post its fan-out a moment later (pipeline/fanout.ts).
+   */
+  async idle(timeoutMs = 30_000, quietMs = 150): Promise<void> {
     const deadline = Date.now() + timeoutMs;
-    while (this.inflight > 0 && Date.now() < deadline) await sleep(20);
+    let quietSince = this.inflight === 0 ? Date.now() : Infinity;
+    while (Date.now() < deadline) {
+      if (this.inflight > 0) quietSince = Infinity;
+      else if (quietSince === Infinity) quietSince = Date.now();
+      else if (Date.now() - quietSince >= quietMs) return;
+      await sleep(20);
+    }
   }
 
   private async deliver(t: Trigger, event: CloudEvent<unknown>): Promise<void> {
@@ -147,7 +175,8 @@ export class Broker {
           this.stats.delivered++;
           if (reply) {
             this.stats.replies++;
-            this.publish(reply);
+            const next = this.publish(reply);
+            if (this.mode === 'channel') await next;
           }
           return;
         }

@@ -28,8 +28,8 @@ export interface RuntimeOptions {
   pingIntervalMs?: number;
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
-  /** envFor adds per-function environment (e.g. a metrics port of its own). */
-  envFor?: (service: string) => Record<string, string>;
+  /** envFor adds per-process environment (e.g. a metrics port of its own), by Service and replica. */
+  envFor?: (service: string, replica: number) => Record<string, string>;
   /** namespace overrides the control-plane namespace of knative.yaml (sources and functions). */
   namespace?: string;
   chaos?: Chaos;
@@ -37,6 +37,8 @@ export interface RuntimeOptions {
   delivery?: Delivery;
   /** rbacEdit changes knative.yaml's ServiceAccounts, Roles and RoleBindings before they are applied (tests take a rule away). */
   rbacEdit?: (docs: Doc[]) => Doc[];
+  /** brokerMode: "channel" (default), the semantics of Knative's default channel-based Broker; "async" answers posts at once (broker.ts). */
+  brokerMode?: 'channel' | 'async';
   /** replicas is the number of processes per function Service (default 2: Knative runs several; per-process state exists once per replica). */
   replicas?: number;
 }
@@ -70,7 +72,7 @@ export interface Runtime {
 async function startFunction(service: string, replica: number, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string, kubeconfig: string | null): Promise<FunctionProc> {
   // The function's own ServiceAccount (identities.ts); none: no KCP access at all, as its Pod.
   const processEnv: Record<string, string | undefined> = {
-    ...process.env, ...env, ...opts.env, ...opts.envFor?.(service), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: kubeconfig ?? undefined, LOG_LEVEL: 'info',
+    ...process.env, ...env, ...opts.env, ...opts.envFor?.(service, replica), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: kubeconfig ?? undefined, LOG_LEVEL: 'info',
   };
   if (kubeconfig === null) delete processEnv.KUBECONFIG;
   const proc = startProcess('function', replica === 0 ? service : `${service}-${replica}`, process.execPath, [join(root, 'functions', 'serve.ts')], {
@@ -102,6 +104,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
     timeouts: Object.fromEntries(routing.services.map((s) => [s.name, s.timeoutMs])),
     ...(opts.chaos ? { chaos: opts.chaos } : {}),
+    mode: opts.brokerMode ?? 'channel',
   });
   const brokerUrl = await broker.listen();
   const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), { name: 'kcp', qps: 100, burst: 200 });

@@ -15,7 +15,8 @@ import { KubeApiError } from '../../lib/kube/errors.ts';
 import { mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
 import type { ApiServerResource } from './knative.ts';
 
-type Emit = (event: CloudEvent<unknown>) => void;
+/** Emit sends one event; the ApiServerSource waits for each send before the next, as the real adapter's handler does. */
+type Emit = (event: CloudEvent<unknown>) => void | Promise<void>;
 
 /** refEvent builds the event ApiServerSource sends in Reference mode. */
 export function refEvent(server: string, op: 'add' | 'update' | 'delete', o: KubeObject): CloudEvent<unknown> {
@@ -95,7 +96,7 @@ export class ApiServerWatch {
         if (ev.type === 'BOOKMARK') continue;
         const o = { ...ev.object, apiVersion: this.res.apiVersion, kind: this.res.kind };
         const op = ev.type === 'ADDED' ? 'add' : ev.type === 'DELETED' ? 'delete' : 'update';
-        this.emit(refEvent(this.kcp.client.server, op, o));
+        await this.emit(refEvent(this.kcp.client.server, op, o));
       }
     } catch (err) {
       if (err instanceof KubeApiError && err.code !== 0) return undefined; // the watch was refused: relist
