@@ -154,6 +154,31 @@ describe('UpdateAndDelete', () => {
   });
 });
 
+describe('UpdateAndDelete over an object that carries our marks', () => {
+  it('takes our marks off even when a dry run finds its values already there, and never reports Adopted', async () => {
+    const h = await new Harness('uad-marks').init();
+    // A text the server stores differently (an empty map it drops): only a dry run can tell it changes nothing.
+    const text = `${h.cm('peer', { a: '1' })}binaryData: {}\n`;
+    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns }, data: { a: '0' } });
+    await h.put([{ name: 'y', strategy: 'UpdateAndDelete', resource: text }]);
+    let { sr } = await h.sync();
+    expect(item(sr, 'y')).toMatchObject({ reason: 'Applied' });
+    // Adopted by CreateAndIgnore (our marks, no digest of values), then UpdateAndDelete again with the same text.
+    await h.put([{ name: 'x', strategy: 'CreateAndIgnore', resource: h.cm('peer', { a: '1' }) }]);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'x')).toMatchObject({ reason: 'Adopted' });
+    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    await h.put([{ name: 'y', strategy: 'UpdateAndDelete', resource: text }]);
+    ({ sr } = await h.sync());
+    expect(item(sr, 'y')).toMatchObject({ state: 'Ready', reason: 'Unchanged' });
+    const live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
+    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBeUndefined();
+    expect(live?.metadata.labels?.[MANAGED_BY_LABEL]).toBeUndefined();
+    expect(live?.data).toEqual({ a: '1' });
+    expect(sr?.status?.synced ?? []).toEqual([]);
+  });
+});
+
 describe('request budget', () => {
   it('a 5-item SyncResource: first apply, then an unchanged rerun that writes nothing anywhere', async () => {
     const h = await new Harness('budget').init();

@@ -6,6 +6,7 @@ import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { DEFAULT_REPLICAS } from '../infra/runtime/index.ts';
 import { kubectl } from './e2e-helpers.ts';
 import { eventually } from './helpers.ts';
 
@@ -25,7 +26,8 @@ describe('npm start', () => {
       await eventually(async () => expect(out).toMatch(/^ready: /m), 90_000, 200);
       expect(out).toContain('kubectl --kubeconfig .local/kubeconfig/kcp.yaml apply -f examples/seed-scenario.yaml');
       const state = JSON.parse(await readFile(join(stateDir, 'state.json'), 'utf8')) as { processes: { role: string; pid: number }[]; clusters: Record<string, { kubeconfig: string }> };
-      expect(state.processes.filter((p) => p.role === 'function')).toHaveLength(5);
+      // Five Services, two replicas each by default.
+      expect(state.processes.filter((p) => p.role === 'function')).toHaveLength(5 * DEFAULT_REPLICAS);
       expect(Object.keys(state.clusters)).toEqual(['kcp', 'skr-1']);
       const kcp = state.clusters.kcp!.kubeconfig;
       await kubectl(kcp, ['apply', '-f', join(root, 'examples', 'design-example.yaml')]);

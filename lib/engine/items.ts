@@ -185,6 +185,8 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
       case 'update': {
         // Without a digest of our last apply, a dry run tells whether the values really differ.
         if (d.confirm && sameValues(await guard(() => applyObject(skr, p.info!, d.desired!, fm, undefined, true)), live!, fm)) {
+          // Nothing to write but, for a strategy that does not own it, our marks to take off.
+          if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
           applied(live!);
           res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
           break;
