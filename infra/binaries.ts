@@ -1,6 +1,8 @@
-// binaries.ts finds or builds kube-apiserver, kube-controller-manager and etcd.
-// Builds go to a cache outside the git tree, keyed by a hash of the Go module files
-// and the build script, so a version change rebuilds and anything else reuses.
+// binaries.ts finds or builds the Go programs the local stack runs: kube-apiserver,
+// kube-controller-manager and etcd (infra/kube), and Knative Eventing's ApiServerSource
+// receive adapter (infra/knative). Builds go to a cache outside the git tree, keyed by a
+// hash of each Go module's files and build script, so a version change rebuilds and
+// anything else reuses.
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
@@ -9,6 +11,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 
 const kubeModule = join(import.meta.dirname, 'kube');
+const knativeModule = join(import.meta.dirname, 'knative');
 
 /** Binaries are the paths of the three programs a local cluster runs. */
 export interface Binaries {
@@ -18,51 +21,67 @@ export interface Binaries {
   versions: { kubernetes: string; etcd: string };
 }
 
-/** cacheDir is where builds are kept: $KCP_SYNC_BIN_CACHE, else the user's cache directory. */
-export function cacheDir(): string {
+/** KnativeBinaries are the Knative Eventing programs the local runtime runs. */
+export interface KnativeBinaries {
+  apiserverReceiveAdapter: string;
+  versions: { eventing: string };
+}
+
+/** cacheDir is where a module's build is kept: $KCP_SYNC_BIN_CACHE, else the user's cache directory. */
+export function cacheDir(module = kubeModule): string {
   const base = process.env.KCP_SYNC_BIN_CACHE
     ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'kcp-sync-resource', 'bin');
   const hash = createHash('sha256');
-  for (const f of ['go.mod', 'go.sum', 'build.sh']) hash.update(readFileSync(join(kubeModule, f)));
-  return join(base, hash.digest('hex').slice(0, 16));
+  for (const f of ['go.mod', 'go.sum', 'build.sh']) hash.update(readFileSync(join(module, f)));
+  // The kube build keeps its historical key; others are told apart by their module's name.
+  return join(base, `${module === kubeModule ? '' : 'knative-'}${hash.digest('hex').slice(0, 16)}`);
 }
 
-function load(dir: string): Binaries | undefined {
+function versionsIn<V>(dir: string): V | undefined {
   const versions = join(dir, 'versions.json');
-  if (!existsSync(versions)) return undefined;
+  return existsSync(versions) ? JSON.parse(readFileSync(versions, 'utf8')) as V : undefined;
+}
+
+/** build runs module's build.sh into its cache directory once (minutes, first run only). */
+async function build(module: string, what: string, log: (line: string) => void): Promise<string> {
+  const dir = cacheDir(module);
+  if (versionsIn(dir)) return dir;
+  const tmp = `${dir}.tmp-${process.pid}`;
+  await rm(tmp, { recursive: true, force: true });
+  await mkdir(tmp, { recursive: true });
+  log(`building ${what} into ${dir} (first run only)`);
+  await new Promise<void>((resolve, reject) => {
+    const child = spawn(join(module, 'build.sh'), [tmp], { stdio: ['ignore', 'inherit', 'inherit'] });
+    child.on('error', reject);
+    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${module}/build.sh exited with ${code}`))));
+  });
+  await rename(tmp, dir).catch(async (err: unknown) => {
+    // Another process finished the same build first: keep theirs.
+    if (!versionsIn(dir)) throw err;
+    await rm(tmp, { recursive: true, force: true });
+  });
+  if (!versionsIn(dir)) throw new Error(`build finished but ${dir} holds no versions.json`);
+  return dir;
+}
+
+/** ensureBinaries returns cached Kubernetes binaries, building them first when missing. */
+export async function ensureBinaries(log: (line: string) => void = () => {}): Promise<Binaries> {
+  const dir = await build(kubeModule, 'kube-apiserver, kube-controller-manager and etcd', log);
   return {
     kubeApiserver: join(dir, 'kube-apiserver'),
     kubeControllerManager: join(dir, 'kube-controller-manager'),
     etcd: join(dir, 'etcd'),
-    versions: JSON.parse(readFileSync(versions, 'utf8')) as Binaries['versions'],
+    versions: versionsIn<Binaries['versions']>(dir)!,
   };
 }
 
-/** ensureBinaries returns cached binaries, building them first (minutes, once) when missing. */
-export async function ensureBinaries(log: (line: string) => void = () => {}): Promise<Binaries> {
-  const dir = cacheDir();
-  const cached = load(dir);
-  if (cached) return cached;
-  const tmp = `${dir}.tmp-${process.pid}`;
-  await rm(tmp, { recursive: true, force: true });
-  await mkdir(tmp, { recursive: true });
-  log(`building kube-apiserver, kube-controller-manager and etcd into ${dir} (first run only)`);
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn(join(kubeModule, 'build.sh'), [tmp], { stdio: ['ignore', 'inherit', 'inherit'] });
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`build.sh exited with ${code}`))));
-  });
-  await rename(tmp, dir).catch(async (err: unknown) => {
-    // Another process finished the same build first: keep theirs.
-    if (!load(dir)) throw err;
-    await rm(tmp, { recursive: true, force: true });
-  });
-  const built = load(dir);
-  if (!built) throw new Error(`build finished but ${dir} holds no versions.json`);
-  return built;
+/** ensureKnativeBinaries returns the cached Knative Eventing programs, building them first when missing. */
+export async function ensureKnativeBinaries(log: (line: string) => void = () => {}): Promise<KnativeBinaries> {
+  const dir = await build(knativeModule, 'the Knative ApiServerSource receive adapter', log);
+  return { apiserverReceiveAdapter: join(dir, 'apiserver_receive_adapter'), versions: versionsIn<KnativeBinaries['versions']>(dir)! };
 }
 
 if (import.meta.main) {
-  const b = await ensureBinaries((l) => console.log(l));
-  console.log(JSON.stringify(b, null, 2));
+  const log = (l: string) => console.log(l);
+  console.log(JSON.stringify({ kube: await ensureBinaries(log), knative: await ensureKnativeBinaries(log) }, null, 2));
 }

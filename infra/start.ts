@@ -41,7 +41,7 @@ if (values.kubeconfig) {
 }
 let runtime: Runtime;
 try {
-  runtime = await startRuntime({ kubeconfig, stateDir, pingIntervalMs });
+  runtime = await startRuntime({ kubeconfig, stateDir, pingIntervalMs, log: (l) => console.log(l) });
 } catch (err) {
   await set?.stop();
   throw err;

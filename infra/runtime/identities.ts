@@ -36,20 +36,29 @@ export async function serviceAccountKubeconfigs(
       out.set(svc.name, null);
       continue;
     }
-    const request = await kcp.client.call<{ status: { token: string } }>('POST',
-      `/api/v1/namespaces/${routing.namespace}/serviceaccounts/${sa.metadata.name}/token`,
-      { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } } });
-    const saDir = join(dir, sa.metadata.name);
-    await mkdir(saDir, { recursive: true });
-    await writeFile(join(saDir, 'token'), request.status.token, { mode: 0o600 });
-    const kubeconfig = join(saDir, 'kubeconfig.yaml');
-    await writeFile(kubeconfig, dump({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'kcp',
-      clusters: [{ name: 'kcp', cluster: { server: server.url, 'certificate-authority': server.caFile } }],
-      users: [{ name: sa.metadata.name, user: { tokenFile: join(saDir, 'token') } }],
-      contexts: [{ name: 'kcp', context: { cluster: 'kcp', user: sa.metadata.name, namespace: routing.namespace } }],
-    }));
+    const kubeconfig = await tokenKubeconfig(kcp, routing.namespace, sa.metadata.name, server, dir);
     out.set(svc.name, kubeconfig);
   }
   return out;
+}
+
+/**
+ * tokenKubeconfig requests a token for the ServiceAccount name (TokenRequest API, a day)
+ * and writes a kubeconfig that reads it from its file, for server; returns its path.
+ */
+export async function tokenKubeconfig(kcp: Cluster, namespace: string, name: string, server: { url: string; caFile: string }, dir: string, file = 'kubeconfig.yaml'): Promise<string> {
+  const request = await kcp.client.call<{ status: { token: string } }>('POST',
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } } });
+  const saDir = join(dir, name);
+  await mkdir(saDir, { recursive: true });
+  await writeFile(join(saDir, 'token'), request.status.token, { mode: 0o600 });
+  const kubeconfig = join(saDir, file);
+  await writeFile(kubeconfig, dump({
+    apiVersion: 'v1', kind: 'Config', 'current-context': 'kcp',
+    clusters: [{ name: 'kcp', cluster: { server: server.url, 'certificate-authority': server.caFile } }],
+    users: [{ name, user: { tokenFile: join(saDir, 'token') } }],
+    contexts: [{ name: 'kcp', context: { cluster: 'kcp', user: name, namespace } }],
+  }));
+  return kubeconfig;
 }

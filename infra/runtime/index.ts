@@ -9,9 +9,12 @@ import { credentialsFromFile } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
-import { startProcess, stopProcess, type Proc } from '../processes.ts';
+import { ensureKnativeBinaries } from '../binaries.ts';
+import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
+import { startAdapter, type ReceiveAdapter } from './adapter.ts';
+import { ApiProxy } from './apiproxy.ts';
 import { Broker, type Chaos } from './broker.ts';
-import { serviceAccountKubeconfigs } from './identities.ts';
+import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
 import { cronIntervalMs, loadRouting, type Delivery, type Doc } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
 
@@ -37,6 +40,13 @@ export interface RuntimeOptions {
   delivery?: Delivery;
   /** rbacEdit changes knative.yaml's ServiceAccounts, Roles and RoleBindings before they are applied (tests take a rule away). */
   rbacEdit?: (docs: Doc[]) => Doc[];
+  /**
+   * sources: "real" (default) runs Knative's own ApiServerSource receive adapter, one
+   * process per ApiServerSource (adapter.ts); "emulated" the in-process stand-in (sources.ts).
+   */
+  sources?: 'real' | 'emulated';
+  /** log receives progress lines (a first-run build of the adapter). */
+  log?: (line: string) => void;
   /** brokerMode: "channel" (default), the semantics of Knative's default channel-based Broker; "async" answers posts at once (broker.ts). */
   brokerMode?: 'channel' | 'async';
   /** replicas is the number of processes per function Service (default 2: Knative runs several; per-process state exists once per replica). */
@@ -63,9 +73,11 @@ export interface Runtime {
   ping: PingTimer[];
   /** restartFunction kills one replica of a function (SIGKILL; default replica 0) and starts it again on the same port. */
   restartFunction(service: string, replica?: number): Promise<void>;
-  /** stopSources stops the ApiServerSources, as a dead adapter; startSources starts them again (no events for what happened meanwhile). */
-  stopSources(): void;
+  /** stopSources kills the ApiServerSource adapters (SIGKILL); startSources starts them again (no events for what happened meanwhile). */
+  stopSources(): Promise<void>;
   startSources(): Promise<void>;
+  /** proxy carries the real adapters' API traffic (breakWatches cuts their watches). */
+  proxy?: ApiProxy;
   stop(): Promise<void>;
 }
 
@@ -110,8 +122,29 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), { name: 'kcp', qps: 100, burst: 200 });
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const watches: ApiServerWatch[] = [];
+  const adapters: ReceiveAdapter[] = [];
   const ping: PingTimer[] = [];
+  const admin = credentialsFromFile(opts.kubeconfig);
+  const real = (opts.sources ?? 'real') === 'real';
+  const proxy = real ? new ApiProxy(admin.server, admin.ca) : undefined;
+  const adapterBinary = real ? (await ensureKnativeBinaries(opts.log)).apiserverReceiveAdapter : '';
+  const saDir = join(opts.stateDir, 'serviceaccounts');
   const startSources = async () => {
+    if (proxy) {
+      // One token per ServiceAccount, written before any adapter reads it.
+      const kubeconfigs = new Map<string, string>();
+      for (const sa of new Set(routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'))) {
+        kubeconfigs.set(sa, await tokenKubeconfig(kcp, routing.namespace, sa, { url: proxy.url, caFile: proxy.caFile }, saDir, 'kubeconfig-adapter.yaml'));
+      }
+      await Promise.all(routing.apiServerSources.map(async (src) => {
+        const kubeconfig = kubeconfigs.get(src.serviceAccountName ?? 'default')!;
+        adapters.push(await startAdapter({
+          binary: adapterBinary, name: src.name, namespace: routing.namespace, resources: src.resources,
+          ...(src.mode ? { mode: src.mode } : {}), sink: brokerUrl, kubeconfig, proxy, logDir,
+        }));
+      }));
+      return;
+    }
     for (const src of routing.apiServerSources) {
       for (const res of src.resources) {
         const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
@@ -120,11 +153,13 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       }
     }
   };
-  const stopSources = () => {
+  const stopSources = async () => {
     for (const w of watches.splice(0)) w.stop();
+    await Promise.all(adapters.splice(0).map((a) => killProcess(a.proc)));
   };
   const stop = async () => {
-    stopSources();
+    await stopSources();
+    await proxy?.close();
     for (const p of ping) p.stop();
     await Promise.all(functions.map((f) => stopProcess(f.proc)));
     await broker.close();
@@ -132,8 +167,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   };
   let identities = new Map<string, string | null>();
   try {
-    const admin = credentialsFromFile(opts.kubeconfig);
-    const saDir = join(opts.stateDir, 'serviceaccounts');
+    await proxy?.listen(join(opts.stateDir, 'proxy'));
     await mkdir(saDir, { recursive: true });
     await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
     identities = await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
@@ -157,7 +191,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     throw err;
   }
   return {
-    broker, functions, ping, stop, stopSources, startSources,
+    broker, functions, ping, stop, stopSources, startSources, ...(proxy ? { proxy } : {}),
     async restartFunction(service: string, replica = 0) {
       const i = functions.findIndex((f) => f.service === service && f.replica === replica);
       const f = functions[i]!;

@@ -41,7 +41,7 @@ export interface Routing {
   namespace: string;
   broker: { name: string; delivery: Delivery };
   triggers: Trigger[];
-  apiServerSources: { name: string; resources: ApiServerResource[] }[];
+  apiServerSources: { name: string; resources: ApiServerResource[]; serviceAccountName?: string; mode?: string }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
   /** services are the function Services; concurrency is their containerConcurrency (0: unlimited), timeoutMs their timeoutSeconds (Knative's default 300 s). */
   services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number; serviceAccountName?: string }[];
@@ -84,6 +84,8 @@ export async function loadRouting(file: string): Promise<Routing> {
       resources: s.spec.resources.map((r: { apiVersion: string; kind: string; selector?: never }) => ({
         apiVersion: r.apiVersion, kind: r.kind, labelSelector: selector(r.selector),
       })),
+      ...(s.spec.serviceAccountName ? { serviceAccountName: s.spec.serviceAccountName as string } : {}),
+      ...(s.spec.mode ? { mode: s.spec.mode as string } : {}),
     })),
     pingSources: docs.filter((d) => d.kind === 'PingSource').map((p) => ({
       name: p.metadata.name, schedule: p.spec.schedule, data: p.spec.data, contentType: p.spec.contentType,
