@@ -128,6 +128,7 @@ describe('kcp-sync diff', () => {
     await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'victim', namespace: h.ns } } as never);
     await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'taken', namespace: h.ns, annotations: { [OWNER_ANNOTATION]: 'kcp-system/another' } } } as never);
     await h.skrCreate({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: h.ns }, stringData: { password: 'old-secret-value-1' } } as never);
+    await h.skrCreate({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'refd', namespace: h.ns }, stringData: { token: 'skr-held-value-3' } } as never);
     const items: SyncItem[] = [
       { name: 'same', strategy: 'CreateAndSync', resource: h.cm('same', { a: '1' }) },
       { name: 'changed', strategy: 'CreateAndSync', resource: h.cm('changed', { a: '2', keep: 'k' }) },
@@ -137,6 +138,7 @@ describe('kcp-sync diff', () => {
       { name: 'theirs', strategy: 'CreateAndSync', resource: h.cm('taken', {}) },
       { name: 'secret', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: ${h.ns}}\nstringData: {password: new-secret-value-2}\n` },
       { name: 'peer', strategy: 'UpdateAndDelete', resource: h.cm('absent', {}) },
+      { name: 'byref', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: refd, namespace: ${h.ns}}\ntype: Opaque\n`, dataFrom: { secretRef: { name: 'btp-source' } } },
       { name: 'typo', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Configmap\nmetadata: {name: t, namespace: ${h.ns}}\n` },
     ];
     const file = join(tmpdir(), `${h.name}.yaml`);
@@ -155,7 +157,7 @@ describe('kcp-sync diff', () => {
     const outcomes = Object.fromEntries(out.syncResources[0]!.items.map((i) => [i.item, i.outcome]));
     expect(outcomes).toEqual({
       same: 'unchanged', changed: 'update', new: 'create', adopt: 'adopt', gone: 'delete',
-      theirs: 'conflict', secret: 'restricted', peer: 'not found', typo: 'error',
+      theirs: 'conflict', secret: 'restricted', peer: 'not found', byref: 'adopt', typo: 'error',
     });
     expect(Object.keys(outcomes)).toEqual(items.map((i) => i.name));
     const diffOf = (item: string) => out.syncResources[0]!.items.find((i) => i.item === item)!.diff!;
@@ -165,6 +167,9 @@ describe('kcp-sync diff', () => {
     expect(diffOf('new')).toMatch(/^\+\s+a: '1'$/m);
     expect(diffOf('adopt')).toMatch(/^\+\s+operator.kyma-project.io\/owned-by: kcp-system\//m);
     expect(out.syncResources[0]!.items.find((i) => i.item === 'typo')!.reason).toBe('UnknownKind');
+    // Values by reference live in the KCP: compared as the cluster holds them, never shown.
+    expect(out.syncResources[0]!.items.find((i) => i.item === 'byref')).toMatchObject({ message: expect.stringContaining('Secret btp-source in the KCP by reference') });
+    for (const v of ['skr-held-value-3', Buffer.from('skr-held-value-3').toString('base64')]) expect(json.stdout).not.toContain(v);
 
     // With Secrets allowed, a Secret's values are masked: changed ones say so, none appears.
     const secrets = await cli(['diff', file, '--kubeconfig', skrKubeconfig], { env: { SYNC_RESTRICTED_KINDS: '' } });
