@@ -122,6 +122,12 @@ describe('end to end', () => {
       expect(s.runtime.proxy!.breakWatches()).toBeGreaterThan(0);
       await Promise.all(names.map((n) => apply(n, '4')));
       await converged('4');
+      // An adapter that crashes is started again (as the kubelet restarts its container), and events flow again.
+      const crashed = s.runtime.adapters.find((a) => a.name === 'sync-resources')!;
+      process.kill(crashed.proc.pid, 'SIGKILL');
+      await eventually(async () => expect(s.runtime.adapters.find((a) => a.name === 'sync-resources')?.proc.pid ?? crashed.proc.pid).not.toBe(crashed.proc.pid), 30_000);
+      await Promise.all(names.map((n) => apply(n, '5')));
+      await converged('5');
     } finally {
       for (const p of s.runtime.ping) p.start();
     }

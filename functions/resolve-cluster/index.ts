@@ -1,5 +1,6 @@
 // resolve-cluster: a SyncResource reference (ApiServerSource) or a reconcile request
-// in; "cluster resolved" out, or the resolution failure for the status step. A changed
+// in; "cluster resolved" posted (not replied: see below), or the resolution failure for
+// the status step. A changed
 // access Secret is mapped to its Kyma and fans out reconcile requests (rotation); a
 // changed source Secret (dataFrom) to the SyncResources of its Kyma that reference it.
 import type { CloudEvent } from 'cloudevents';
@@ -44,16 +45,25 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     const change = watched && !event.type.endsWith('.add');
     const out = await resolveStep(d, ref, { onlyIfUnsettled: watched, trigger, change, ...(typeof request?.since === 'string' ? { since: request.since } : {}) });
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
+    let next: CloudEvent<unknown>;
     switch (out.kind) {
       case 'none':
         log.info({ ...fields, why: out.why }, 'nothing to resolve');
         return undefined;
       case 'failed':
         log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
-        return makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
+        next = makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
+        break;
       case 'resolved':
         log.info({ ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent: out.data.urgent ?? false }, 'cluster resolved');
-        return makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
+        next = makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
+        break;
     }
+    // Posted, not replied: a channel-based broker would hold the reply, and with it the
+    // ApiServerSource adapter that sends one event after another, for the whole run behind
+    // it. This answer comes after resolve-cluster's own work; a post cut short by the end
+    // of this process is caught up by the next resync (pipeline/fanout.ts).
+    background(d, log, `resolve ${ref.namespace}/${ref.name}`, async () => { await d.send(next); return 1; }, { quiet: true });
+    return undefined;
   });
 }

@@ -4,6 +4,7 @@
 // ApiServerSources against the KCP and the PingSource.
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeClient } from '../../lib/kube/client.ts';
 import { credentialsFromFile } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
@@ -76,6 +77,8 @@ export interface Runtime {
   /** stopSources kills the ApiServerSource adapters (SIGKILL); startSources starts them again (no events for what happened meanwhile). */
   stopSources(): Promise<void>;
   startSources(): Promise<void>;
+  /** adapters are the running ApiServerSource adapter processes (one that exits is restarted, as by the kubelet). */
+  adapters: ReceiveAdapter[];
   /** proxy carries the real adapters' API traffic (breakWatches cuts their watches). */
   proxy?: ApiProxy;
   stop(): Promise<void>;
@@ -123,6 +126,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const watches: ApiServerWatch[] = [];
   const adapters: ReceiveAdapter[] = [];
+  /** sourcesGeneration changes with every start and stop: a restart loop of an older start ends. */
+  let sourcesGeneration = 0;
   const ping: PingTimer[] = [];
   const admin = credentialsFromFile(opts.kubeconfig);
   const real = (opts.sources ?? 'real') === 'real';
@@ -136,12 +141,29 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       for (const sa of new Set(routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'))) {
         kubeconfigs.set(sa, await tokenKubeconfig(kcp, routing.namespace, sa, { url: proxy.url, caFile: proxy.caFile }, saDir, 'kubeconfig-adapter.yaml'));
       }
+      const generation = ++sourcesGeneration;
       await Promise.all(routing.apiServerSources.map(async (src) => {
-        const kubeconfig = kubeconfigs.get(src.serviceAccountName ?? 'default')!;
-        adapters.push(await startAdapter({
-          binary: adapterBinary, name: src.name, namespace: routing.namespace, resources: src.resources,
-          ...(src.mode ? { mode: src.mode } : {}), sink: brokerUrl, kubeconfig, proxy, logDir,
-        }));
+        const run = async (): Promise<void> => {
+          const a = await startAdapter({
+            binary: adapterBinary, name: src.name, namespace: routing.namespace, resources: src.resources,
+            ...(src.mode ? { mode: src.mode } : {}), sink: brokerUrl, kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!, proxy, logDir,
+          });
+          adapters.push(a);
+          // As the kubelet restarts a container that exits, with a back-off; not once stopped.
+          void a.proc.exited.then(async () => {
+            const i = adapters.indexOf(a);
+            if (i < 0) return;
+            adapters.splice(i, 1);
+            for (let delay = 1_000; generation === sourcesGeneration; delay = Math.min(delay * 2, 10_000)) {
+              await sleep(delay);
+              if (generation !== sourcesGeneration) return;
+              try {
+                return await run();
+              } catch { /* exited again at start: back off */ }
+            }
+          });
+        };
+        await run();
       }));
       return;
     }
@@ -154,6 +176,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     }
   };
   const stopSources = async () => {
+    sourcesGeneration++;
     for (const w of watches.splice(0)) w.stop();
     await Promise.all(adapters.splice(0).map((a) => killProcess(a.proc)));
   };
@@ -191,7 +214,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     throw err;
   }
   return {
-    broker, functions, ping, stop, stopSources, startSources, ...(proxy ? { proxy } : {}),
+    broker, functions, ping, stop, stopSources, startSources, adapters, ...(proxy ? { proxy } : {}),
     async restartFunction(service: string, replica = 0) {
       const i = functions.findIndex((f) => f.service === service && f.replica === replica);
       const f = functions[i]!;

@@ -1,5 +1,5 @@
-// fanout.ts runs the fan-outs (resync tick, Kyma or Secret change) behind the request
-// that asked for them. Knative's default Broker (channel based) holds each post until
+// fanout.ts runs the fan-outs (resync tick, Kyma or Secret change), and resolve-cluster's
+// post of its result, behind the request that asked for them. Knative's default Broker (channel based) holds each post until
 // the whole pipeline behind the posted event has run, so a handler that posted its
 // thousands of reconcile requests before answering would hold the PingSource or the
 // ApiServerSource adapter for all of them, past its timeout, and be redelivered while
@@ -20,7 +20,7 @@ const running = new WeakMap<Deps, Map<string, { again?: Job; done: Promise<void>
  * background runs job (which posts and returns how many) after the caller answered; a
  * job for a key that is running is coalesced into one more run after it.
  */
-export function background(deps: Deps, log: Logger, key: string, job: Job): void {
+export function background(deps: Deps, log: Logger, key: string, job: Job, opts: { quiet?: boolean } = {}): void {
   let jobs = running.get(deps);
   if (!jobs) running.set(deps, jobs = new Map());
   const current = jobs.get(key);
@@ -34,18 +34,18 @@ export function background(deps: Deps, log: Logger, key: string, job: Job): void
     let next: Job | undefined = job;
     while (next) {
       entry.again = undefined;
-      await runOnce(log, key, next);
+      await runOnce(log, key, next, opts.quiet === true);
       next = entry.again;
     }
     jobs.delete(key);
   })();
 }
 
-async function runOnce(log: Logger, key: string, job: Job): Promise<void> {
+async function runOnce(log: Logger, key: string, job: Job, quiet: boolean): Promise<void> {
   for (let attempt = 1; ; attempt++) {
     try {
       const sent = await job();
-      log.info({ fanout: key, sent }, 'fan-out done');
+      if (!quiet) log.info({ fanout: key, sent }, 'fan-out done');
       return;
     } catch (err) {
       if (attempt >= ATTEMPTS) {
