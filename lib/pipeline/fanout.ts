@@ -10,7 +10,8 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps, Logger } from './deps.ts';
 
-const ATTEMPTS = 3;
+/** ATTEMPTS and the back-off (0.5 s doubling) follow the Broker's delivery: 6 tries within about 16 s. */
+const ATTEMPTS = 6;
 
 type Job = () => Promise<number>;
 
