@@ -10,8 +10,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Deps, Logger } from './deps.ts';
 
-/** ATTEMPTS and the back-off (0.5 s doubling) follow the Broker's delivery: 6 tries within about 16 s. */
-const ATTEMPTS = 6;
+const ATTEMPTS = 3;
 
 type Job = () => Promise<number>;
 
