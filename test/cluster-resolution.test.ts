@@ -4,7 +4,7 @@ import { dump, load } from 'js-yaml';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { kymaObjects, applyObjects } from '../infra/kcp-setup.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
-import { findAccessSecret, getKyma } from '../lib/cluster/resolve.ts';
+import { findAccessSecret, getKyma, Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
 import { KubeApiError } from '../lib/kube/errors.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
@@ -93,6 +93,18 @@ describe('cluster resolution', () => {
     expect(b2).not.toBe(b);
     expect(cache.stats.evictions).toBe(2);
     await cache.closeAll();
+  });
+
+  it('reads a source Secret afresh for every run: a value read a moment ago is never reused', async () => {
+    // (Shared for two seconds, a value one replica read just before a rotation was applied by
+    // its next run after another replica had applied the new one, turning the rotation back.)
+    const lookups = new Lookups(kcp);
+    const name = uniqueName('src');
+    const put = (v: string) => applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns, labels: { 'operator.kyma-project.io/sync-source': 'true', 'operator.kyma-project.io/kyma-name': 'k' } }, stringData: { v } } as never]);
+    await put('one');
+    expect((await lookups.source(ns, name))?.data).toEqual({ v: Buffer.from('one').toString('base64') });
+    await put('two');
+    expect((await lookups.source(ns, name))?.data).toEqual({ v: Buffer.from('two').toString('base64') });
   });
 
   it('classifies a wrong CA and a rejected token as authentication failures', async () => {

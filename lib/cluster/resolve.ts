@@ -75,14 +75,12 @@ export class Lookups {
   private readonly kcp: Cluster;
   private readonly kymas: TtlMemo<KubeObject>;
   private readonly secrets: TtlMemo<AccessSecret>;
-  private readonly sources: TtlMemo<SourceSecret | undefined>;
 
   constructor(kcp: Cluster, ttlMs = 2_000) {
     this.kcp = kcp;
     const definite = (err: unknown) => err instanceof ResolutionError;
     this.kymas = new TtlMemo(ttlMs, definite);
     this.secrets = new TtlMemo(ttlMs, definite);
-    this.sources = new TtlMemo(ttlMs);
   }
 
   kyma(namespace: string, kyma: string, fresh = false): Promise<KubeObject> {
@@ -93,8 +91,12 @@ export class Lookups {
     return this.secrets.get(`${namespace}/${kyma}`, () => findAccessSecret(this.kcp, namespace, kyma), fresh);
   }
 
-  /** source reads a source Secret (sources.ts), shared for a moment like the others; the caller checks it. */
-  source(namespace: string, name: string, fresh = false): Promise<SourceSecret | undefined> {
-    return this.sources.get(`${namespace}/${name}`, () => readSource(this.kcp, namespace, name), fresh);
+  /**
+   * source reads a source Secret (sources.ts) for one run; the caller checks it. Never
+   * shared between runs: a value read a moment ago may be older than what another replica
+   * just applied, and applying it would turn a rotation back until the next resync.
+   */
+  source(namespace: string, name: string): Promise<SourceSecret | undefined> {
+    return readSource(this.kcp, namespace, name);
   }
 }

@@ -86,8 +86,8 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
     if (!(err instanceof TerminalError)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
-  // Source Secrets of dataFrom items: read here, checked for this Kyma, afresh after a Secret changed.
-  const sources = (name: string) => deps.lookups.source(data.namespace, name, data.trigger === 'secret')
+  // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
+  const sources = (name: string) => deps.lookups.source(data.namespace, name)
     .then((s) => sourceData(s, data.namespace, name, sr.spec.kyma));
   const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
