@@ -179,6 +179,23 @@ describe('UpdateAndDelete over an object that carries our marks', () => {
   });
 });
 
+describe('values by reference', () => {
+  it('a run whose source Secret changed while it applied fails transiently, so an older value is never the last word', async () => {
+    const h = await new Harness('byref').init();
+    const text = `apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: ${h.ns}}\ntype: Opaque\n`;
+    await h.put([{ name: 's', strategy: 'CreateAndSync', resource: text, dataFrom: { secretRef: { name: 'src' } } }]);
+    let version = 1;
+    // The source moves on between the read that fills the item and the check after the write.
+    const rotating = async () => ({ data: { k: Buffer.from(`v${version}`).toString('base64') }, version: String(version++) });
+    await expect(h.sync({ sources: rotating })).rejects.toMatchObject({ reason: 'SecretSourceChanged' });
+    // A stable source: applied, and the SKR Secret holds its value.
+    const stable = async () => ({ data: { k: Buffer.from('v9').toString('base64') }, version: '9' });
+    const { sr } = await h.sync({ sources: stable });
+    expect(item(sr, 's')).toMatchObject({ state: 'Ready' });
+    expect((await h.skrGet('v1', 'Secret', 'creds', h.ns))?.data).toEqual({ k: Buffer.from('v9').toString('base64') });
+  });
+});
+
 describe('request budget', () => {
   it('a 5-item SyncResource: first apply, then an unchanged rerun that writes nothing anywhere', async () => {
     const h = await new Harness('budget').init();

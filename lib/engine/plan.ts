@@ -8,6 +8,7 @@ import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
 import { isDnsSubdomain, parseApiVersion } from '../identity.ts';
 import { SourceError } from '../cluster/sources.ts';
+import { TransientError } from '../kube/errors.ts';
 import { mapLimit } from '../util.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { guard } from './items.ts';
@@ -29,10 +30,12 @@ export interface PlanItem {
   applied?: { digest?: string; statusDigest?: string };
   /** secrets are the values a dataFrom item took from its source (base64 and plain), for redaction only. */
   secrets?: string[];
+  /** sourceVersion is the resourceVersion of the source Secret a dataFrom item was filled from. */
+  sourceVersion?: string;
 }
 
-/** SourceReader returns the data of the source Secret name for this SyncResource, or throws a SourceError. */
-export type SourceReader = (name: string) => Promise<Record<string, string>>;
+/** SourceReader returns the data and resourceVersion of the source Secret name for this SyncResource, or throws a SourceError. */
+export type SourceReader = (name: string) => Promise<{ data: Record<string, string>; version: string }>;
 
 const sameId = (a: ObjectId, b: ObjectId) =>
   a.apiVersion === b.apiVersion && a.kind === b.kind && a.name === b.name && (a.namespace ?? '') === (b.namespace ?? '');
@@ -95,14 +98,30 @@ export async function fillSources(plan: PlanItem[], read: SourceReader | undefin
       return;
     }
     try {
-      const data = await read(name);
+      const { data, version } = await read(name);
       p.object!.data = data;
+      p.sourceVersion = version;
       p.secrets = Object.values(data).flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')]).filter((v) => v.length >= 4);
     } catch (err) {
       if (!(err instanceof SourceError)) throw err;
       p.done = result(p.item.name, 'Error', err.reason, err.message);
     }
   });
+}
+
+/**
+ * confirmSources re-reads the source of every dataFrom item this run wrote and fails the
+ * run (transient: it is redelivered) if one changed meanwhile. Two runs of one
+ * SyncResource may overlap (two replicas): one that read a source before a rotation and
+ * wrote after the other wrote the new value must not be the last word.
+ */
+export async function confirmSources(plan: PlanItem[], read: SourceReader | undefined): Promise<void> {
+  for (const p of plan) {
+    if (p.sourceVersion === undefined || !read) continue;
+    const name = p.item.dataFrom!.secretRef.name;
+    const now = await read(name).then((s) => s.version, (err: unknown) => (err instanceof SourceError ? undefined : Promise.reject(err)));
+    if (now !== p.sourceVersion) throw new TransientError(`Secret ${name} (dataFrom.secretRef) changed while this run applied it; retry`, 'SecretSourceChanged');
+  }
 }
 
 /** redacted replaces any source value (or its base64) in an item's message: API errors may quote what was sent. */

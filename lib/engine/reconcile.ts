@@ -12,7 +12,7 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
-import { crdProvides, fillSources, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
+import { confirmSources, crdProvides, fillSources, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
@@ -152,6 +152,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     });
     await adoptOwned(active, decisions, lives, owner, inventory);
   }
+  await confirmSources(plan, deps.sources);
   for (const p of plan) {
     // Items settled without touching the SKR get their span too: one span per item.
     if (p.done) tracer.startSpan('apply item', { attributes: { ...itemAttributes(p), 'sync.item.reason': p.done.reason, 'sync.item.state': p.done.state } }).end();

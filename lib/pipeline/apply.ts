@@ -88,7 +88,7 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   }
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
   const sources = (name: string) => deps.lookups.source(data.namespace, name)
-    .then((s) => sourceData(s, data.namespace, name, sr.spec.kyma));
+    .then((s) => ({ data: sourceData(s, data.namespace, name, sr.spec.kyma), version: s!.metadata.resourceVersion! }));
   const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
