@@ -11,9 +11,8 @@ import type { Context } from 'faas-js-runtime';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { handle as applyItems } from '../functions/apply-items/index.ts';
-import { handle as resolveHandler } from '../functions/resolve-cluster/index.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
-import { getDeps, setDeps } from '../functions/shared.ts';
+import { setDeps } from '../functions/shared.ts';
 import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { signCert } from '../infra/pki.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
@@ -27,9 +26,9 @@ import type { Cluster } from '../lib/kube/objects.ts';
 import { Recorder } from '../lib/kube/recorder.ts';
 import type { SyncResource } from '../lib/model.ts';
 import type { Deps } from '../lib/pipeline/deps.ts';
-import { fanoutsDone } from '../lib/pipeline/fanout.ts';
 import { syncResourceSpecSchema } from '../lib/crd.ts';
 import { validateText } from '../lib/validate.ts';
+import { resolvePosted } from './resolve-posted.ts';
 import { cluster, uniqueName } from './helpers.ts';
 
 const dir = join(import.meta.dirname, 'fixtures', 'bad-input');
@@ -40,18 +39,7 @@ let deps: Deps;
 let ns: string;
 const sent: CloudEvent<unknown>[] = [];
 
-/**
- * resolveCluster runs the resolve-cluster handler and returns what it posted for the
- * SyncResource the event names: it answers without a reply and posts its result after.
- */
-async function resolveCluster(c: Context, e: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
-  const name = (e.data as { name?: string } | undefined)?.name;
-  const before = new Set(sent);
-  const answer = await resolveHandler(c, e);
-  expect(answer).toBeUndefined();
-  await fanoutsDone(await getDeps());
-  return sent.filter((x) => !before.has(x) && x.type !== EventTypes.reconcile && (x.data as { name?: string }).name === name).at(-1);
-}
+const resolveCluster = (c: Context, e: CloudEvent<unknown>) => resolvePosted(sent, c, e);
 const subst: Record<string, string> = {};
 
 async function pipeline(name: string): Promise<SyncResource | undefined> {

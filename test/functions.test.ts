@@ -5,7 +5,6 @@ import { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { handle as applyItems } from '../functions/apply-items/index.ts';
-import { handle as resolveHandler } from '../functions/resolve-cluster/index.ts';
 import { handle as resync } from '../functions/resync/index.ts';
 import { fanoutsDone } from '../lib/pipeline/fanout.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
@@ -21,6 +20,7 @@ import { Recorder } from '../lib/kube/recorder.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
 import { FINALIZER, type SyncResource } from '../lib/model.ts';
 import type { Deps } from '../lib/pipeline/deps.ts';
+import { resolvePosted } from './resolve-posted.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
 let kcp: Cluster;
@@ -28,18 +28,7 @@ let deps: Deps;
 let ns: string;
 const sent: CloudEvent<unknown>[] = [];
 
-/**
- * resolveCluster runs the resolve-cluster handler and returns what it posted for the
- * SyncResource the event names: it answers without a reply and posts its result after.
- */
-async function resolveCluster(c: Context, e: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
-  const name = (e.data as { name?: string } | undefined)?.name;
-  const before = new Set(sent);
-  const answer = await resolveHandler(c, e);
-  expect(answer).toBeUndefined();
-  await fanoutsDone(await getDeps());
-  return sent.filter((x) => !before.has(x) && x.type !== EventTypes.reconcile && (x.data as { name?: string }).name === name).at(-1);
-}
+const resolveCluster = (c: Context, e: CloudEvent<unknown>) => resolvePosted(sent, c, e);
 const ctx = {} as Context;
 const cm = (name: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {a: "1"}\n`;
 
