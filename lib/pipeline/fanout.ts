@@ -1,9 +1,9 @@
 // fanout.ts runs the fan-outs (resync tick, Kyma or Secret change), and resolve-cluster's
-// post of its result, behind the request that asked for them. Knative's default Broker (channel based) holds each post until
-// the whole pipeline behind the posted event has run, so a handler that posted its
-// thousands of reconcile requests before answering would hold the PingSource or the
-// ApiServerSource adapter for all of them, past its timeout, and be redelivered while
-// the first fan-out still runs. The handler does its own work (the list), answers, and
+// post of its result, behind the request that asked for them. Knative's default Broker
+// (channel based) holds each post until the whole pipeline behind the posted event has
+// run, so a handler that posted its thousands of reconcile requests before answering
+// would hold the PingSource or the ApiServerSource adapter for all of them, past its
+// timeout, and be redelivered while the first fan-out still runs. The handler does its own work (the list), answers, and
 // the posts go on here: one fan-out per key at a time, a request arriving meanwhile
 // runs it once more afterwards (coalesced). A fan-out cut short (the process ends, the
 // broker stays unreachable after retries) is caught up by the next resync tick.
