@@ -105,10 +105,10 @@ async function startFunction(service: string, replica: number, env: Record<strin
  * startOnFreePort starts on a port found free, and on another if the process ends at
  * once: between the check and the bind another process (a parallel test's) may take it.
  */
-async function startOnFreePort<T>(port: () => Promise<number>, start: (port: number) => Promise<T>): Promise<T> {
+async function startOnFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
-      return await start(await port());
+      return await start(await freePort());
     } catch (err) {
       if (attempt >= 3) throw err;
     }
@@ -210,7 +210,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     identities = await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
     const replicas = Math.max(1, opts.replicas ?? DEFAULT_REPLICAS);
     const started = await Promise.all(routing.services.flatMap((s) => Array.from({ length: replicas }, async (_, r) =>
-      startOnFreePort(() => freePort(), (port) => startFunction(s.name, r, s.env, port, opts, brokerUrl, logDir, identities.get(s.name) ?? null)))));
+      startOnFreePort((port) => startFunction(s.name, r, s.env, port, opts, brokerUrl, logDir, identities.get(s.name) ?? null)))));
     functions.push(...started);
     await startSources();
     for (const p of routing.pingSources) {

@@ -16,15 +16,16 @@ const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadataList;g
 type Ref = { metadata: { namespace?: string; name: string } };
 
 /**
- * forEachPage walks SyncResources page by page (bounded memory), names only: the
- * fan-out needs no specs, and full pages of thousands of SyncResources loaded the KCP.
+ * forEachPage walks SyncResources page by page (bounded memory), names only unless the
+ * caller needs specs: the fan-out needs none, and full pages of thousands of
+ * SyncResources loaded the KCP.
  */
-async function forEachPage(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: Ref[]) => Promise<void>): Promise<void> {
+async function forEachPage<T extends Ref = Ref>(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: T[]) => Promise<void>, specs = false): Promise<void> {
   let cont: string | undefined;
   do {
-    const page = await deps.kcp.client.call<{ items: Ref[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
+    const page = await deps.kcp.client.call<{ items: T[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
       query: { labelSelector, limit: PAGE, continue: cont },
-      headers: METADATA_ONLY,
+      ...(specs ? {} : { headers: METADATA_ONLY }),
     });
     // An empty metadata-only list comes back with items: null.
     await fn(page.items ?? []);
@@ -72,16 +73,11 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
 export async function resyncSource(deps: Deps, namespace: string, kyma: string, name: string): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
   let sent = 0;
-  let cont: string | undefined;
   const since = new Date().toISOString();
-  do {
-    const page = await deps.kcp.client.call<{ items: SyncResource[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
-      query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma}`, limit: PAGE, continue: cont },
-    });
-    const using = (page.items ?? []).filter((sr) => sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
+  await forEachPage<SyncResource>(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
+    const using = page.filter((sr) => sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
     sent += await send(deps, using, 'secret', since);
-    cont = page.metadata.continue || undefined;
-  } while (cont);
+  }, true);
   return sent;
 }
 
