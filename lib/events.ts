@@ -15,7 +15,11 @@ export const PING_TYPE = 'dev.knative.sources.ping';
 /** Types the product emits. */
 export const EventTypes = {
   reconcile: 'io.kyma-project.syncresource.reconcile',
+  /** reconcileKyma asks for a reconcile of every SyncResource of one Kyma (resync, Kyma or access Secret change). */
+  reconcileKyma: 'io.kyma-project.syncresource.kyma.reconcile',
   clusterResolved: 'io.kyma-project.syncresource.cluster.resolved',
+  /** kymaResolved is the resolved cluster of one Kyma, for all its SyncResources. */
+  kymaResolved: 'io.kyma-project.syncresource.kyma.resolved',
   itemsApplied: 'io.kyma-project.syncresource.items.applied',
 } as const;
 
@@ -34,6 +38,21 @@ export interface ReconcileRequest extends SyncRef {
   trigger: 'resync' | 'kyma' | 'secret';
   /** since is when the fan-out began (ISO time): SKR snapshots taken before it confirm nothing for this run. */
   since?: string;
+}
+
+/**
+ * KymaRequest is the data of a kyma.reconcile event: every SyncResource of the Kyma
+ * name (in namespace) is reconciled in one delivery, so a resync costs about one
+ * delivery and one KCP request per Kyma, not per SyncResource.
+ */
+export interface KymaRequest extends SyncRef {
+  trigger: ReconcileRequest['trigger'];
+  since?: string;
+}
+
+/** KymaResolved is the data of a kyma.resolved event: the Kyma (name) and its access Secret version. */
+export interface KymaResolved extends KymaRequest {
+  secret: ClusterResolved['secret'];
 }
 
 /** ClusterResolved is the data of a cluster.resolved event. */
@@ -146,6 +165,28 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
   str(d.secret, 'uid', undefined, 64);
   str(d.secret, 'resourceVersion', undefined, 64);
   return data as unknown as ClusterResolved;
+}
+
+const TRIGGERS = new Set(['resync', 'kyma', 'secret']);
+
+/** checkKymaRequest validates a kyma.reconcile event's data. */
+export function checkKymaRequest(data: unknown): KymaRequest {
+  const ref = checkRef(data);
+  const d = data as Record<string, unknown>;
+  if (!TRIGGERS.has(d.trigger as string)) throw new EventDataError('data.trigger is not resync, kyma or secret');
+  if (d.since !== undefined) str(d, 'since', (s) => !Number.isNaN(Date.parse(s)), 64);
+  return { ...ref, trigger: d.trigger as KymaRequest['trigger'], ...(d.since !== undefined ? { since: d.since as string } : {}) };
+}
+
+/** checkKymaResolved validates a kyma.resolved event's data. */
+export function checkKymaResolved(data: unknown): KymaResolved {
+  const req = checkKymaRequest(data);
+  const d = data as Record<string, unknown>;
+  if (!isMap(d.secret)) throw new EventDataError('data.secret is not an object');
+  const secret = checkRef(d.secret);
+  const uid = str(d.secret, 'uid', undefined, 64);
+  const resourceVersion = str(d.secret, 'resourceVersion', undefined, 64);
+  return { ...req, secret: { ...secret, uid, resourceVersion } };
 }
 
 const STATES = new Set(['Ready', 'Processing', 'Error', 'Warning', 'Deleting']);

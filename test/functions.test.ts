@@ -268,7 +268,21 @@ describe('functions', () => {
     expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(/Kyma .* does not exist/);
   });
 
-  it('resync posts one reconcile request per SyncResource of the control-plane namespace; resolve-cluster one per SyncResource of a Kyma whose Secret changed', async () => {
+  it('resync posts one request per Kyma (and per unlabelled SyncResource); the Kyma is resolved once and its SyncResources applied in one delivery; no-op runs post nothing', async () => {
+    // A Kyma of this test's own: two settled SyncResources.
+    await applyObjects(kcp, kymaObjects('kyma-batch', inject('clusters').skrs[0]!.kubeconfig, ns));
+    const settledOnes = [uniqueName('settled'), uniqueName('settled')];
+    for (const n of settledOnes) {
+      await create(n, 'kyma-batch', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
+      await pipeline(n);
+    }
+    // A SyncResource never run (no kyma-name label) is requested on its own.
+    const fresh = uniqueName('unlabelled');
+    await create(fresh, 'kyma-batch', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(fresh) }]);
+    // One whose label (anyone may write it) names kyma-batch but whose spec names another Kyma runs on its own.
+    const moved = uniqueName('moved');
+    await create(moved, 'kyma-elsewhere', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(moved) }]);
+    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, moved), { body: { metadata: { labels: { 'operator.kyma-project.io/kyma-name': 'kyma-batch' } } }, contentType: 'application/merge-patch+json' });
     sent.length = 0;
     // A channel-based broker holds every post until the pipeline behind it has run: the
     // ping is answered while the posts of its fan-out are still held.
@@ -285,25 +299,80 @@ describe('functions', () => {
     } finally {
       setDeps(deps);
     }
-    const all = (await listInNs()).map((s) => s.metadata.name).sort();
-    expect(sent.map((e) => (e.data as { name: string }).name).sort()).toEqual(all);
-    expect(new Set(sent.map((e) => e.type))).toEqual(new Set([EventTypes.reconcile]));
+    const all = await listInNs();
+    const labelled = all.filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name']);
+    const kymas = [...new Set(labelled.map((s) => s.metadata.labels!['operator.kyma-project.io/kyma-name']!))].sort();
+    expect(kymas).toContain('kyma-batch');
+    expect(sent.filter((e) => e.type === EventTypes.reconcileKyma).map((e) => (e.data as { name: string }).name).sort()).toEqual(kymas);
+    const unlabelled = all.filter((s) => !s.metadata.labels?.['operator.kyma-project.io/kyma-name']).map((s) => s.metadata.name).sort();
+    expect(unlabelled).toContain(fresh);
+    expect(sent.filter((e) => e.type === EventTypes.reconcile).map((e) => (e.data as { name: string }).name).sort()).toEqual(unlabelled);
+    expect(sent.length).toBe(kymas.length + unlabelled.length);
     // One since for the whole fan-out, passed on by resolve-cluster (snapshots must be younger).
     const since = new Set(sent.map((e) => (e.data as { since: string }).since));
     expect(since.size).toBe(1);
     const at = [...since][0]!;
     expect(Date.parse(at)).toBeGreaterThan(Date.now() - 60_000);
-    const target = (await listInNs()).find((s) => s.spec.kyma === 'kyma-1')!.metadata.name;
-    const resolved = await resolveCluster(ctx, sent.find((e) => (e.data as { name: string }).name === target)!) as CloudEvent<unknown>;
-    expect(resolved.data).toMatchObject({ trigger: 'resync', since: at });
+    const request = sent.find((e) => e.type === EventTypes.reconcileKyma && (e.data as { name: string }).name === 'kyma-batch')!;
+    const resolved = await resolveCluster(ctx, request) as CloudEvent<unknown>;
+    expect(resolved.type).toBe(EventTypes.kymaResolved);
+    expect(resolved.data).toEqual({ namespace: ns, name: 'kyma-batch', trigger: 'resync', since: at, secret: expect.objectContaining({ namespace: ns, name: 'kyma-batch-kubeconfig' }) });
+    // apply-items runs every SyncResource labelled kyma-batch from one list; the first resync
+    // after creation changes the items' reasons (Created -> Unchanged), so their outcomes go
+    // to the status step; the moved one gets its own request.
+    sent.length = 0;
+    expect(await applyItems(ctx, resolved)).toBeUndefined();
+    expect(sent.map((e) => [e.type, (e.data as { name: string }).name]).sort()).toEqual(
+      [[EventTypes.reconcile, moved], ...settledOnes.map((n) => [EventTypes.itemsApplied, n])].sort());
+    for (const e of sent.filter((x) => x.type === EventTypes.itemsApplied)) await writeStatus(ctx, e);
+    // The next one changes nothing: no SyncResource read on its own, nothing to the status step.
+    sent.length = 0;
+    const reads: string[] = [];
+    const counting: KcpStore['get'] = (n, nm) => { reads.push(nm); return deps.store.get(n, nm); };
+    expect(await readingThrough(counting, () => applyItems(ctx, resolved))).toBeUndefined();
+    expect(reads).toEqual([]);
+    expect(sent.map((e) => [e.type, (e.data as { name: string }).name])).toEqual([[EventTypes.reconcile, moved]]);
+    for (const n of settledOnes) expect((await deps.store.get(ns, n))?.status?.state).toBe('Ready');
+    // Its own request resolves it for its new Kyma (which does not exist), and the status says so.
+    const own = await resolveCluster(ctx, sent[0]!) as CloudEvent<unknown>;
+    expect(own.type).toBe(EventTypes.itemsApplied);
+    expect((own.data as ItemsApplied).result.clusterError?.reason).toBe('KymaNotFound');
+    // An access Secret change: one request for its Kyma, read afresh.
     sent.length = 0;
     await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
     await fanoutsDone(deps);
-    // Selected by the kyma-name label, which every run keeps equal to spec.kyma.
-    const forKyma = (await listInNs()).filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'] === 'kyma-1').map((s) => s.metadata.name).sort();
-    expect(forKyma.length).toBeGreaterThan(0);
-    expect(sent.map((e) => (e.data as { name: string; trigger: string }).name).sort()).toEqual(forKyma);
-    expect(sent.every((e) => (e.data as { trigger: string }).trigger === 'secret')).toBe(true);
+    expect(sent.map((e) => [e.type, e.data])).toEqual([[EventTypes.reconcileKyma, expect.objectContaining({ namespace: ns, name: 'kyma-1', trigger: 'secret' })]]);
+    for (const n of [moved, fresh, ...settledOnes]) await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, n));
+  });
+
+  it('a Kyma batch whose SyncResource changed after the list writes nothing for the old spec: the run is reconciled on its own', async () => {
+    const name = uniqueName('raced');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    const skr = await cluster(0);
+    const cmPath = `/api/v1/namespaces/default/configmaps/${name}`;
+    // Drift in the SKR, so the batch's run has something to write.
+    await skr.client.call('PATCH', cmPath, { body: { data: { a: 'drifted' } }, contentType: 'application/merge-patch+json' });
+    const batch = (await resolveCluster(ctx, new CloudEvent({ type: EventTypes.reconcileKyma, source: '/test', data: { namespace: ns, name: 'kyma-1', trigger: 'kyma' } })))!;
+    // The edit lands between the batch's list and its first write to the SKR.
+    const edited = cm(name).replace('a: "1"', 'a: "2"');
+    let editedOnce = false;
+    const listing: KcpStore['get'] = async (n, nm) => {
+      if (!editedOnce) {
+        editedOnce = true;
+        await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), { body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: edited }] } }, contentType: 'application/merge-patch+json' });
+      }
+      return deps.store.get(n, nm);
+    };
+    sent.length = 0;
+    await readingThrough(listing, () => applyItems(ctx, batch));
+    expect(editedOnce).toBe(true);
+    // The drift was not corrected to the old value: the run stopped before writing and asked for its own run.
+    expect(((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a)).toBe('drifted');
+    expect(sent.filter((e) => e.type === EventTypes.reconcile).map((e) => (e.data as { name: string }).name)).toEqual([name]);
+    const { applied } = await pipeline(name);
+    expect((applied.data as ItemsApplied).result.generation).toBe(2);
+    expect(((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a)).toBe('2');
   });
 
   it('ignores SyncResources outside the control-plane namespaces, with a Warning event', async () => {

@@ -3,14 +3,19 @@
 // and the answer is 503, so the broker redelivers with backoff.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { checkClusterResolved, EventTypes, makeEvent } from '../../lib/events.ts';
+import { checkClusterResolved, checkKymaResolved, EventTypes, makeEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { summarize } from '../../lib/changeset.ts';
-import { applyStep } from '../../lib/pipeline/apply.ts';
+import { applyKymaStep, applyStep } from '../../lib/pipeline/apply.ts';
+import { Metrics } from '../../lib/telemetry.ts';
+import { mapLimit } from '../../lib/util.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
+
+const POSTS = 8;
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
+  if (event.type === EventTypes.kymaResolved) return applyKyma(context, event);
   if (event.type !== EventTypes.clusterResolved) throw new HttpError(400, `expected ${EventTypes.clusterResolved}`);
   const data = checkData(() => checkClusterResolved(event.data));
   return run(context, event, 'apply-items', async (d, log) => {
@@ -30,5 +35,25 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
       throw new HttpError(503, `${out.data.result.clusterError!.reason}: retry later`);
     }
     return reply;
+  });
+}
+
+/**
+ * applyKyma reconciles the SyncResources of one Kyma (a resync, a change of the Kyma or
+ * its access Secret) and posts the outcomes that need the status step; runs that changed
+ * nothing post nothing. SyncResources that must run on their own get a reconcile request.
+ */
+function applyKyma(context: Context, event: CloudEvent<unknown>): Promise<undefined> {
+  const data = checkData(() => checkKymaResolved(event.data));
+  return run(context, event, 'apply-items', async (d, log) => {
+    const out = await applyKymaStep(d, data);
+    const ext = traceExtensions(event);
+    await mapLimit(out.outcomes, POSTS, (o) => d.send(makeEvent('apply-items', EventTypes.itemsApplied, o, ext)));
+    await mapLimit(out.redirect, POSTS, (ref) => d.send(makeEvent<ReconcileRequest>('apply-items', EventTypes.reconcile,
+      { ...ref, trigger: data.trigger, ...(data.since ? { since: data.since } : {}) }, ext)));
+    if (out.unchanged > 0) Metrics.statusWritesSkipped.add(out.unchanged);
+    log.info({ step: 'apply-items', cluster: data.name, namespace: data.namespace, trigger: data.trigger, changed: out.outcomes.length, unchanged: out.unchanged, redirected: out.redirect.length }, 'Kyma applied');
+    if (out.retry) throw new HttpError(503, 'ClusterUnreachable: retry later');
+    return undefined;
   });
 }

@@ -6,15 +6,16 @@
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/config.ts';
-import { EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
-import { resolveStep } from '../../lib/pipeline/resolve.ts';
+import { checkKymaRequest, EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
+import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
 import { background } from '../../lib/pipeline/fanout.ts';
 import { ownerOfSecret, resyncKyma, resyncSource } from '../../lib/pipeline/resync.ts';
-import { HttpError, run, traceExtensions } from '../shared.ts';
+import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
+  if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
   if ((event as unknown as { kind?: string }).kind === 'Secret') {
@@ -65,5 +66,38 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     // of this process is caught up by the next resync (pipeline/fanout.ts).
     background(d, log, `resolve ${ref.namespace}/${ref.name}`, async () => { await d.send(next); return 1; }, { quiet: true });
     return undefined;
+  });
+}
+
+/**
+ * resolveKyma resolves the cluster of a Kyma for all its SyncResources (a resync, a
+ * change of the Kyma or its access Secret) and posts one kyma.resolved, or each
+ * SyncResource's failure, after answering.
+ */
+function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<undefined> {
+  const req = checkData(() => checkKymaRequest(event.data));
+  return run(context, event, 'resolve-cluster', async (d, log) => {
+    const out = await resolveKymaStep(d, req);
+    const fields = { step: 'resolve-cluster', cluster: req.name, namespace: req.namespace, trigger: req.trigger };
+    const ext = traceExtensions(event);
+    switch (out.kind) {
+      case 'none':
+        log.info({ ...fields, why: out.why }, 'nothing to resolve');
+        return undefined;
+      case 'failed':
+        log.warn({ ...fields, reason: out.data[0]?.result.clusterError?.reason, syncResources: out.data.length }, 'cluster not resolved');
+        background(d, log, `resolve kyma ${req.namespace}/${req.name}`, async () => {
+          for (const data of out.data) await d.send(makeEvent('resolve-cluster', EventTypes.itemsApplied, data, ext));
+          return out.data.length;
+        }, { quiet: true });
+        return undefined;
+      case 'resolved':
+        log.info(fields, 'cluster resolved');
+        background(d, log, `resolve kyma ${req.namespace}/${req.name}`, async () => {
+          await d.send(makeEvent('resolve-cluster', EventTypes.kymaResolved, out.data, ext));
+          return 1;
+        }, { quiet: true });
+        return undefined;
+    }
   });
 }

@@ -3,13 +3,16 @@
 // here, used in this process, and never leave it.
 import { sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
-import type { ClusterResolved, ItemsApplied, Seen } from '../events.ts';
-import { KYMA_NAME_LABEL } from '../model.ts';
-import { TerminalError } from '../kube/errors.ts';
+import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
+import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { TerminalError, TransientError } from '../kube/errors.ts';
+import type { Cluster } from '../kube/objects.ts';
+import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
-import { KeyedQueue } from '../util.ts';
+import { KeyedQueue, mapLimit } from '../util.ts';
 import { gateFor, type Deps } from './deps.ts';
 import { failure } from './resolve.ts';
+import { forEachPage } from './resync.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
@@ -22,6 +25,12 @@ export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean
 const ECHO_WINDOW_MS = 2_000;
 const recent = new Map<string, { uid: string; generation: number; at: number }>();
 
+/**
+ * RunRequest is a run's request in this process: a cluster.resolved event's data, and
+ * for a run of a Kyma's batch the SyncResource as the batch listed it (no read of its own).
+ */
+type RunRequest = ClusterResolved & { listed?: SyncResource };
+
 /** mergeRequests combines requests for one SyncResource into one run: the newest identity, a reconcile request's trigger over a watch event's, the latest since. */
 export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved): ClusterResolved {
   const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
@@ -29,25 +38,27 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
   const trigger = triggers.includes('secret') ? 'secret' : triggers.find((t) => t !== 'watch') ?? 'watch';
   const urgent = queued.urgent === true || incoming.urgent === true;
   const since = [queued.since, incoming.since].filter((s) => s !== undefined).sort().pop();
-  return { ...newer, trigger, ...(urgent ? { urgent } : {}), ...(since ? { since } : {}) };
+  // A merged run starts later than either request: it reads the SyncResource itself.
+  const { listed: _listed, ...identity } = newer as RunRequest;
+  return { ...identity, trigger, ...(urgent ? { urgent } : {}), ...(since ? { since } : {}) };
 }
 
 /**
  * applyStep reconciles the SyncResource named in data. Runs for one SyncResource are
  * serialized in this process, and requests arriving during a run share the next one.
  */
-export function applyStep(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+export function applyStep(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   return queueFor(deps).run(`${data.namespace}/${data.name}`, data);
 }
 
 // Per process: one queue of runs per SyncResource, and one gate that bounds the runs
 // in progress and starts urgent ones (edits) first.
-const queues = new WeakMap<Deps, KeyedQueue<ClusterResolved, ApplyOutcome>>();
-function queueFor(deps: Deps): KeyedQueue<ClusterResolved, ApplyOutcome> {
+const queues = new WeakMap<Deps, KeyedQueue<RunRequest, ApplyOutcome>>();
+function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
   let q = queues.get(deps);
   if (!q) {
     const gate = gateFor(deps);
-    const work = (data: ClusterResolved) =>
+    const work = (data: RunRequest) =>
       isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data));
     queues.set(deps, q = new KeyedQueue(work, mergeRequests));
   }
@@ -60,12 +71,12 @@ function isEcho(data: ClusterResolved): boolean {
   return data.trigger === 'watch' && last !== undefined && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS;
 }
 
-async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcome> {
+async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
   // Events are not trusted: only a live SyncResource in a control-plane namespace, of the
   // uid and no newer generation than the event names, is reconciled.
   if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return { kind: 'none', why: 'namespace not allowed' };
-  const sr = await deps.store.get(data.namespace, data.name);
+  const sr = data.listed ?? await deps.store.get(data.namespace, data.name);
   if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
   if (!(data.generation <= (sr.metadata.generation ?? 0))) return { kind: 'none', why: 'generation from the future' };
   // The client for the Secret version resolve-cluster saw needs no Secret read, if that
@@ -89,6 +100,10 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
   const sources = (name: string) => deps.lookups.source(data.namespace, name)
     .then((s) => ({ data: sourceData(s, data.namespace, name, sr.spec.kyma), version: s!.metadata.resourceVersion! }));
+  // A listed SyncResource may have changed since its batch listed it: it is read once before
+  // the run's first write to the SKR (a no-op run writes nothing and reads nothing). Its
+  // writes to the KCP test the listed resourceVersion anyway.
+  if (data.listed) skr = confirmingWrites(skr, () => confirmCurrent(deps, data.listed!));
   const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
@@ -118,3 +133,99 @@ async function applyOnce(deps: Deps, data: ClusterResolved): Promise<ApplyOutcom
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }
 
+
+/**
+ * confirmingWrites wraps an SKR cluster so that confirm runs (once) before its first
+ * request that may write (every method but GET; dry runs change nothing).
+ */
+function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
+  let confirmed: Promise<void> | undefined;
+  const target = skr.client;
+  const call: typeof target.call = (method, path, opts) => method === 'GET' || opts?.query?.dryRun !== undefined
+    ? target.call(method, path, opts)
+    : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
+  const client = new Proxy(target, {
+    get: (t, prop) => {
+      if (prop === 'call') return call;
+      const v = Reflect.get(t, prop, t) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  return { ...skr, client };
+}
+
+/** confirmCurrent fails transiently unless the SyncResource is still the listed one's uid and generation (its spec unchanged). */
+async function confirmCurrent(deps: Deps, listed: SyncResource): Promise<void> {
+  const live = await deps.store.get(listed.metadata.namespace!, listed.metadata.name);
+  if (!live || live.metadata.uid !== listed.metadata.uid || live.metadata.generation !== listed.metadata.generation) {
+    throw new TransientError(`SyncResource ${listed.metadata.namespace}/${listed.metadata.name} changed since its Kyma's batch listed it`, 'SyncResourceChanged');
+  }
+}
+
+/** KymaApplied is what a run of a Kyma's batch comes to. */
+export interface KymaApplied {
+  /** outcomes are the results the status step must see (a status, label or event to write); the rest changed nothing. */
+  outcomes: ItemsApplied[];
+  /** unchanged counts runs that need nothing written. */
+  unchanged: number;
+  /** redirect names SyncResources to reconcile on their own: labelled for this Kyma but targeting another, or whose run failed transiently. */
+  redirect: SyncRef[];
+  /** retry asks the broker to redeliver the batch (the SKR was unreachable). */
+  retry: boolean;
+}
+
+/** BATCH_RUNS bounds the runs of one Kyma's batch started at a time (the process gate bounds all runs). */
+const BATCH_RUNS = 8;
+
+/**
+ * applyKymaStep reconciles every SyncResource labelled for the Kyma data names, from one
+ * LIST of them: each run goes through the SyncResource's queue (serialized with its other
+ * runs in this process) and the process gate, with the SyncResource as listed. A run that
+ * changes nothing needs no status step and posts nothing.
+ */
+export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
+  const out: KymaApplied = { outcomes: [], unchanged: 0, redirect: [], retry: false };
+  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return out;
+  const kyma = data.name;
+  const srs: SyncResource[] = [];
+  await forEachPage<SyncResource>(deps, data.namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => { srs.push(...page); }, true);
+  const q = queueFor(deps);
+  await mapLimit(srs, BATCH_RUNS, async (sr) => {
+    const ref = { namespace: data.namespace, name: sr.metadata.name };
+    if (sr.spec.kyma !== kyma) {
+      out.redirect.push(ref);
+      return;
+    }
+    const request: RunRequest = {
+      ...ref, trigger: data.trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: data.secret,
+      ...(data.since ? { since: data.since } : {}), listed: sr,
+    };
+    let run: ApplyOutcome;
+    try {
+      run = await q.run(`${ref.namespace}/${ref.name}`, request);
+    } catch (err) {
+      // KCP trouble or a changed SyncResource: its own request retries it, with the broker's back-off.
+      deps.log.warn({ step: 'apply-items', syncResource: `${ref.namespace}/${ref.name}`, cluster: kyma, error: err instanceof Error ? err.message : String(err) }, 'run of a batch failed; reconciling it on its own');
+      out.redirect.push(ref);
+      return;
+    }
+    if (run.kind === 'none') return;
+    if (run.retry) out.retry = true;
+    if (needsStatusStep(run.data)) out.outcomes.push(run.data);
+    else out.unchanged++;
+  });
+  return out;
+}
+
+/**
+ * needsStatusStep tells whether the status step would write anything for a run's outcome
+ * (status, label, Kubernetes Events): not when the run changed nothing, its SyncResource
+ * is labelled, and the status it saw is the status the outcome computes to.
+ */
+export function needsStatusStep(data: ItemsApplied): boolean {
+  const r = data.result;
+  const seen = data.seen;
+  if (!seen?.status || !seen.labelled || r.clusterError || r.deleting || r.generation !== seen.generation) return true;
+  if (r.changes.some((c) => c.action !== 'unchanged')) return true;
+  return !sameStatus(seen.status, computeStatus(r, seen.status, new Date()));
+}

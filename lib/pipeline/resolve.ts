@@ -6,9 +6,10 @@
 import { ResolutionError } from '../cluster/resolve.ts';
 import { outsideControlPlane } from '../config.ts';
 import { validateKubeconfig } from '../cluster/kubeconfig.ts';
-import type { ClusterResolved, ItemsApplied, SyncRef } from '../events.ts';
+import type { ClusterResolved, ItemsApplied, KymaRequest, KymaResolved, SyncRef } from '../events.ts';
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
-import { FINALIZER, type SyncResource } from '../model.ts';
+import { FINALIZER, KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { forEachPage } from './resync.ts';
 import { PriorityGate } from '../util.ts';
 import type { Deps } from './deps.ts';
 
@@ -121,6 +122,52 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     if (!(err instanceof TerminalError)) throw err;
     if (sr.metadata.deletionTimestamp) return release(deps, sr, err);
     return { kind: 'failed', data: failure(sr, err) };
+  }
+}
+
+/** KymaOutcome is what resolving a Kyma's request comes to: its cluster, or the failure of each of its SyncResources. */
+export type KymaOutcome =
+  | { kind: 'resolved'; data: KymaResolved }
+  | { kind: 'failed'; data: ItemsApplied[] }
+  | { kind: 'none'; why: string };
+
+/**
+ * resolveKymaStep resolves the cluster of a Kyma once for all its SyncResources. A
+ * resync reads LIST snapshots of the namespace's Kymas and access Secrets (shared by the
+ * requests of one tick); a change of the Kyma or its Secret reads both afresh. When the
+ * cluster cannot be resolved, each SyncResource labelled for the Kyma gets the error (or,
+ * being deleted, is released).
+ */
+export function resolveKymaStep(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
+  return gateFor(deps).run(false, () => resolveKymaOnce(deps, req));
+}
+
+async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
+  if (outsideControlPlane(req.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
+  const { namespace, name: kyma } = req;
+  try {
+    let secret;
+    if (req.trigger === 'resync') {
+      secret = await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0);
+    } else {
+      const [kymaRead, secretRead] = await Promise.allSettled([deps.lookups.kyma(namespace, kyma, true), deps.lookups.accessSecret(namespace, kyma, true)]);
+      if (kymaRead.status === 'rejected') throw kymaRead.reason;
+      if (secretRead.status === 'rejected') throw secretRead.reason;
+      secret = secretRead.value;
+    }
+    validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
+    return { kind: 'resolved', data: { ...req, secret: secret.ref } };
+  } catch (err) {
+    if (!(err instanceof TerminalError)) throw err;
+    const failed: ItemsApplied[] = [];
+    await forEachPage<SyncResource>(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
+      for (const sr of page) {
+        if (sr.spec.kyma !== kyma) continue;
+        if (sr.metadata.deletionTimestamp) await release(deps, sr, err);
+        else failed.push(failure(sr, err));
+      }
+    }, true);
+    return { kind: 'failed', data: failed };
   }
 }
 

@@ -1,26 +1,27 @@
-// resync.ts fans out reconcile requests: for every SyncResource on the cron tick,
-// or for the SyncResources of one Kyma when it or its access Secret changed.
-import { EventTypes, makeEvent, type ReconcileRequest } from '../events.ts';
-import { secretInfo } from '../cluster/resolve.ts';
+// resync.ts fans out reconcile requests: one per Kyma on the cron tick (its
+// SyncResources are reconciled in one delivery, pipeline/kyma.ts), one for a Kyma when
+// it or its access Secret changed, one per SyncResource that references a changed
+// source Secret, and one per SyncResource not yet labelled with its Kyma.
+import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '../events.ts';
+import { METADATA_ONLY, secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
+import { isDnsSubdomain } from '../identity.ts';
 import { mapLimit } from '../util.ts';
 import type { Deps } from './deps.ts';
 
 const FANOUT_CONCURRENCY = 16;
 const PAGE = 250;
-/** METADATA_ONLY asks a LIST for names and labels only (PartialObjectMetadataList). */
-const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' };
 
-type Ref = { metadata: { namespace?: string; name: string } };
+type Ref = { metadata: { namespace?: string; name: string; labels?: Record<string, string> } };
 
 /**
  * forEachPage walks SyncResources page by page (bounded memory), names only unless the
  * caller needs specs: the fan-out needs none, and full pages of thousands of
  * SyncResources loaded the KCP.
  */
-async function forEachPage<T extends Ref = Ref>(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: T[]) => Promise<void>, specs = false): Promise<void> {
+export async function forEachPage<T extends Ref = Ref>(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: T[]) => Promise<void>, specs = false): Promise<void> {
   let cont: string | undefined;
   do {
     const page = await deps.kcp.client.call<{ items: T[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
@@ -40,29 +41,46 @@ async function send(deps: Deps, srs: Ref[], trigger: ReconcileRequest['trigger']
   return allowed.length;
 }
 
-/** resyncAll posts one reconcile request per SyncResource in the control-plane namespaces. */
+function sendKyma(deps: Deps, namespace: string, kyma: string, trigger: KymaRequest['trigger'], since: string): Promise<void> {
+  return deps.send(makeEvent<KymaRequest>('resync', EventTypes.reconcileKyma, { namespace, name: kyma, trigger, since }));
+}
+
+/**
+ * resyncAll posts one reconcile request per Kyma that SyncResources are labelled for
+ * (the kyma-name label, kept equal to spec.kyma by every run), from a names-only walk of
+ * the SyncResources in the control-plane namespaces, and one per SyncResource without
+ * the label (never run to the end: its creation's run failed or is still coming).
+ * Returns the number of requests.
+ */
 export async function resyncAll(deps: Deps): Promise<number> {
   let sent = 0;
   const since = new Date().toISOString();
   for (const ns of deps.config.controlPlaneNamespaces) {
-    await forEachPage(deps, ns, undefined, async (page) => { sent += await send(deps, page, 'resync', since); });
+    const kymas = new Set<string>();
+    await forEachPage(deps, ns, undefined, async (page) => {
+      const unlabelled: Ref[] = [];
+      for (const sr of page) {
+        // Labels are anyone's to write: only a name a Kyma can have is requested.
+        const kyma = sr.metadata.labels?.[KYMA_NAME_LABEL];
+        if (kyma && isDnsSubdomain(kyma)) kymas.add(kyma);
+        else unlabelled.push(sr);
+      }
+      sent += await send(deps, unlabelled, 'resync', since);
+    });
+    await mapLimit([...kymas], FANOUT_CONCURRENCY, (kyma) => sendKyma(deps, ns, kyma, 'resync', since));
+    sent += kymas.size;
   }
   return sent;
 }
 
 /**
- * resyncKyma posts reconcile requests for the SyncResources that target kyma, selected
- * by their kyma-name label (kept equal to spec.kyma by every run; one not reconciled yet
- * has its own run coming).
+ * resyncKyma posts one reconcile request for the SyncResources of kyma (those labelled
+ * with it; one not reconciled yet has its own run coming).
  */
-export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: ReconcileRequest['trigger']): Promise<number> {
+export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: KymaRequest['trigger']): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
-  let sent = 0;
-  const since = new Date().toISOString();
-  await forEachPage(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
-    sent += await send(deps, page, trigger, since);
-  });
-  return sent;
+  await sendKyma(deps, namespace, kyma, trigger, new Date().toISOString());
+  return 1;
 }
 
 /**
