@@ -16,9 +16,12 @@ import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/
 import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
+import { scaleScenario, type ScaleContext } from './scale.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
 const quick = process.argv.includes('--quick');
+/** --scale runs scenario 10 alone at S=10,000 SyncResources over K=1,000 Kymas (bench/scale.ts). */
+const scaleOnly = process.argv.includes('--scale');
 /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
 const brokerMode = process.argv.includes('--broker=async') || process.argv.join(' ').includes('--broker async') ? 'async' : 'channel';
 /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
@@ -39,7 +42,7 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(
 const median = (xs: number[]) => pct(xs, 50);
 
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
-console.log(`bench (${quick ? 'quick' : 'full'}): S=${S} K=${K} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${brokerMode} broker, ${DEFAULT_REPLICAS} replicas per function`);
+console.log(`bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'}): S=${S} K=${K} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${brokerMode} broker, ${DEFAULT_REPLICAS} replicas per function`);
 const set = await ClusterSet.start({ skrs: K, stateDir });
 let runtime: Runtime | undefined;
 try {
@@ -132,337 +135,345 @@ try {
   const cpuNow = async () => Object.fromEntries(await Promise.all(Object.entries(cpuGroups()).map(async ([g, ps]) =>
     [g, (await Promise.all(ps.map(cpuSeconds))).reduce((a, b) => a + b, 0)] as const)));
 
-  // 1. Bulk create. First the runtime's start settles: its sources report every existing
-  // Kyma and access Secret as added, and each fans out a resync of its SyncResources;
-  // overlapping the bulk, that resynced a varying share of it (7 to 18 per Kyma).
-  await rt.broker.idle(60_000);
-  console.log('1. bulk create');
-  const cpuBefore = await cpuNow();
-  const bulkMs = await bulk(0, S);
-  const cpuAfter = await cpuNow();
-  row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
-  row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
-  for (const [g, s] of Object.entries(cpuAfter)) row('1 bulk create', `CPU ms per SyncResource: ${g}`, ((s - cpuBefore[g]!) * 1000 / S).toFixed(1));
-  for (const p of pids()) row('7 memory', `peak RSS ${p.svc} during bulk create`, `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`);
-
-  // 2. The limit: the same objects applied directly, plus the KCP writes a SyncResource needs.
-  console.log('2. direct apply');
-  const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
-  let best = Infinity;
-  let bestC = 0;
-  for (const c of [8, 16, 32, 64]) {
-    const apis = set.skrs.map((s) => {
-      const kc = new KubeConfig();
-      kc.loadFromString(s.kubeconfig);
-      return KubernetesObjectApi.makeApiClient(kc);
-    });
-    const kcpKc = new KubeConfig();
-    kcpKc.loadFromString(set.kcp.kubeconfig);
-    const kcpApi = KubernetesObjectApi.makeApiClient(kcpKc);
-    const t0 = performance.now();
-    await mapLimit(Array.from({ length: S }, (_, i) => i), c, async (i) => {
-      const api = apis[i % K]!;
-      const { objects, status } = objectsFor(i, 'direct', c);
-      for (const o of objects) await api.patch(o as never, undefined, undefined, 'bench-direct', true, PatchStrategy.ServerSideApply);
-      await skrs[i % K]!.client.call('PATCH', resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'), {
-        body: status, query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
-      });
-      const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
-      sr.metadata.name = `direct-${c}-${i}`;
-      await kcpApi.create(sr as never);
-      await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
-        body: { apiVersion: sr.apiVersion, kind: sr.kind, metadata: { name: sr.metadata.name, namespace: 'bench-direct' }, status: { state: 'Ready', observedGeneration: 1 } },
-        query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
-      });
-    });
-    const ms = performance.now() - t0;
-    if (ms < best) [best, bestC] = [ms, c];
-  }
-  row('2 limit', `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`, `${(best / 1000).toFixed(2)} s`);
-  row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
-
-  // 3. Latency of one edit, idle and under load.
-  console.log('3. latency');
-  const kcpFile = set.kcp.kubeconfigFile;
-  // Latency targets: one SyncResource per edit under load, so edits overlap freely.
-  await create(Array.from({ length: EDITS }, (_, i) => {
-    const o = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i));
-    o.metadata.name = `lat-${i}`;
-    o.metadata.labels = { 'bench-batch': 'lat' };
-    return o;
-  }));
-  await waitReady('lat-', EDITS);
-  /** edit applies a new revision of lat-i with kubectl and waits for Ready at the new generation. */
-  const kubectlMs: number[] = [];
-  const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
-  /**
-   * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
-   * first seen Ready at a generation at least the one `generation` resolves to;
-   * opened() is called with the watch's first event (the object as it is).
-   */
-  const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
-    const abort = new AbortController();
-    try {
-      for await (const { object: o } of kcp.client.watch<SyncResource>(srPath(), { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' }, abort.signal)) {
-        const seen = Date.now();
-        opened();
-        if (o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && o.metadata.generation! >= await generation) return seen;
-      }
-      throw new Error(`${name}: watch ended before Ready`);
-    } finally {
-      abort.abort();
-    }
-  };
-  const edit = async (i: number, rev: number) => {
-    const sr = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i), rev);
-    sr.metadata.name = `lat-${i}`;
-    sr.metadata.labels = { 'bench-batch': 'lat' };
-    // The watch opens first (its first event is the object as it is), so no change is missed.
-    let setGeneration!: (g: number) => void;
-    const generation = new Promise<number>((r) => (setGeneration = r));
-    let ready!: Promise<number>;
-    await new Promise<void>((opened, failed) => {
-      ready = readyAt(sr.metadata.name, generation, opened);
-      ready.catch(failed);
-    });
-    const t0 = performance.now();
-    const start = Date.now();
-    let out = '';
-    await new Promise<void>((resolve, reject) => {
-      const p = spawn('kubectl', ['--kubeconfig', kcpFile, 'apply', '--server-side', '--force-conflicts', '--field-manager=bench', '-o', 'jsonpath={.metadata.generation}', '-f', '-'], { stdio: ['pipe', 'pipe', 'inherit'] });
-      p.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kubectl exited ${code}`))));
-      p.stdin.end(JSON.stringify(sr));
-    });
-    kubectlMs.push(performance.now() - t0);
-    const kubectlDone = Date.now();
-    setGeneration(Number(out));
-    const readyTime = await ready;
-    marks.push({ name: `lat-${i}`, generation: Number(out), start, kubectlDone, ready: readyTime });
-    return readyTime - start;
-  };
-  const idle: number[] = [];
-  for (let i = 0; i < EDITS; i++) idle.push(await edit(0, 100 + i));
-  const kubectlIdle = kubectlMs.splice(0);
-  marks.length = 0;
-  row('3 latency', `idle, kubectl apply -> Ready (${EDITS} edits) p50`, `${median(idle).toFixed(0)} ms`, '<= 300 ms');
-  row('3 latency', 'idle p99', `${pct(idle, 99).toFixed(0)} ms`);
-  row('3 latency', 'idle: of which kubectl apply itself, p50', `${median(kubectlIdle).toFixed(0)} ms`);
-  // Load: scenario 1 (bulk creates of S SyncResources, one after another) running the
-  // whole time while an operator makes the edits one after another, each on its own
-  // SyncResource. (Fifty overlapping edits would measure fifty kubectl processes
-  // competing with each other as much as the product.)
-  let loading = true;
-  let rounds = 0;
-  const load = (async () => {
-    while (loading) await bulk(10_000 + rounds++ * S, S, `load${rounds}-`);
-  })();
-  await sleep(1_000);
-  const loaded: number[] = [];
-  for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
-  loading = false;
-  row('3 latency', `under load (bulk creates of ${S} SyncResources running: ${rounds} rounds) p50`, `${median(loaded).toFixed(0)} ms`);
-  row('3 latency', 'under load p99', `${pct(loaded, 99).toFixed(0)} ms`, '<= 2 s');
-  row('3 latency', 'under load: slowest edit', `${Math.max(...loaded).toFixed(0)} ms`);
-  row('3 latency', 'under load: of which kubectl apply itself, p50 / p99', `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`);
-  // Where an edit's time goes under load, from the functions' logs: kubectl done ->
-  // cluster resolved -> items applied -> status handled -> Ready seen by the poller.
-  // Each step's line carries ms, the time its handler took; the rest of a hop is
-  // delivery (watch, broker, HTTP) and waiting in the process.
-  const logged = new Map<string, { time: number; ms: number }>();
-  for (const f of await readdir(join(stateDir, 'logs'))) {
-    if (!f.startsWith('function-')) continue;
-    for (const line of (await readFile(join(stateDir, 'logs', f), 'utf8')).split('\n')) {
-      if (!line.includes('"kcp-system/lat-')) continue;
-      const j = JSON.parse(line) as { time: number; ms: number; msg: string; syncResource: string; generation?: number };
-      const key = `${j.syncResource}/${j.generation}/${j.msg}`;
-      if (j.generation !== undefined && !logged.has(key)) logged.set(key, { time: j.time, ms: j.ms });
-    }
-  }
-  const hops: Record<string, { total: number[]; handler: number[] }> = {};
-  const hop = (name: string, total: number, handler?: number) => {
-    const h = (hops[name] ??= { total: [], handler: [] });
-    h.total.push(total);
-    if (handler !== undefined) h.handler.push(handler);
-  };
-  for (const m of marks) {
-    const at = (msg: string) => logged.get(`kcp-system/${m.name}/${m.generation}/${msg}`);
-    const [r, a, s] = [at('cluster resolved'), at('items applied'), at('status handled')];
-    if (r === undefined || a === undefined || s === undefined) continue;
-    hop('event -> cluster resolved', r.time - m.kubectlDone, r.ms);
-    hop('resolved -> items applied', a.time - r.time, a.ms);
-    hop('applied -> status written', s.time - a.time, s.ms);
-    hop('status -> Ready seen', m.ready - s.time);
-  }
-  for (const [name, { total, handler }] of Object.entries(hops)) {
-    const of = handler.length > 0 ? `; in the handler ${median(handler).toFixed(0)} / ${pct(handler, 99).toFixed(0)} ms` : '';
-    row('3 latency', `under load: ${name}, p50 / p99 (${total.length} edits)`, `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`);
-  }
-  await load;
-  await rt.broker.idle(120_000);
-
-  // 4. No-op resync.
-  console.log('4. no-op resync');
-  const total = await kcp.client.call<{ items: unknown[] }>('GET', srPath()).then((l) => l.items.length);
-  const scrapeAll = async () => {
-    const out: Record<string, number> = {};
-    for (const svc of Object.keys(ports)) {
-      const text = await (await fetch(`http://127.0.0.1:${ports[svc]}/metrics`)).text().catch(() => '');
-      for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
-        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-        const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
-        out[key] = (out[key] ?? 0) + Number(m[2]);
-      }
-    }
-    return out;
-  };
-  const settle = async () => {
-    let last = -1;
-    while (rt.broker.stats.received !== last) {
-      last = rt.broker.stats.received;
-      await rt.broker.idle(300_000);
-      await sleep(300);
-    }
-  };
-  await settle();
-  // Warm-up: the first resync after creation records items as Unchanged instead of
-  // Created (one status write each); the second is the no-op being measured.
-  rt.ping[0]!.fire();
-  await sleep(300);
-  await settle();
-  const diff = (a: Record<string, number>, b: Record<string, number>, k: string) => (b[k] ?? 0) - (a[k] ?? 0);
-  let before = await scrapeAll();
-  let t0 = performance.now();
-  rt.ping[0]!.fire();
-  await settle();
-  let ms = performance.now() - t0 - 300;
-  let after = await scrapeAll();
-  row('4 no-op resync', `${total} SyncResources: SKR requests per SyncResource`, (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2), '<= 1');
-  row('4 no-op resync', 'KCP requests per SyncResource', ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2));
-  row('4 no-op resync', 'writes anywhere (SKR + KCP)', String(diff(before, after, 'skr:write') + diff(before, after, 'kcp:write')), '0');
-  row('4 no-op resync', 'time for the whole resync', `${(ms / 1000).toFixed(2)} s`);
-
-  // 5. Drift: edit or delete 10% of the synced objects, resync.
-  console.log('5. drift');
-  const victims = Array.from({ length: Math.ceil(S / 10) }, (_, j) => j * 10).filter((i) => i < S);
-  await mapLimit(victims, 16, async (i) => {
-    const skr = skrs[i % K]!;
-    const info = await mustFind(skr, 'v1', 'ConfigMap');
-    if (i % 20 === 0) await skr.client.call('DELETE', resourcePath(info, NS, `b${i}-a`));
-    else await skr.client.call('PATCH', resourcePath(info, NS, `b${i}-a`), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
-  });
-  before = await scrapeAll();
-  const corrected = async () => (await mapLimit(victims, 16, async (i) => {
-    const skr = skrs[i % K]!;
-    const o = await getObject(skr, await mustFind(skr, 'v1', 'ConfigMap'), NS, `b${i}-a`);
-    return (o?.data as { rev?: string } | undefined)?.rev === '1';
-  })).every(Boolean);
-  // A snapshot younger than its 2 s TTL may predate the edits: such objects are
-  // corrected by the next resync, so when a resync has run its course (no delivery in
-  // flight) and objects are still drifted, tick again.
-  t0 = performance.now();
-  let ticks = 0;
-  let done = false;
-  while (!done) {
-    rt.ping[0]!.fire();
-    ticks++;
-    await sleep(200);
-    while (!(done = await corrected()) && rt.broker.pending > 0) await sleep(50);
-  }
-  ms = performance.now() - t0;
-  await settle();
-  after = await scrapeAll();
-  row('5 drift', `${victims.length} objects edited or deleted (10%): time until corrected`, `${(ms / 1000).toFixed(2)} s`);
-  row('5 drift', 'resync ticks needed', String(ticks));
-  row('5 drift', 'SKR requests per SyncResource (all ticks)', ((diff(before, after, 'skr:read') + diff(before, after, 'skr:write')) / total).toFixed(2));
-
-  // 6. Cold start of one function process, and its first reconcile.
-  console.log('6. cold start');
-  const cold: number[] = [];
-  const first: number[] = [];
-  for (let i = 0; i < 10; i++) {
-    const port = await freePort();
-    const t = performance.now();
-    const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'], {
-      env: { ...process.env, PORT: String(port), KUBECONFIG: set.kcp.kubeconfigFile, K_SINK: rt.broker.url, LOG_LEVEL: 'warn' }, stdio: 'ignore',
-    });
-    for (;;) {
-      const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then((r) => r.ok, () => false);
-      if (ok) break;
-      await sleep(5);
-    }
-    cold.push(performance.now() - t);
-    const sr = await kcp.client.call<SyncResource>('GET', srPath('bench-1'));
-    const secret = await kcp.client.call<{ items: KubeObject[] }>('GET', '/api/v1/namespaces/kcp-system/secrets', { query: { labelSelector: `operator.kyma-project.io/kyma-name=${sr.spec.kyma}` } });
-    const s = secret.items[0]!;
-    const t1 = performance.now();
-    const res = await fetch(`http://127.0.0.1:${port}/`, {
-      method: 'POST',
-      headers: { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': `cold-${i}`, 'ce-source': '/bench', 'ce-type': 'io.kyma-project.syncresource.cluster.resolved' },
-      body: JSON.stringify({ namespace: 'kcp-system', name: 'bench-1', uid: sr.metadata.uid, generation: sr.metadata.generation, kyma: sr.spec.kyma, secret: { namespace: 'kcp-system', name: s.metadata.name, uid: s.metadata.uid, resourceVersion: s.metadata.resourceVersion } }),
-    });
-    await res.text();
-    first.push(performance.now() - t1);
-    child.kill('SIGKILL');
-  }
-  row('6 cold start', 'spawn -> ready on /health/readiness (median of 10)', `${median(cold).toFixed(0)} ms`, '<= 500 ms');
-  row('6 cold start', 'first reconcile of a 5-item SyncResource (median of 10)', `${median(first).toFixed(0)} ms`);
-
-  // 7. Memory with clients cached for 50 SKRs (50 access Secrets, one cached client each).
-  console.log('7. memory with 50 cached clients');
-  const kymas = Array.from({ length: 50 }, (_, i) => `mem-${i}`);
-  await applyObjects(kcp, kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)));
-  await create(kymas.map((k, i) => ({
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'mem' } },
-    spec: { kyma: k, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `mem-${i}`, namespace: NS } }) }] },
-  })));
-  await waitReady('mem-', 50);
-  const apply = pids().find((p) => p.svc === 'sync-apply-items')!;
-  row('7 memory', 'RSS of apply-items with 50 SKR clients cached', `${(await rssOf(apply.pid, 'VmRSS')).toFixed(0)} MiB`);
-
-  // 9. Rotation: a source Secret's value changed -> the SKR Secret of a dataFrom item has it.
-  // The path is the event of the source Secret (the resync timer is off): resolve-cluster
-  // maps it to its Kyma, whose SyncResources (S/K of them) are reconciled.
-  console.log('9. rotation of a Secret by reference');
-  const secretsInfo = await mustFind(skrs[0]!, 'v1', 'Secret');
-  const srcPath = resourcePath(secretsInfo, 'kcp-system', 'rotation-source');
-  const token = () => Buffer.from(`t-${Math.random().toString(36).slice(2)}-${performance.now()}`).toString('base64');
-  await kcp.client.call('POST', resourcePath(secretsInfo, 'kcp-system'), {
-    body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotation-source', namespace: 'kcp-system', labels: { 'operator.kyma-project.io/sync-source': 'true', 'operator.kyma-project.io/kyma-name': 'kyma-1' } }, data: { token: token() } },
-  });
-  await create([{
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: 'rotation', namespace: 'kcp-system', labels: { 'bench-batch': 'rotation' } },
-    spec: { kyma: 'kyma-1', items: [{ name: 'creds', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotated', namespace: NS } }), dataFrom: { secretRef: { name: 'rotation-source' } } }] },
-  }]);
-  await waitReady('rotation-', 1);
-  const rotations: number[] = [];
-  for (let i = 0; i < 20; i++) {
+  const scaleCtx: ScaleContext = { kcp, skrs, skrKubeconfigs: set.skrs.map((c) => c.kubeconfig), rt, metricsPorts: ports, row, waitReady };
+  if (scaleOnly) {
     await rt.broker.idle(60_000);
-    const value = token();
-    const t = performance.now();
-    await kcp.client.call('PATCH', srcPath, { body: { data: { token: value } }, contentType: 'application/merge-patch+json' });
-    for (;;) {
-      const o = await getObject(skrs[0]!, secretsInfo, NS, 'rotated') as { data?: Record<string, string> } | undefined;
-      if (o?.data?.token === value) break;
-      await sleep(20);
-    }
-    rotations.push(performance.now() - t);
-  }
-  row('9 rotation', `source Secret changed -> SKR Secret updated (20 rotations, ${Math.ceil(S / K)} SyncResources on its Kyma) p50`, `${median(rotations).toFixed(0)} ms`);
-  row('9 rotation', 'p99', `${pct(rotations, 99).toFixed(0)} ms`, '<= 2 s');
+    await scaleScenario(scaleCtx, 10_000, 1_000);
+  } else {
+    // 1. Bulk create. First the runtime's start settles: its sources report every existing
+    // Kyma and access Secret as added, and each fans out a resync of its SyncResources;
+    // overlapping the bulk, that resynced a varying share of it (7 to 18 per Kyma).
+    await rt.broker.idle(60_000);
+    console.log('1. bulk create');
+    const cpuBefore = await cpuNow();
+    const bulkMs = await bulk(0, S);
+    const cpuAfter = await cpuNow();
+    row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
+    row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
+    for (const [g, s] of Object.entries(cpuAfter)) row('1 bulk create', `CPU ms per SyncResource: ${g}`, ((s - cpuBefore[g]!) * 1000 / S).toFixed(1));
+    for (const p of pids()) row('7 memory', `peak RSS ${p.svc} during bulk create`, `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`);
 
-  // 8. Scaling (full only).
-  if (!quick) {
-    console.log('8. scaling');
-    const per: number[] = [];
-    let from = 20_000;
-    for (const n of [100, 300, 1000]) {
-      const t = await bulk(from, n, `scale${n}-`);
-      from += n;
-      per.push(t / n);
-      row('8 scaling', `S=${n}: time per SyncResource`, `${(t / n).toFixed(1)} ms`);
+    // 2. The limit: the same objects applied directly, plus the KCP writes a SyncResource needs.
+    console.log('2. direct apply');
+    const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
+    let best = Infinity;
+    let bestC = 0;
+    for (const c of [8, 16, 32, 64]) {
+      const apis = set.skrs.map((s) => {
+        const kc = new KubeConfig();
+        kc.loadFromString(s.kubeconfig);
+        return KubernetesObjectApi.makeApiClient(kc);
+      });
+      const kcpKc = new KubeConfig();
+      kcpKc.loadFromString(set.kcp.kubeconfig);
+      const kcpApi = KubernetesObjectApi.makeApiClient(kcpKc);
+      const t0 = performance.now();
+      await mapLimit(Array.from({ length: S }, (_, i) => i), c, async (i) => {
+        const api = apis[i % K]!;
+        const { objects, status } = objectsFor(i, 'direct', c);
+        for (const o of objects) await api.patch(o as never, undefined, undefined, 'bench-direct', true, PatchStrategy.ServerSideApply);
+        await skrs[i % K]!.client.call('PATCH', resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'), {
+          body: status, query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
+        });
+        const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
+        sr.metadata.name = `direct-${c}-${i}`;
+        await kcpApi.create(sr as never);
+        await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
+          body: { apiVersion: sr.apiVersion, kind: sr.kind, metadata: { name: sr.metadata.name, namespace: 'bench-direct' }, status: { state: 'Ready', observedGeneration: 1 } },
+          query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
+        });
+      });
+      const ms = performance.now() - t0;
+      if (ms < best) [best, bestC] = [ms, c];
     }
-    row('8 scaling', 'ratio S=1000 / S=100 per SyncResource', (per[2]! / per[0]!).toFixed(2), '<= 1.5');
+    row('2 limit', `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`, `${(best / 1000).toFixed(2)} s`);
+    row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
+
+    // 3. Latency of one edit, idle and under load.
+    console.log('3. latency');
+    const kcpFile = set.kcp.kubeconfigFile;
+    // Latency targets: one SyncResource per edit under load, so edits overlap freely.
+    await create(Array.from({ length: EDITS }, (_, i) => {
+      const o = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i));
+      o.metadata.name = `lat-${i}`;
+      o.metadata.labels = { 'bench-batch': 'lat' };
+      return o;
+    }));
+    await waitReady('lat-', EDITS);
+    /** edit applies a new revision of lat-i with kubectl and waits for Ready at the new generation. */
+    const kubectlMs: number[] = [];
+    const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
+    /**
+     * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
+     * first seen Ready at a generation at least the one `generation` resolves to;
+     * opened() is called with the watch's first event (the object as it is).
+     */
+    const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
+      const abort = new AbortController();
+      try {
+        for await (const { object: o } of kcp.client.watch<SyncResource>(srPath(), { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' }, abort.signal)) {
+          const seen = Date.now();
+          opened();
+          if (o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && o.metadata.generation! >= await generation) return seen;
+        }
+        throw new Error(`${name}: watch ended before Ready`);
+      } finally {
+        abort.abort();
+      }
+    };
+    const edit = async (i: number, rev: number) => {
+      const sr = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i), rev);
+      sr.metadata.name = `lat-${i}`;
+      sr.metadata.labels = { 'bench-batch': 'lat' };
+      // The watch opens first (its first event is the object as it is), so no change is missed.
+      let setGeneration!: (g: number) => void;
+      const generation = new Promise<number>((r) => (setGeneration = r));
+      let ready!: Promise<number>;
+      await new Promise<void>((opened, failed) => {
+        ready = readyAt(sr.metadata.name, generation, opened);
+        ready.catch(failed);
+      });
+      const t0 = performance.now();
+      const start = Date.now();
+      let out = '';
+      await new Promise<void>((resolve, reject) => {
+        const p = spawn('kubectl', ['--kubeconfig', kcpFile, 'apply', '--server-side', '--force-conflicts', '--field-manager=bench', '-o', 'jsonpath={.metadata.generation}', '-f', '-'], { stdio: ['pipe', 'pipe', 'inherit'] });
+        p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+        p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kubectl exited ${code}`))));
+        p.stdin.end(JSON.stringify(sr));
+      });
+      kubectlMs.push(performance.now() - t0);
+      const kubectlDone = Date.now();
+      setGeneration(Number(out));
+      const readyTime = await ready;
+      marks.push({ name: `lat-${i}`, generation: Number(out), start, kubectlDone, ready: readyTime });
+      return readyTime - start;
+    };
+    const idle: number[] = [];
+    for (let i = 0; i < EDITS; i++) idle.push(await edit(0, 100 + i));
+    const kubectlIdle = kubectlMs.splice(0);
+    marks.length = 0;
+    row('3 latency', `idle, kubectl apply -> Ready (${EDITS} edits) p50`, `${median(idle).toFixed(0)} ms`, '<= 300 ms');
+    row('3 latency', 'idle p99', `${pct(idle, 99).toFixed(0)} ms`);
+    row('3 latency', 'idle: of which kubectl apply itself, p50', `${median(kubectlIdle).toFixed(0)} ms`);
+    // Load: scenario 1 (bulk creates of S SyncResources, one after another) running the
+    // whole time while an operator makes the edits one after another, each on its own
+    // SyncResource. (Fifty overlapping edits would measure fifty kubectl processes
+    // competing with each other as much as the product.)
+    let loading = true;
+    let rounds = 0;
+    const load = (async () => {
+      while (loading) await bulk(10_000 + rounds++ * S, S, `load${rounds}-`);
+    })();
+    await sleep(1_000);
+    const loaded: number[] = [];
+    for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
+    loading = false;
+    row('3 latency', `under load (bulk creates of ${S} SyncResources running: ${rounds} rounds) p50`, `${median(loaded).toFixed(0)} ms`);
+    row('3 latency', 'under load p99', `${pct(loaded, 99).toFixed(0)} ms`, '<= 2 s');
+    row('3 latency', 'under load: slowest edit', `${Math.max(...loaded).toFixed(0)} ms`);
+    row('3 latency', 'under load: of which kubectl apply itself, p50 / p99', `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`);
+    // Where an edit's time goes under load, from the functions' logs: kubectl done ->
+    // cluster resolved -> items applied -> status handled -> Ready seen by the poller.
+    // Each step's line carries ms, the time its handler took; the rest of a hop is
+    // delivery (watch, broker, HTTP) and waiting in the process.
+    const logged = new Map<string, { time: number; ms: number }>();
+    for (const f of await readdir(join(stateDir, 'logs'))) {
+      if (!f.startsWith('function-')) continue;
+      for (const line of (await readFile(join(stateDir, 'logs', f), 'utf8')).split('\n')) {
+        if (!line.includes('"kcp-system/lat-')) continue;
+        const j = JSON.parse(line) as { time: number; ms: number; msg: string; syncResource: string; generation?: number };
+        const key = `${j.syncResource}/${j.generation}/${j.msg}`;
+        if (j.generation !== undefined && !logged.has(key)) logged.set(key, { time: j.time, ms: j.ms });
+      }
+    }
+    const hops: Record<string, { total: number[]; handler: number[] }> = {};
+    const hop = (name: string, total: number, handler?: number) => {
+      const h = (hops[name] ??= { total: [], handler: [] });
+      h.total.push(total);
+      if (handler !== undefined) h.handler.push(handler);
+    };
+    for (const m of marks) {
+      const at = (msg: string) => logged.get(`kcp-system/${m.name}/${m.generation}/${msg}`);
+      const [r, a, s] = [at('cluster resolved'), at('items applied'), at('status handled')];
+      if (r === undefined || a === undefined || s === undefined) continue;
+      hop('event -> cluster resolved', r.time - m.kubectlDone, r.ms);
+      hop('resolved -> items applied', a.time - r.time, a.ms);
+      hop('applied -> status written', s.time - a.time, s.ms);
+      hop('status -> Ready seen', m.ready - s.time);
+    }
+    for (const [name, { total, handler }] of Object.entries(hops)) {
+      const of = handler.length > 0 ? `; in the handler ${median(handler).toFixed(0)} / ${pct(handler, 99).toFixed(0)} ms` : '';
+      row('3 latency', `under load: ${name}, p50 / p99 (${total.length} edits)`, `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`);
+    }
+    await load;
+    await rt.broker.idle(120_000);
+
+    // 4. No-op resync.
+    console.log('4. no-op resync');
+    const total = await kcp.client.call<{ items: unknown[] }>('GET', srPath()).then((l) => l.items.length);
+    const scrapeAll = async () => {
+      const out: Record<string, number> = {};
+      for (const svc of Object.keys(ports)) {
+        const text = await (await fetch(`http://127.0.0.1:${ports[svc]}/metrics`)).text().catch(() => '');
+        for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+          const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+          const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
+          out[key] = (out[key] ?? 0) + Number(m[2]);
+        }
+      }
+      return out;
+    };
+    const settle = async () => {
+      let last = -1;
+      while (rt.broker.stats.received !== last) {
+        last = rt.broker.stats.received;
+        await rt.broker.idle(300_000);
+        await sleep(300);
+      }
+    };
+    await settle();
+    // Warm-up: the first resync after creation records items as Unchanged instead of
+    // Created (one status write each); the second is the no-op being measured.
+    rt.ping[0]!.fire();
+    await sleep(300);
+    await settle();
+    const diff = (a: Record<string, number>, b: Record<string, number>, k: string) => (b[k] ?? 0) - (a[k] ?? 0);
+    let before = await scrapeAll();
+    let t0 = performance.now();
+    rt.ping[0]!.fire();
+    await settle();
+    let ms = performance.now() - t0 - 300;
+    let after = await scrapeAll();
+    row('4 no-op resync', `${total} SyncResources: SKR requests per SyncResource`, (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2), '<= 1');
+    row('4 no-op resync', 'KCP requests per SyncResource', ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2));
+    row('4 no-op resync', 'writes anywhere (SKR + KCP)', String(diff(before, after, 'skr:write') + diff(before, after, 'kcp:write')), '0');
+    row('4 no-op resync', 'time for the whole resync', `${(ms / 1000).toFixed(2)} s`);
+
+    // 5. Drift: edit or delete 10% of the synced objects, resync.
+    console.log('5. drift');
+    const victims = Array.from({ length: Math.ceil(S / 10) }, (_, j) => j * 10).filter((i) => i < S);
+    await mapLimit(victims, 16, async (i) => {
+      const skr = skrs[i % K]!;
+      const info = await mustFind(skr, 'v1', 'ConfigMap');
+      if (i % 20 === 0) await skr.client.call('DELETE', resourcePath(info, NS, `b${i}-a`));
+      else await skr.client.call('PATCH', resourcePath(info, NS, `b${i}-a`), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
+    });
+    before = await scrapeAll();
+    const corrected = async () => (await mapLimit(victims, 16, async (i) => {
+      const skr = skrs[i % K]!;
+      const o = await getObject(skr, await mustFind(skr, 'v1', 'ConfigMap'), NS, `b${i}-a`);
+      return (o?.data as { rev?: string } | undefined)?.rev === '1';
+    })).every(Boolean);
+    // A snapshot younger than its 2 s TTL may predate the edits: such objects are
+    // corrected by the next resync, so when a resync has run its course (no delivery in
+    // flight) and objects are still drifted, tick again.
+    t0 = performance.now();
+    let ticks = 0;
+    let done = false;
+    while (!done) {
+      rt.ping[0]!.fire();
+      ticks++;
+      await sleep(200);
+      while (!(done = await corrected()) && rt.broker.pending > 0) await sleep(50);
+    }
+    ms = performance.now() - t0;
+    await settle();
+    after = await scrapeAll();
+    row('5 drift', `${victims.length} objects edited or deleted (10%): time until corrected`, `${(ms / 1000).toFixed(2)} s`);
+    row('5 drift', 'resync ticks needed', String(ticks));
+    row('5 drift', 'SKR requests per SyncResource (all ticks)', ((diff(before, after, 'skr:read') + diff(before, after, 'skr:write')) / total).toFixed(2));
+
+    // 6. Cold start of one function process, and its first reconcile.
+    console.log('6. cold start');
+    const cold: number[] = [];
+    const first: number[] = [];
+    for (let i = 0; i < 10; i++) {
+      const port = await freePort();
+      const t = performance.now();
+      const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'], {
+        env: { ...process.env, PORT: String(port), KUBECONFIG: set.kcp.kubeconfigFile, K_SINK: rt.broker.url, LOG_LEVEL: 'warn' }, stdio: 'ignore',
+      });
+      for (;;) {
+        const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then((r) => r.ok, () => false);
+        if (ok) break;
+        await sleep(5);
+      }
+      cold.push(performance.now() - t);
+      const sr = await kcp.client.call<SyncResource>('GET', srPath('bench-1'));
+      const secret = await kcp.client.call<{ items: KubeObject[] }>('GET', '/api/v1/namespaces/kcp-system/secrets', { query: { labelSelector: `operator.kyma-project.io/kyma-name=${sr.spec.kyma}` } });
+      const s = secret.items[0]!;
+      const t1 = performance.now();
+      const res = await fetch(`http://127.0.0.1:${port}/`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': `cold-${i}`, 'ce-source': '/bench', 'ce-type': 'io.kyma-project.syncresource.cluster.resolved' },
+        body: JSON.stringify({ namespace: 'kcp-system', name: 'bench-1', uid: sr.metadata.uid, generation: sr.metadata.generation, kyma: sr.spec.kyma, secret: { namespace: 'kcp-system', name: s.metadata.name, uid: s.metadata.uid, resourceVersion: s.metadata.resourceVersion } }),
+      });
+      await res.text();
+      first.push(performance.now() - t1);
+      child.kill('SIGKILL');
+    }
+    row('6 cold start', 'spawn -> ready on /health/readiness (median of 10)', `${median(cold).toFixed(0)} ms`, '<= 500 ms');
+    row('6 cold start', 'first reconcile of a 5-item SyncResource (median of 10)', `${median(first).toFixed(0)} ms`);
+
+    // 7. Memory with clients cached for 50 SKRs (50 access Secrets, one cached client each).
+    console.log('7. memory with 50 cached clients');
+    const kymas = Array.from({ length: 50 }, (_, i) => `mem-${i}`);
+    await applyObjects(kcp, kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)));
+    await create(kymas.map((k, i) => ({
+      apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'mem' } },
+      spec: { kyma: k, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `mem-${i}`, namespace: NS } }) }] },
+    })));
+    await waitReady('mem-', 50);
+    const apply = pids().find((p) => p.svc === 'sync-apply-items')!;
+    row('7 memory', 'RSS of apply-items with 50 SKR clients cached', `${(await rssOf(apply.pid, 'VmRSS')).toFixed(0)} MiB`);
+
+    // 9. Rotation: a source Secret's value changed -> the SKR Secret of a dataFrom item has it.
+    // The path is the event of the source Secret (the resync timer is off): resolve-cluster
+    // maps it to its Kyma, whose SyncResources (S/K of them) are reconciled.
+    console.log('9. rotation of a Secret by reference');
+    const secretsInfo = await mustFind(skrs[0]!, 'v1', 'Secret');
+    const srcPath = resourcePath(secretsInfo, 'kcp-system', 'rotation-source');
+    const token = () => Buffer.from(`t-${Math.random().toString(36).slice(2)}-${performance.now()}`).toString('base64');
+    await kcp.client.call('POST', resourcePath(secretsInfo, 'kcp-system'), {
+      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotation-source', namespace: 'kcp-system', labels: { 'operator.kyma-project.io/sync-source': 'true', 'operator.kyma-project.io/kyma-name': 'kyma-1' } }, data: { token: token() } },
+    });
+    await create([{
+      apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: 'rotation', namespace: 'kcp-system', labels: { 'bench-batch': 'rotation' } },
+      spec: { kyma: 'kyma-1', items: [{ name: 'creds', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotated', namespace: NS } }), dataFrom: { secretRef: { name: 'rotation-source' } } }] },
+    }]);
+    await waitReady('rotation-', 1);
+    const rotations: number[] = [];
+    for (let i = 0; i < 20; i++) {
+      await rt.broker.idle(60_000);
+      const value = token();
+      const t = performance.now();
+      await kcp.client.call('PATCH', srcPath, { body: { data: { token: value } }, contentType: 'application/merge-patch+json' });
+      for (;;) {
+        const o = await getObject(skrs[0]!, secretsInfo, NS, 'rotated') as { data?: Record<string, string> } | undefined;
+        if (o?.data?.token === value) break;
+        await sleep(20);
+      }
+      rotations.push(performance.now() - t);
+    }
+    row('9 rotation', `source Secret changed -> SKR Secret updated (20 rotations, ${Math.ceil(S / K)} SyncResources on its Kyma) p50`, `${median(rotations).toFixed(0)} ms`);
+    row('9 rotation', 'p99', `${pct(rotations, 99).toFixed(0)} ms`, '<= 2 s');
+
+    // 8. Scaling (full only).
+    if (!quick) {
+      console.log('8. scaling');
+      const per: number[] = [];
+      let from = 20_000;
+      for (const n of [100, 300, 1000]) {
+        const t = await bulk(from, n, `scale${n}-`);
+        from += n;
+        per.push(t / n);
+        row('8 scaling', `S=${n}: time per SyncResource`, `${(t / n).toFixed(1)} ms`);
+      }
+      row('8 scaling', 'ratio S=1000 / S=100 per SyncResource', (per[2]! / per[0]!).toFixed(2), '<= 1.5');
+    }
+    // 10. Scale (issue 16): S=1,000 over K=100 here; --scale runs it at 10,000 over 1,000.
+    await scaleScenario(scaleCtx, 1_000, 100);
   }
   console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);

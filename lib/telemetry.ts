@@ -73,6 +73,8 @@ function createInstruments() {
     cacheHits: meter.createCounter('sync.client_cache.hits', { description: 'SKR client cache hits' }),
     cacheMisses: meter.createCounter('sync.client_cache.misses', { description: 'SKR client cache misses' }),
     cacheEvictions: meter.createCounter('sync.client_cache.evictions', { description: 'SKR client cache evictions: why=capacity (over SYNC_MAX_CLUSTER_CLIENTS, least recently used) or failure (401/TLS)' }),
+    /** cacheClients: SKR clients cached now. */
+    cacheClients: meter.createUpDownCounter('sync.client_cache.clients', { description: 'SKR clients cached now (at most SYNC_MAX_CLUSTER_CLIENTS)' }),
   };
 }
 

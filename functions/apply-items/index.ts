@@ -3,7 +3,8 @@
 // and the answer is 503, so the broker redelivers with backoff.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { checkClusterResolved, checkKymaResolved, EventTypes, makeEvent, type ReconcileRequest } from '../../lib/events.ts';
+import { checkClusterResolved, checkKymaResolved, EventTypes, makeEvent, type ItemsApplied, type ReconcileRequest } from '../../lib/events.ts';
+import type { Logger } from '../../lib/pipeline/deps.ts';
 import { summarize } from '../../lib/changeset.ts';
 import { applyKymaStep, applyStep } from '../../lib/pipeline/apply.ts';
 import { Metrics } from '../../lib/telemetry.ts';
@@ -26,16 +27,22 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
       return undefined;
     }
     const reply = makeEvent('apply-items', EventTypes.itemsApplied, out.data, traceExtensions(event));
-    log.info({ ...fields, generation: out.data.result.generation, ...summarize(out.data.result.changes), clusterError: out.data.result.clusterError?.reason }, 'items applied');
-    for (const c of out.data.result.changes) {
-      if (c.drift) log.info({ ...fields, object: c.subject, paths: c.cause?.paths ?? [], managers: c.cause?.managers ?? [] }, 'drift corrected');
-    }
+    logApplied(log, out.data);
     if (out.retry) {
       await d.send(reply);
       throw new HttpError(503, `${out.data.result.clusterError!.reason}: retry later`);
     }
     return reply;
   });
+}
+
+/** logApplied logs a run's outcome and each drift it corrected (fields and managers, never values). */
+function logApplied(log: Logger, data: ItemsApplied): void {
+  const fields = { step: 'apply-items', syncResource: `${data.namespace}/${data.name}`, cluster: data.kyma };
+  log.info({ ...fields, generation: data.result.generation, ...summarize(data.result.changes), clusterError: data.result.clusterError?.reason }, 'items applied');
+  for (const c of data.result.changes) {
+    if (c.drift) log.info({ ...fields, object: c.subject, paths: c.cause?.paths ?? [], managers: c.cause?.managers ?? [] }, 'drift corrected');
+  }
 }
 
 /**
@@ -48,6 +55,7 @@ function applyKyma(context: Context, event: CloudEvent<unknown>): Promise<undefi
   return run(context, event, 'apply-items', async (d, log) => {
     const out = await applyKymaStep(d, data);
     const ext = traceExtensions(event);
+    for (const o of out.outcomes) logApplied(log, o);
     await mapLimit(out.outcomes, POSTS, (o) => d.send(makeEvent('apply-items', EventTypes.itemsApplied, o, ext)));
     await mapLimit(out.redirect, POSTS, (ref) => d.send(makeEvent<ReconcileRequest>('apply-items', EventTypes.reconcile,
       { ...ref, trigger: data.trigger, ...(data.since ? { since: data.since } : {}) }, ext)));

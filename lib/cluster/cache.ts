@@ -56,7 +56,10 @@ export class ClientCache {
     })();
     this.entries.delete(key);
     this.entries.set(key, { version, kyma: name, cluster });
-    cluster.catch(() => this.entries.get(key)?.cluster === cluster && this.entries.delete(key));
+    cluster.catch(() => {
+      if (this.entries.get(key)?.cluster === cluster) this.entries.delete(key);
+      this.report();
+    });
     // Map order is use order: the first entries are the least recently used.
     for (const [old, e] of this.entries) {
       if (this.entries.size <= this.config.maxClusterClients) break;
@@ -65,7 +68,16 @@ export class ClientCache {
       Metrics.cacheEvictions.add(1, { why: 'capacity' });
       void this.close(e.cluster);
     }
+    this.report();
     return cluster;
+  }
+
+  private reported = 0;
+  /** report keeps the clients gauge equal to the number of entries. */
+  private report(): void {
+    if (this.entries.size === this.reported) return;
+    Metrics.cacheClients.add(this.entries.size - this.reported);
+    this.reported = this.entries.size;
   }
 
   private touch(key: string, e: { version: string; kyma: string; cluster: Promise<Cluster> }): void {
@@ -94,6 +106,7 @@ export class ClientCache {
     this.entries.delete(key);
     this.stats.evictions++;
     Metrics.cacheEvictions.add(1, { why: 'failure' });
+    this.report();
     void this.close(hit.cluster);
   }
 
@@ -106,6 +119,7 @@ export class ClientCache {
   async closeAll(): Promise<void> {
     const all = [...this.entries.values()];
     this.entries.clear();
+    this.report();
     await Promise.all(all.map((e) => this.close(e.cluster)));
   }
 

@@ -20,6 +20,23 @@ interface ApiResourceList {
 
 type GroupVersion = Map<string, ResourceInfo> | 'absent';
 
+/**
+ * Discovery data shared by every client of the process: SKRs of one Kubernetes version
+ * (and the same CRDs) serve the same group-versions, so a thousand cached clients hold
+ * one copy of each group-version's kinds instead of a thousand. Keyed by content; bounded
+ * (beyond it, a client keeps its own copy).
+ */
+const shared = new Map<string, Map<string, ResourceInfo>>();
+const SHARED_MAX = 1_000;
+
+function intern(apiVersion: string, byKind: Map<string, ResourceInfo>): Map<string, ResourceInfo> {
+  const key = `${apiVersion} ${JSON.stringify([...byKind.values()])}`;
+  const hit = shared.get(key);
+  if (hit) return hit;
+  if (shared.size < SHARED_MAX) shared.set(key, byKind);
+  return byKind;
+}
+
 /** RestMapper resolves kinds for one cluster. */
 export class RestMapper {
   private readonly client: KubeClient;
@@ -67,7 +84,7 @@ export class RestMapper {
       if (r.name.includes('/')) continue;
       byKind.set(r.kind, { apiVersion, kind: r.kind, resource: r.name, namespaced: r.namespaced, hasStatus: withStatus.has(r.name) });
     }
-    return byKind;
+    return intern(apiVersion, byKind);
   }
 }
 

@@ -1,0 +1,156 @@
+// scale.ts is the benchmark's scenario 10 (issue 16): S SyncResources over K Kymas, each
+// Kyma with its own access Secret (so its own SKR client) pointing at one of the local SKR
+// API servers, its objects in a namespace of its own there. Measures bulk create at 100 and
+// at S, the no-op resync (requests per SyncResource, deliveries per Kyma, writes, time),
+// drift of 1 % of the objects, and the memory and SKR clients of every function process.
+//   npm run bench -- --scale        S=10,000 over K=1,000 (this scenario only)
+//   npm run bench -- --quick        S=1,000 over K=100 (after the other scenarios)
+import { readFile } from 'node:fs/promises';
+import type { Runtime } from '../infra/runtime/index.ts';
+import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import { resourcePath } from '../lib/kube/discovery.ts';
+import { getObject, mustFind, type Cluster } from '../lib/kube/objects.ts';
+import { syncResourceInfo } from '../lib/kcp.ts';
+import { mapLimit } from '../lib/util.ts';
+import { syncResourceFor } from './workload.ts';
+
+/** ScaleContext is what the scenario needs of the benchmark's stack. */
+export interface ScaleContext {
+  kcp: Cluster;
+  skrs: Cluster[];
+  skrKubeconfigs: string[];
+  rt: Runtime;
+  /** metricsPorts maps "service/replica" to its Prometheus port. */
+  metricsPorts: Record<string, number>;
+  row: (scenario: string, figure: string, value: string, target?: string) => void;
+  waitReady: (prefix: string, n: number, timeoutMs?: number) => Promise<void>;
+}
+
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const SCENARIO = '10 scale';
+
+/** metrics sums the functions' Prometheus counters the scenario reports. */
+async function metrics(ctx: ScaleContext): Promise<{ requests: Record<string, number>; clients: Record<string, number>; evictions: number }> {
+  const requests: Record<string, number> = {};
+  const clients: Record<string, number> = {};
+  let evictions = 0;
+  for (const [svc, port] of Object.entries(ctx.metricsPorts)) {
+    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => '');
+    for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
+      const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+      const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
+      requests[key] = (requests[key] ?? 0) + Number(m[2]);
+    }
+    for (const m of text.matchAll(/^sync_client_cache_clients(?:\{[^}]*\})? (\d+)/gm)) clients[svc] = (clients[svc] ?? 0) + Number(m[1]);
+    for (const m of text.matchAll(/^sync_client_cache_evictions_total(?:\{[^}]*\})? (\d+)/gm)) evictions += Number(m[1]);
+  }
+  return { requests, clients, evictions };
+}
+
+/** settle waits until the broker has had nothing to deliver for a while. */
+async function settle(rt: Runtime): Promise<void> {
+  let last = -1;
+  while (rt.broker.stats.received !== last) {
+    last = rt.broker.stats.received;
+    await rt.broker.idle(600_000);
+    await sleep(500);
+  }
+}
+
+/** scaleScenario runs scenario 10 with S SyncResources over K Kymas. */
+export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Promise<void> {
+  const { kcp, skrs, rt, row } = ctx;
+  console.log(`10. scale: S=${S} over K=${K}`);
+  const kyma = (k: number) => `scale-${k}`;
+  const nsOf = (k: number) => `scale-${k}`;
+  // Each Kyma: an access Secret of its own for SKR k % n, a namespace of its own there.
+  for (let from = 0; from < K; from += 100) {
+    const ks = Array.from({ length: Math.min(100, K - from) }, (_, j) => from + j);
+    await applyObjects(kcp, ks.flatMap((k) => kymaObjects(kyma(k), ctx.skrKubeconfigs[k % skrs.length]!)));
+    await mapLimit(ks, 16, (k) => applyObjects(skrs[k % skrs.length]!, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsOf(k) } }]));
+  }
+  await settle(rt);
+  const srPath = resourcePath(syncResourceInfo, 'kcp-system');
+  let next = 0;
+  const bulk = async (n: number, batch: string): Promise<number> => {
+    const objs = Array.from({ length: n }, () => {
+      const i = next++;
+      const k = i % K;
+      const o = syncResourceFor(100_000 + i, nsOf(k), 'kcp-system', kyma(k));
+      o.metadata.name = `${batch}-${i}`;
+      o.metadata.labels = { 'bench-batch': batch };
+      return o;
+    });
+    const t0 = performance.now();
+    await mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath, { body: o }));
+    await ctx.waitReady(`${batch}-`, n, 3_600_000);
+    return performance.now() - t0;
+  };
+  // Bulk create: 100 first, then S.
+  const small = await bulk(100, 'scalesmall');
+  const large = await bulk(S, 'scale');
+  row(SCENARIO, 'bulk create S=100: time per SyncResource', `${(small / 100).toFixed(1)} ms`);
+  row(SCENARIO, `bulk create S=${S}: time per SyncResource`, `${(large / S).toFixed(1)} ms`);
+  row(SCENARIO, `bulk create: time per SyncResource at S=${S} / at S=100`, (large / S / (small / 100)).toFixed(2), '<= 1.5');
+  await settle(rt);
+
+  const total = (await kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>('GET', srPath, {
+    headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+  })).items;
+  const kymas = new Set(total.map((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'])).size;
+  // Warm-up: the first resync after creation records items as Unchanged instead of Created.
+  rt.ping[0]!.fire();
+  await sleep(500);
+  await settle(rt);
+  const before = await metrics(ctx);
+  const delivered0 = rt.broker.stats.delivered;
+  const t0 = performance.now();
+  rt.ping[0]!.fire();
+  await sleep(500);
+  await settle(rt);
+  const ms = performance.now() - t0 - 500;
+  const after = await metrics(ctx);
+  const d = (k: string) => (after.requests[k] ?? 0) - (before.requests[k] ?? 0);
+  const label = `${total.length} SyncResources over ${kymas} Kymas`;
+  row(SCENARIO, `no-op resync (${label}): KCP requests per SyncResource`, ((d('kcp:read') + d('kcp:write')) / total.length).toFixed(3), '<= 0.3');
+  row(SCENARIO, 'no-op resync: broker deliveries per Kyma', ((rt.broker.stats.delivered - delivered0) / kymas).toFixed(2), '<= 2');
+  row(SCENARIO, 'no-op resync: SKR requests per SyncResource', ((d('skr:read') + d('skr:write')) / total.length).toFixed(3), '<= 0.5');
+  row(SCENARIO, 'no-op resync: writes anywhere (SKR + KCP)', String(d('skr:write') + d('kcp:write')), '0');
+  row(SCENARIO, `no-op resync: wall time`, `${(ms / 1000).toFixed(1)} s`, S >= 10_000 ? '<= 60 s' : undefined);
+
+  // Drift: 1 % of the SyncResources get their first ConfigMap edited in the SKR.
+  const victims = Array.from({ length: Math.ceil(S / 100) }, (_, j) => j * 100);
+  // The "scale" batch's SyncResource j is number 100 + j overall (after the 100 small ones).
+  const where = (j: number) => {
+    const i = 100 + j;
+    return { skr: skrs[(i % K) % skrs.length]!, ns: nsOf(i % K), name: `b${100_000 + i}-a` };
+  };
+  const cmInfo = await mustFind(skrs[0]!, 'v1', 'ConfigMap');
+  await mapLimit(victims, 16, async (i) => {
+    const w = where(i);
+    await w.skr.client.call('PATCH', resourcePath(cmInfo, w.ns, w.name), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
+  });
+  const corrected = async () => (await mapLimit(victims, 16, async (i) => {
+    const w = where(i);
+    return ((await getObject(w.skr, cmInfo, w.ns, w.name))?.data as { rev?: string } | undefined)?.rev === '1';
+  })).every(Boolean);
+  let ticks = 0;
+  const t1 = performance.now();
+  do {
+    rt.ping[0]!.fire();
+    ticks++;
+    await sleep(500);
+    await settle(rt);
+  } while (!(await corrected()) && ticks < 5);
+  row(SCENARIO, `drift: ${victims.length} objects edited (1 %), resync ticks until corrected`, (await corrected()) ? String(ticks) : `not corrected after ${ticks}`, '1');
+  row(SCENARIO, 'drift: time until corrected', `${((performance.now() - t1) / 1000).toFixed(1)} s`);
+
+  // Memory and clients of every function process, after talking to every SKR.
+  const m = await metrics(ctx);
+  for (const f of rt.functions) {
+    const rss = Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${f.proc.pid}/status`, 'utf8'))![1]) / 1024;
+    row(SCENARIO, `RSS of ${f.service} (replica ${f.replica}) after ${K} SKRs`, `${rss.toFixed(0)} MiB`, '<= 300 MiB');
+  }
+  for (const [svc, n] of Object.entries(m.clients)) row(SCENARIO, `SKR clients cached by ${svc}`, String(n));
+  row(SCENARIO, 'SKR clients evicted (all processes, whole run)', String(m.evictions));
+}
