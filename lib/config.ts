@@ -53,7 +53,7 @@ export const defaults: Config = {
   crdWaitMs: 10_000,
   applyConcurrency: 8,
   reconcileConcurrency: 8,
-  maxClusterClients: 100,
+  maxClusterClients: 1_000,
 };
 
 /** isRestrictedKind tells whether group/kind is restricted: restrictedKinds match on group and kind, any version, any letter case. */

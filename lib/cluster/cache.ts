@@ -13,6 +13,13 @@ import { validateKubeconfig } from './kubeconfig.ts';
 import type { AccessSecret, SecretRef } from './resolve.ts';
 import { Metrics } from '../telemetry.ts';
 
+/**
+ * SKR_KEEPALIVE_MS closes idle SKR connections soon: a process that talks to a thousand
+ * SKRs in turn (a resync) holds open only those of the last few seconds, each a TLS
+ * session of its own.
+ */
+const SKR_KEEPALIVE_MS = 4_000;
+
 /** CacheStats counts hits, misses and evictions, for metrics. */
 export interface CacheStats {
   hits: number;
@@ -50,7 +57,7 @@ export class ClientCache {
     const cluster = (async () => {
       const creds = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
       const client = KubeClient.create(creds, {
-        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
+        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, keepAliveMs: SKR_KEEPALIVE_MS, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
       });
       return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
     })();

@@ -33,6 +33,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** connections caps concurrent connections to the API server. */
   connections?: number;
+  /** keepAliveMs is how long an idle connection stays open (default 30 s). */
+  keepAliveMs?: number;
   onRequest?: (info: RequestInfo) => void;
 }
 
@@ -86,7 +88,7 @@ export class KubeClient {
         timeout: 10_000,
       },
       connections: opts.connections ?? 16,
-      keepAliveTimeout: 30_000,
+      keepAliveTimeout: opts.keepAliveMs ?? 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
   }
