@@ -5,6 +5,7 @@
 // drift of 1 % of the objects, and the memory and SKR clients of every function process.
 //   npm run bench -- --scale        S=10,000 over K=1,000 (this scenario only)
 //   npm run bench -- --quick        S=1,000 over K=100 (after the other scenarios)
+//   npm run bench -- --scale --quick  S=1,000 over K=100 (this scenario only)
 import { readFile } from 'node:fs/promises';
 import type { Runtime } from '../infra/runtime/index.ts';
 import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
@@ -47,13 +48,17 @@ async function metrics(ctx: ScaleContext): Promise<{ requests: Record<string, nu
   return { requests, clients, evictions };
 }
 
-/** settle waits until the broker has had nothing to deliver for a while. */
+/**
+ * settle waits until the broker has had nothing to deliver for three seconds: a resync
+ * walks thousands of names before its first post, and a shorter quiet period would end
+ * a measurement inside a tick.
+ */
 async function settle(rt: Runtime): Promise<void> {
   let last = -1;
   while (rt.broker.stats.received !== last) {
     last = rt.broker.stats.received;
     await rt.broker.idle(600_000);
-    await sleep(500);
+    await sleep(3_000);
   }
 }
 
@@ -108,12 +113,13 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   rt.ping[0]!.fire();
   await sleep(500);
   await settle(rt);
-  const ms = performance.now() - t0 - 500;
+  const ms = performance.now() - t0 - 500 - 3_000;
   const after = await metrics(ctx);
   const d = (k: string) => (after.requests[k] ?? 0) - (before.requests[k] ?? 0);
   const label = `${total.length} SyncResources over ${kymas} Kymas`;
   row(SCENARIO, `no-op resync (${label}): KCP requests per SyncResource`, ((d('kcp:read') + d('kcp:write')) / total.length).toFixed(3), '<= 0.3');
-  row(SCENARIO, 'no-op resync: broker deliveries per Kyma', ((rt.broker.stats.delivered - delivered0) / kymas).toFixed(2), '<= 2');
+  const delivered = rt.broker.stats.delivered - delivered0;
+  row(SCENARIO, `no-op resync: broker deliveries per Kyma (${delivered} in all: the tick's one ping, then per Kyma)`, ((delivered - 1) / kymas).toFixed(2), '<= 2');
   row(SCENARIO, 'no-op resync: SKR requests per SyncResource', ((d('skr:read') + d('skr:write')) / total.length).toFixed(3), '<= 0.5');
   row(SCENARIO, 'no-op resync: writes anywhere (SKR + KCP)', String(d('skr:write') + d('kcp:write')), '0');
   row(SCENARIO, `no-op resync: wall time`, `${(ms / 1000).toFixed(1)} s`, S >= 10_000 ? '<= 60 s' : undefined);
@@ -143,7 +149,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     await settle(rt);
   } while (!(await corrected()) && ticks < 5);
   row(SCENARIO, `drift: ${victims.length} objects edited (1 %), resync ticks until corrected`, (await corrected()) ? String(ticks) : `not corrected after ${ticks}`, '1');
-  row(SCENARIO, 'drift: time until corrected', `${((performance.now() - t1) / 1000).toFixed(1)} s`);
+  row(SCENARIO, 'drift: time of those ticks (quiet periods excluded)', `${((performance.now() - t1 - ticks * 3_500) / 1000).toFixed(1)} s`);
 
   // Memory and clients of every function process, after talking to every SKR.
   const m = await metrics(ctx);

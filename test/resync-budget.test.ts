@@ -77,8 +77,10 @@ async function tick(): Promise<Record<string, number>> {
     const r = replicas[turn++ % replicas.length]!;
     const before = sent.length;
     if (e.type === 'dev.knative.sources.ping') await on(r, () => resync(ctx, e));
-    else if (e.type === EventTypes.reconcileKyma || e.type === EventTypes.reconcile) await on(r, () => resolveCluster(ctx, e));
-    else if (e.type === EventTypes.kymaResolved || e.type === EventTypes.clusterResolved) {
+    else if (e.type === EventTypes.reconcileKyma || e.type === EventTypes.reconcile) {
+      const reply = await on(r, () => resolveCluster(ctx, e));
+      if (reply) sent.push(reply);
+    } else if (e.type === EventTypes.kymaResolved || e.type === EventTypes.clusterResolved) {
       const reply = await on(r, () => applyItems(ctx, e));
       if (reply) sent.push(reply);
     } else if (e.type === EventTypes.itemsApplied) await on(r, () => writeStatus(ctx, e));

@@ -71,10 +71,10 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
 
 /**
  * resolveKyma resolves the cluster of a Kyma for all its SyncResources (a resync, a
- * change of the Kyma or its access Secret) and posts one kyma.resolved, or each
- * SyncResource's failure, after answering.
+ * change of the Kyma or its access Secret) and replies with one kyma.resolved, or posts
+ * each SyncResource's failure after answering.
  */
-function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<undefined> {
+function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
   const req = checkData(() => checkKymaRequest(event.data));
   return run(context, event, 'resolve-cluster', async (d, log) => {
     const out = await resolveKymaStep(d, req);
@@ -92,12 +92,11 @@ function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<unde
         }, { quiet: true });
         return undefined;
       case 'resolved':
+        // Replied, not posted: the request comes from a fan-out (a resync, a Kyma or Secret
+        // change) that runs behind its own answer, and holding its post for the Kyma's run
+        // bounds the Kymas in progress at once by the fan-out's parallelism.
         log.info(fields, 'cluster resolved');
-        background(d, log, `resolve kyma ${req.namespace}/${req.name}`, async () => {
-          await d.send(makeEvent('resolve-cluster', EventTypes.kymaResolved, out.data, ext));
-          return 1;
-        }, { quiet: true });
-        return undefined;
+        return makeEvent('resolve-cluster', EventTypes.kymaResolved, out.data, ext);
     }
   });
 }
