@@ -125,7 +125,8 @@ try {
       (groups[`${who} kube-apiserver`] ??= []).push(c.apiserver.pid);
       (groups['kube-controller-managers'] ??= []).push(c.controllerManager.pid);
     }
-    for (const p of pids()) groups[p.svc] = [p.pid];
+    for (const p of pids()) (groups[p.svc] ??= []).push(p.pid);
+    groups['ApiServerSource adapters'] = rt.adapters.map((a) => a.proc.pid);
     return groups;
   };
   const cpuSeconds = async (pid: number) => {
@@ -135,7 +136,7 @@ try {
   const cpuNow = async () => Object.fromEntries(await Promise.all(Object.entries(cpuGroups()).map(async ([g, ps]) =>
     [g, (await Promise.all(ps.map(cpuSeconds))).reduce((a, b) => a + b, 0)] as const)));
 
-  const scaleCtx: ScaleContext = { kcp, skrs, skrKubeconfigs: set.skrs.map((c) => c.kubeconfig), rt, metricsPorts: ports, row, waitReady };
+  const scaleCtx: ScaleContext = { kcp, skrs, skrKubeconfigs: set.skrs.map((c) => c.kubeconfig), rt, metricsPorts: ports, row, waitReady, cpu: cpuNow };
   if (scaleOnly) {
     await rt.broker.idle(60_000);
     await scaleScenario(scaleCtx, quick ? 1_000 : 10_000, quick ? 100 : 1_000);

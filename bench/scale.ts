@@ -25,6 +25,8 @@ export interface ScaleContext {
   metricsPorts: Record<string, number>;
   row: (scenario: string, figure: string, value: string, target?: string) => void;
   waitReady: (prefix: string, n: number, timeoutMs?: number) => Promise<void>;
+  /** cpu returns CPU seconds used so far by each group of processes of the stack. */
+  cpu: () => Promise<Record<string, number>>;
 }
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
@@ -108,6 +110,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   await sleep(500);
   await settle(rt);
   const before = await metrics(ctx);
+  const cpu0 = await ctx.cpu();
   const delivered0 = rt.broker.stats.delivered;
   const t0 = performance.now();
   rt.ping[0]!.fire();
@@ -115,6 +118,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   await settle(rt);
   const ms = performance.now() - t0 - 500 - 3_000;
   const after = await metrics(ctx);
+  const cpu1 = await ctx.cpu();
   const d = (k: string) => (after.requests[k] ?? 0) - (before.requests[k] ?? 0);
   const label = `${total.length} SyncResources over ${kymas} Kymas`;
   row(SCENARIO, `no-op resync (${label}): KCP requests per SyncResource`, ((d('kcp:read') + d('kcp:write')) / total.length).toFixed(3), '<= 0.3');
@@ -123,6 +127,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   row(SCENARIO, 'no-op resync: SKR requests per SyncResource', ((d('skr:read') + d('skr:write')) / total.length).toFixed(3), '<= 0.5');
   row(SCENARIO, 'no-op resync: writes anywhere (SKR + KCP)', String(d('skr:write') + d('kcp:write')), '0');
   row(SCENARIO, `no-op resync: wall time`, `${(ms / 1000).toFixed(1)} s`, S >= 10_000 ? '<= 60 s' : undefined);
+  for (const [g, sec] of Object.entries(cpu1)) row(SCENARIO, `no-op resync: CPU ms per SyncResource, ${g}`, ((sec - cpu0[g]!) * 1000 / total.length).toFixed(2));
 
   // Drift: 1 % of the SyncResources get their first ConfigMap edited in the SKR.
   const victims = Array.from({ length: Math.ceil(S / 100) }, (_, j) => j * 100);
