@@ -8,7 +8,7 @@ import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/config.ts';
 import { checkKymaRequest, EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
-import { background } from '../../lib/pipeline/fanout.ts';
+import { background, post } from '../../lib/pipeline/fanout.ts';
 import { ownerOfSecret, resyncKyma, resyncSource } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
@@ -64,7 +64,8 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     // ApiServerSource adapter that sends one event after another, for the whole run behind
     // it. This answer comes after resolve-cluster's own work; a post cut short by the end
     // of this process is caught up by the next resync (pipeline/fanout.ts).
-    background(d, log, `resolve ${ref.namespace}/${ref.name}`, async () => { await d.send(next); return 1; }, { quiet: true });
+    const urgent = out.kind === 'resolved' && out.data.urgent === true;
+    background(d, log, `resolve ${ref.namespace}/${ref.name}`, async () => { await post(d, next, urgent); return 1; }, { quiet: true });
     return undefined;
   });
 }
@@ -87,7 +88,7 @@ function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<Clou
       case 'failed':
         log.warn({ ...fields, reason: out.data[0]?.result.clusterError?.reason, syncResources: out.data.length }, 'cluster not resolved');
         background(d, log, `resolve kyma ${req.namespace}/${req.name}`, async () => {
-          for (const data of out.data) await d.send(makeEvent('resolve-cluster', EventTypes.itemsApplied, data, ext));
+          for (const data of out.data) await post(d, makeEvent('resolve-cluster', EventTypes.itemsApplied, data, ext), false);
           return out.data.length;
         }, { quiet: true });
         return undefined;

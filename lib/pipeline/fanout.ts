@@ -8,9 +8,26 @@
 // runs it once more afterwards (coalesced). A fan-out cut short (the process ends, the
 // broker stays unreachable after retries) is caught up by the next resync tick.
 import { setTimeout as sleep } from 'node:timers/promises';
+import { PriorityGate } from '../util.ts';
 import type { Deps, Logger } from './deps.ts';
 
 const ATTEMPTS = 3;
+
+/**
+ * POSTS bounds the posts of one process held by the broker at once: each is a request in
+ * flight at the next step until its run is done, and a bulk create of thousands would
+ * otherwise put thousands in flight there at once (memory). Urgent posts (an edit) pass
+ * the bound.
+ */
+const POSTS = 32;
+const postGates = new WeakMap<Deps, PriorityGate>();
+
+/** post sends event through the process's bound of posts in flight; urgent ones go first and may exceed it. */
+export function post(deps: Deps, event: Parameters<Deps['send']>[0], urgent: boolean): Promise<void> {
+  let g = postGates.get(deps);
+  if (!g) postGates.set(deps, g = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity }));
+  return g.run(urgent, () => deps.send(event));
+}
 
 type Job = () => Promise<number>;
 
