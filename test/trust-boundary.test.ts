@@ -301,6 +301,10 @@ describe('trust boundary', () => {
       ['status with an item list that is not one', EventTypes.itemsApplied, applied({}, { items: 'all' })],
       ['a reconcile request for a tenant SyncResource', EventTypes.reconcile, { namespace: tenant, name: 'tenant', trigger: 'resync' }],
       ['a reconcile request with a path', EventTypes.reconcile, { namespace: `${s.ns}/..`, name, trigger: 'resync' }],
+      ['a Kyma request for a tenant namespace', EventTypes.reconcileKyma, { namespace: tenant, name: 'iso', trigger: 'resync' }],
+      ['a Kyma request whose name is a label selector', EventTypes.reconcileKyma, { namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=y', trigger: 'resync' }],
+      ['a resolved Kyma with the Secret of another Kyma', EventTypes.kymaResolved, { namespace: s.ns, name: 'iso', trigger: 'resync', secret: otherRef }],
+      ['a resolved Kyma of a tenant namespace', EventTypes.kymaResolved, { namespace: tenant, name: 'iso', trigger: 'resync', secret: { namespace: tenant, name: isoSecret.metadata.name, uid: isoSecret.metadata.uid, resourceVersion: isoSecret.metadata.resourceVersion } }],
     ];
     // Events shaped like the sources' (ApiServerSource Reference mode, PingSource), with the extensions the Triggers filter on.
     const sourced: [string, string, Record<string, unknown>, Record<string, string>][] = [
@@ -331,7 +335,7 @@ describe('trust boundary', () => {
     expect(JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status).toBeUndefined();
     expect((await kubectl(iso, ['get', 'configmap', 'forged', '-n', A2, '-o', 'name'])).trim()).toBe('configmap/forged');
     // Malformed data is refused (400) once, never redelivered; nothing forged was retried.
-    for (const key of [`${s.ns}/../x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`, `${s.ns}/../secrets`]) {
+    for (const key of [`${s.ns}/../x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=y`, `${s.ns}/../secrets`]) {
       expect(s.runtime.broker.byObject.get(key), key).toEqual({ attempts: 1, failures: 1 });
     }
     const failing = [...s.runtime.broker.byObject].filter(([, c]) => c.failures > 0).map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
