@@ -82,15 +82,27 @@ try {
         const ready = new Set<string>();
         // From the watch cache (resourceVersion 0), as an informer lists: a quorum LIST of
         // thousands of SyncResources right after a bulk create could take over 30 s; the
-        // watch from its resourceVersion delivers whatever the cache had not seen yet.
+        // watch from its resourceVersion delivers whatever the cache had not seen yet. A
+        // watch that times out is resumed from the last resourceVersion seen (bookmarks
+        // keep it fresh); only an expired one lists again (a list of ten thousand every
+        // minute failed on the KCP's HTTP/2 stream).
         const list = await kcp.client.call<{ items: SyncResource[]; metadata: { resourceVersion: string } }>('GET', srPath(), { query: { labelSelector, resourceVersion: '0' } });
         for (const s of list.items) if (isReady(s)) ready.add(s.metadata.name);
         if (ready.size >= n) return;
-        for await (const ev of kcp.client.watch<SyncResource>(srPath(), { resourceVersion: list.metadata.resourceVersion, labelSelector, timeoutSeconds: '60' }, abort.signal)) {
-          if (ev.type === 'ERROR') break;
-          if (ev.type !== 'DELETED' && isReady(ev.object)) ready.add(ev.object.metadata.name);
-          else ready.delete(ev.object.metadata.name);
-          if (ready.size >= n) return;
+        let rv = list.metadata.resourceVersion;
+        let expired = false;
+        while (!expired && !abort.signal.aborted) {
+          for await (const ev of kcp.client.watch<SyncResource>(srPath(), { resourceVersion: rv, labelSelector, timeoutSeconds: '60', allowWatchBookmarks: 'true' }, abort.signal)) {
+            if (ev.type === 'ERROR') {
+              expired = true;
+              break;
+            }
+            rv = ev.object.metadata.resourceVersion ?? rv;
+            if (ev.type === 'BOOKMARK') continue;
+            if (ev.type !== 'DELETED' && isReady(ev.object)) ready.add(ev.object.metadata.name);
+            else ready.delete(ev.object.metadata.name);
+            if (ready.size >= n) return;
+          }
         }
       }
     } catch (err) {
