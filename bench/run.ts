@@ -16,7 +16,7 @@ import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/
 import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
-import { scaleScenario, type ScaleContext } from './scale.ts';
+import { metrics, scaleScenario, type ScaleContext } from './scale.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
 const quick = process.argv.includes('--quick');
@@ -325,18 +325,8 @@ try {
     // 4. No-op resync.
     console.log('4. no-op resync');
     const total = await kcp.client.call<{ items: unknown[] }>('GET', srPath()).then((l) => l.items.length);
-    const scrapeAll = async () => {
-      const out: Record<string, number> = {};
-      for (const svc of Object.keys(ports)) {
-        const text = await (await fetch(`http://127.0.0.1:${ports[svc]}/metrics`)).text().catch(() => '');
-        for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
-          const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-          const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
-          out[key] = (out[key] ?? 0) + Number(m[2]);
-        }
-      }
-      return out;
-    };
+    // API requests of every function process, as kcp|skr:read|write (bench/scale.ts).
+    const scrapeAll = async () => (await metrics(scaleCtx)).requests;
     // Quiet for QUIET ms: a resync walks the names of every SyncResource before its first
     // post, and a shorter quiet period could end a measurement inside a tick.
     const QUIET = 3_000;

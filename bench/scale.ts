@@ -32,13 +32,30 @@ export interface ScaleContext {
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const SCENARIO = '10 scale';
 
-/** metrics sums the functions' Prometheus counters the scenario reports. */
-async function metrics(ctx: ScaleContext): Promise<{ requests: Record<string, number>; clients: Record<string, number>; evictions: number }> {
+/**
+ * scrape reads one process's Prometheus text, retrying; a process that cannot be read
+ * fails the benchmark (counting it as zero once halved the request figures of a run).
+ */
+async function scrape(svc: string, port: number): Promise<string> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) });
+      if (res.ok) return await res.text();
+      throw new Error(`HTTP ${res.status}`);
+    } catch (err) {
+      if (attempt >= 3) throw new Error(`metrics of ${svc} (port ${port}) unreadable: ${err instanceof Error ? err.message : String(err)}`);
+      await sleep(1_000);
+    }
+  }
+}
+
+/** metrics sums the functions' Prometheus counters the benchmark reports. */
+export async function metrics(ctx: ScaleContext): Promise<{ requests: Record<string, number>; clients: Record<string, number>; evictions: number }> {
   const requests: Record<string, number> = {};
   const clients: Record<string, number> = {};
   let evictions = 0;
   for (const [svc, port] of Object.entries(ctx.metricsPorts)) {
-    const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text().catch(() => '');
+    const text = await scrape(svc, port);
     for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
       const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
       const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;

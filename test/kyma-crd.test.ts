@@ -6,7 +6,8 @@ import { beforeAll, describe, expect, it } from 'vitest';
 import { installCrds } from '../infra/kcp-setup.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
-import { cluster } from './helpers.ts';
+import { KubeApiError } from '../lib/kube/errors.ts';
+import { cluster, eventually } from './helpers.ts';
 
 const realCrd = join(import.meta.dirname, '..', '..', 'shared', 'crds', 'kyma', 'operator.kyma-project.io_kymas.yaml');
 
@@ -26,13 +27,18 @@ const samples: [string, KubeObject][] = [
   ['no spec', kyma(undefined)],
 ];
 
+/**
+ * verdict is the API server's answer to a dry-run create: accepted, or rejected as invalid
+ * (422). Anything else (discovery not caught up with a CRD just established) is no verdict.
+ */
 async function verdict(c: Cluster, obj: KubeObject): Promise<string> {
+  const info = await eventually(() => mustFind(c, obj.apiVersion, obj.kind));
   try {
-    const info = await mustFind(c, obj.apiVersion, obj.kind);
     await c.client.call('POST', resourcePath(info, obj.metadata.namespace), { body: obj, query: { dryRun: 'All' } });
     return 'accepted';
-  } catch {
-    return 'rejected';
+  } catch (err) {
+    if (err instanceof KubeApiError && err.code === 422) return 'rejected';
+    throw err;
   }
 }
 

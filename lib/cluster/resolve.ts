@@ -110,26 +110,24 @@ export class Lookups {
       this.secretLists.get(namespace, () => this.listAccessSecrets(namespace), false, since),
     ]);
     const labelled = secrets.get(kyma) ?? [];
-    if (!kymas.has(kyma) || labelled.length !== 1) {
-      const [k, s] = await Promise.allSettled([this.kyma(namespace, kyma, true), this.accessSecret(namespace, kyma, true)]);
-      if (k.status === 'rejected') throw k.reason;
-      if (s.status === 'rejected') throw s.reason;
-      return s.value;
-    }
+    if (!kymas.has(kyma) || labelled.length !== 1) return this.resolve(namespace, kyma, true);
     return accessSecretOf(namespace, kyma, labelled);
   }
 
+  /**
+   * resolve reads the Kyma and its access Secret at once (shared for a moment unless
+   * fresh); a missing Kyma is the error reported before any Secret's.
+   */
+  async resolve(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
+    const [k, s] = await Promise.allSettled([this.kyma(namespace, kyma, fresh), this.accessSecret(namespace, kyma, fresh)]);
+    if (k.status === 'rejected') throw k.reason;
+    if (s.status === 'rejected') throw s.reason;
+    return s.value;
+  }
+
   private async listKymas(namespace: string): Promise<Set<string>> {
-    const names = new Set<string>();
-    let cont: string | undefined;
-    do {
-      const page = await this.kcp.client.call<{ items: KubeObject[] | null; metadata: { continue?: string } }>('GET', resourcePath(kymaInfo, namespace), {
-        query: { limit: 500, continue: cont }, headers: METADATA_ONLY,
-      });
-      for (const k of page.items ?? []) names.add(k.metadata.name);
-      cont = page.metadata.continue || undefined;
-    } while (cont);
-    return names;
+    const kymas = await listObjects(this.kcp, kymaInfo, { namespace, headers: METADATA_ONLY });
+    return new Set(kymas.map((k) => k.metadata.name));
   }
 
   private async listAccessSecrets(namespace: string): Promise<Map<string, KubeObject[]>> {

@@ -105,9 +105,9 @@ export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObj
   }
 }
 
-/** listObjects lists a kind, following continue tokens, with optional selectors. */
+/** listObjects lists a kind, following continue tokens, with optional selectors (and headers: a metadata-only list). */
 export async function listObjects(
-  c: Pick<Cluster, 'client'>, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number } = {},
+  c: Pick<Cluster, 'client'>, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number; headers?: Record<string, string> } = {},
 ): Promise<KubeObject[]> {
   const out: KubeObject[] = [];
   let cont: string | undefined;
@@ -115,6 +115,7 @@ export async function listObjects(
     const page = await c.client.call<{ items: KubeObject[] | null; metadata: { continue?: string } }>(
       'GET', resourcePath(info, opts.namespace), {
         query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: cont },
+        ...(opts.headers ? { headers: opts.headers } : {}),
       });
     for (const item of page.items ?? []) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
     cont = page.metadata.continue || undefined;

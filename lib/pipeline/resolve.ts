@@ -105,12 +105,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
     // share a read from the last two seconds.
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
-    // Both reads at once; a missing Kyma is the error reported before any Secret's.
-    const [kymaRead, secretRead] = await Promise.allSettled([
-      deps.lookups.kyma(ref.namespace, kyma, fresh), deps.lookups.accessSecret(ref.namespace, kyma, fresh)]);
-    if (kymaRead.status === 'rejected') throw kymaRead.reason;
-    if (secretRead.status === 'rejected') throw secretRead.reason;
-    const secret = secretRead.value;
+    const secret = await deps.lookups.resolve(ref.namespace, kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     if (requested.size > 50_000) requested.clear();
     requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
@@ -146,15 +141,9 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
   if (outsideControlPlane(req.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
   const { namespace, name: kyma } = req;
   try {
-    let secret;
-    if (req.trigger === 'resync') {
-      secret = await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0);
-    } else {
-      const [kymaRead, secretRead] = await Promise.allSettled([deps.lookups.kyma(namespace, kyma, true), deps.lookups.accessSecret(namespace, kyma, true)]);
-      if (kymaRead.status === 'rejected') throw kymaRead.reason;
-      if (secretRead.status === 'rejected') throw secretRead.reason;
-      secret = secretRead.value;
-    }
+    const secret = req.trigger === 'resync'
+      ? await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0)
+      : await deps.lookups.resolve(namespace, kyma, true);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return { kind: 'resolved', data: { ...req, secret: secret.ref } };
   } catch (err) {
