@@ -16,7 +16,7 @@ import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/
 import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
-import { metrics, scaleScenario, type ScaleContext } from './scale.ts';
+import { metrics, QUIET_MS, scaleScenario, settle as settleBroker, type ScaleContext } from './scale.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
 const quick = process.argv.includes('--quick');
@@ -327,17 +327,8 @@ try {
     const total = await kcp.client.call<{ items: unknown[] }>('GET', srPath()).then((l) => l.items.length);
     // API requests of every function process, as kcp|skr:read|write (bench/scale.ts).
     const scrapeAll = async () => (await metrics(scaleCtx)).requests;
-    // Quiet for QUIET ms: a resync walks the names of every SyncResource before its first
-    // post, and a shorter quiet period could end a measurement inside a tick.
-    const QUIET = 3_000;
-    const settle = async () => {
-      let last = -1;
-      while (rt.broker.stats.received !== last) {
-        last = rt.broker.stats.received;
-        await rt.broker.idle(300_000);
-        await sleep(QUIET);
-      }
-    };
+    // Quiet periods of QUIET_MS (bench/scale.ts): a measurement never ends inside a tick.
+    const settle = () => settleBroker(rt);
     await settle();
     // Warm-up: the first resync after creation records items as Unchanged instead of
     // Created (one status write each); the second is the no-op being measured.
@@ -350,7 +341,7 @@ try {
     rt.ping[0]!.fire();
     await sleep(300);
     await settle();
-    let ms = performance.now() - t0 - 300 - QUIET;
+    let ms = performance.now() - t0 - 300 - QUIET_MS;
     let after = await scrapeAll();
     row('4 no-op resync', `${total} SyncResources: SKR requests per SyncResource`, (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2), '<= 1');
     row('4 no-op resync', 'KCP requests per SyncResource', ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2));
@@ -385,7 +376,7 @@ try {
       await settle();
       done = await corrected();
     }
-    ms = performance.now() - t0 - ticks * (300 + QUIET);
+    ms = performance.now() - t0 - ticks * (300 + QUIET_MS);
     await settle();
     after = await scrapeAll();
     row('5 drift', `${victims.length} objects edited or deleted (10%): time until corrected`, `${(ms / 1000).toFixed(2)} s`);

@@ -1,8 +1,9 @@
 // resolve-cluster: a SyncResource reference (ApiServerSource) or a reconcile request
 // in; "cluster resolved" posted (not replied: see below), or the resolution failure for
-// the status step. A changed
-// access Secret is mapped to its Kyma and fans out reconcile requests (rotation); a
-// changed source Secret (dataFrom) to the SyncResources of its Kyma that reference it.
+// the status step. A Kyma's request is resolved once for all its SyncResources and
+// answered with "kyma resolved". A changed access Secret is mapped to its Kyma and
+// requests its reconcile (rotation); a changed source Secret (dataFrom) the
+// SyncResources of its Kyma that reference it.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/config.ts';

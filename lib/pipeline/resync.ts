@@ -1,5 +1,5 @@
 // resync.ts fans out reconcile requests: one per Kyma on the cron tick (its
-// SyncResources are reconciled in one delivery, pipeline/kyma.ts), one for a Kyma when
+// SyncResources are reconciled in one delivery, applyKymaStep in apply.ts), one for a Kyma when
 // it or its access Secret changed, one per SyncResource that references a changed
 // source Secret, and one per SyncResource not yet labelled with its Kyma.
 import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '../events.ts';
