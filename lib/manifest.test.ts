@@ -9,6 +9,16 @@ describe('parseManifest', () => {
     expect(o).toEqual({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a', namespace: 'ns' }, data: { k: 'v' } });
   });
 
+  it('shares the object of a text parsed before, frozen so that no user changes it for the others; an error stays an error', () => {
+    const o = parseManifest(ok, 'resource', 1000);
+    expect(parseManifest(ok, 'resource', 1000)).toBe(o);
+    expect(() => { (o.data as Record<string, string>).k = 'changed'; }).toThrow(TypeError);
+    expect(() => { o.metadata.namespace = 'other'; }).toThrow(TypeError);
+    for (let i = 0; i < 2; i++) expect(() => parseManifest('a: [', 'resource', 1000)).toThrow(/not valid YAML/);
+    // The size bound holds for a text seen before under a larger limit.
+    expect(() => parseManifest(ok, 'resource', 10)).toThrow(/over the limit of 10/);
+  });
+
   it.each([
     ['several documents', `${ok}---\n${ok}`, 'resource holds 2 documents; an item takes exactly one object'],
     ['no object', '# nothing\n', 'resource holds no object'],

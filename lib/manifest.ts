@@ -6,7 +6,7 @@ import { loadAll } from 'js-yaml';
 import { checkIdentity, IdentityError } from './identity.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
-import { isMap } from './util.ts';
+import { deepFreeze, isMap, Memo } from './util.ts';
 
 /** ManifestError is a problem with an item's text; it stays on that item (reason InvalidManifest). */
 export class ManifestError extends Error {
@@ -25,10 +25,33 @@ function describe(v: unknown): string {
   return typeof v === 'object' ? 'a mapping' : `a ${typeof v}`;
 }
 
-/** parseManifest parses one object from text; field names where the problem lies ("resource", "subresource"). */
+/**
+ * parsed keeps the outcome of recent texts (the object, frozen, or the error): a resync
+ * parses the same texts every tick. Bounded by count and by the texts' length (8 Mi
+ * characters; the objects take a few times that).
+ */
+const parsed = new Memo<KubeObject | ManifestError>(20_000, 8 * 1024 * 1024);
+
+/**
+ * parseManifest parses one object from text; field names where the problem lies ("resource",
+ * "subresource"). The object is shared and frozen: a user that changes it makes a copy.
+ */
 export function parseManifest(text: string, field: 'resource' | 'subresource', maxBytes: number): KubeObject {
   const bytes = Buffer.byteLength(text, 'utf8');
   if (bytes > maxBytes) throw new ManifestError(`${field} is ${bytes} bytes, over the limit of ${maxBytes}`);
+  const out = parsed.get(`${field}\n${text}`, () => {
+    try {
+      return deepFreeze(parse(text, field));
+    } catch (err) {
+      if (err instanceof ManifestError) return err;
+      throw err;
+    }
+  });
+  if (out instanceof ManifestError) throw new ManifestError(out.message);
+  return out;
+}
+
+function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
   let docs: unknown[];
   try {
     docs = loadAll(text, { maxAliases: 0, maxDepth: 64 });

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events.ts';
 import { mergeRequests } from './pipeline/apply.ts';
-import { KeyedQueue, PriorityGate, TtlMemo, yieldToUrgent } from './util.ts';
+import { KeyedQueue, Memo, PriorityGate, TtlMemo, yieldToUrgent } from './util.ts';
 
 describe('KeyedQueue', () => {
   it('runs one task per key; requests arriving meanwhile share one more run with their values merged', async () => {
@@ -177,5 +177,20 @@ describe('TtlMemo', () => {
     expect(await memo.get('t', load)).toBe(5);
     await expect(memo.get('d', fail('definite'))).rejects.toThrow('definite');
     await expect(memo.get('d', load)).rejects.toThrow('definite');
+  });
+});
+
+describe('Memo', () => {
+  it('computes a key once, forgets the least recently used beyond its count or weight', () => {
+    let computed = 0;
+    const m = new Memo<string>(2, 10);
+    const get = (k: string) => m.get(k, () => `${k}#${++computed}`);
+    expect([get('a'), get('b'), get('a')]).toEqual(['a#1', 'b#2', 'a#1']);
+    get('c'); // over the count: b (least recently used) goes
+    expect(get('a')).toBe('a#1');
+    expect(get('b')).toBe('b#4');
+    get('0123456789'); // alone at the weight bound: everything older goes
+    expect(m.size).toBe(1);
+    expect(get('a')).toBe('a#6');
   });
 });

@@ -209,3 +209,54 @@ export class TtlMemo<T> {
     return entry.value;
   }
 }
+
+/**
+ * Memo remembers computed values by key, forgetting the least recently used beyond max
+ * entries or maxWeight (the sum of weigh(key), e.g. the length of a text key): for pure
+ * functions of their key (a manifest's text, an object's uid and resourceVersion), which a
+ * resync computes again for every item of every SyncResource on every tick.
+ */
+export class Memo<T> {
+  private readonly entries = new Map<string, T>();
+  private weight = 0;
+  private readonly max: number;
+  private readonly maxWeight: number;
+  private readonly weigh: (key: string) => number;
+
+  constructor(max: number, maxWeight = Infinity, weigh: (key: string) => number = (k) => k.length) {
+    this.max = max;
+    this.maxWeight = maxWeight;
+    this.weigh = weigh;
+  }
+
+  get(key: string, compute: () => T): T {
+    if (this.entries.has(key)) {
+      const hit = this.entries.get(key) as T;
+      this.entries.delete(key);
+      this.entries.set(key, hit);
+      return hit;
+    }
+    const value = compute();
+    this.entries.set(key, value);
+    this.weight += this.weigh(key);
+    for (const oldest of this.entries.keys()) {
+      if (this.entries.size <= this.max && this.weight <= this.maxWeight) break;
+      this.entries.delete(oldest);
+      this.weight -= this.weigh(oldest);
+    }
+    return value;
+  }
+
+  get size(): number {
+    return this.entries.size;
+  }
+}
+
+/** deepFreeze freezes v and everything in it, so that a shared value cannot be changed by one of its users. */
+export function deepFreeze<T>(v: T): T {
+  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
+    Object.freeze(v);
+    for (const x of Object.values(v)) deepFreeze(x);
+  }
+  return v;
+}

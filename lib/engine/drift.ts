@@ -8,9 +8,16 @@
 import { createHash, createHmac } from 'node:crypto';
 import { managedFieldsOf, ownedFields, ownsPath, project } from '../fields.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { canonical, isMap } from '../util.ts';
+import { canonical, isMap, Memo } from '../util.ts';
 
 const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
+
+/**
+ * digests remembers appliedDigest by object, resourceVersion, manager and subresource: an
+ * object the server has not changed has the same digest, and a no-op resync asks for the
+ * digest of every synced object on every tick.
+ */
+const digests = new Memo<string>(50_000);
 
 /**
  * appliedDigest is the digest of what manager owns of obj (or of its subresource), with the
@@ -18,11 +25,16 @@ const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? n
  * the Secret know: the digest in the KCP status cannot be used to test guesses of a value.
  */
 export function appliedDigest(obj: KubeObject, manager: string, subresource?: 'status'): string {
-  const owned = canonical(project(obj, ownedFields(obj, manager, subresource)) ?? null);
-  if (obj.apiVersion === 'v1' && obj.kind === 'Secret' && obj.metadata.uid) {
-    return createHmac('sha256', obj.metadata.uid).update(owned).digest('hex').slice(0, 32);
-  }
-  return createHash('sha256').update(owned).digest('hex').slice(0, 32);
+  const { uid, resourceVersion } = obj.metadata;
+  const compute = () => {
+    const owned = canonical(project(obj, ownedFields(obj, manager, subresource)) ?? null);
+    if (obj.apiVersion === 'v1' && obj.kind === 'Secret' && uid) {
+      return createHmac('sha256', uid).update(owned).digest('hex').slice(0, 32);
+    }
+    return createHash('sha256').update(owned).digest('hex').slice(0, 32);
+  };
+  // Without a uid and resourceVersion (not read from a server) there is nothing to key by.
+  return uid && resourceVersion ? digests.get(`${uid}/${resourceVersion}/${subresource ?? ''}/${manager}`, compute) : compute();
 }
 
 /** statusDigest ties the status a subresource item writes (its text) to what manager owns of obj's status. */

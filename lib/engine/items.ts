@@ -8,7 +8,7 @@ import { KubeApiError } from '../kube/errors.ts';
 import { applyObject, deleteObject, getObject, IdentityMismatchError, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
-import { canonical, isSubset } from '../util.ts';
+import { canonical, deepFreeze, isSubset } from '../util.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { InventoryEntry } from '../model.ts';
 import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
@@ -47,9 +47,17 @@ export interface Decision {
   done?: ItemResult;
 }
 
-/** desiredObject is the body we apply: the manifest plus our marks (and without status when /status exists). */
+/** desiredMemo keeps an object's desired bodies (by owner and options), so that deciding an item twice in a run builds it once. */
+const desiredMemo = new WeakMap<KubeObject, Map<string, KubeObject>>();
+
+/** desiredObject is the body we apply: the manifest plus our marks (and without status when /status exists); shared and frozen. */
 export function desiredObject(p: PlanItem, owner: string): KubeObject {
-  const o = structuredClone(p.object!);
+  const src = p.object!;
+  const key = `${owner}\n${p.info?.hasStatus ?? false}\n${p.opts.own}`;
+  let bodies = desiredMemo.get(src);
+  const hit = bodies?.get(key);
+  if (hit) return hit;
+  const o = structuredClone(src);
   if (p.info?.hasStatus) delete o.status;
   const digest = createHash('sha256').update(canonical({ o, own: p.opts.own })).digest('hex').slice(0, 32);
   o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: digest };
@@ -57,6 +65,8 @@ export function desiredObject(p: PlanItem, owner: string): KubeObject {
     o.metadata.labels = { ...o.metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE };
     o.metadata.annotations[OWNER_ANNOTATION] = owner;
   }
+  if (!bodies) desiredMemo.set(src, (bodies = new Map()));
+  bodies.set(key, deepFreeze(o));
   return o;
 }
 

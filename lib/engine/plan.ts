@@ -99,7 +99,7 @@ export async function fillSources(plan: PlanItem[], read: SourceReader | undefin
     }
     try {
       const { data, version } = await read(name);
-      p.object!.data = data;
+      p.object = { ...p.object!, data };
       p.sourceVersion = version;
       p.secrets = Object.values(data).flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')]).filter((v) => v.length >= 4);
     } catch (err) {
@@ -208,7 +208,9 @@ export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, c
   p.info = info;
   if (info.namespaced && !p.id.namespace) {
     p.id.namespace = config.defaultNamespace;
-    for (const o of [p.object, p.status]) if (o) o.metadata.namespace = config.defaultNamespace;
+    const ns = (o: KubeObject) => ({ ...o, metadata: { ...o.metadata, namespace: config.defaultNamespace } });
+    if (p.object) p.object = ns(p.object);
+    if (p.status) p.status = ns(p.status);
   } else if (!info.namespaced && p.id.namespace) {
     p.done = result(p.item.name, 'Error', 'InvalidManifest', `kind ${p.id.kind} is cluster-scoped; remove metadata.namespace`);
     return;
