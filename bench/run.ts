@@ -24,6 +24,8 @@ const quick = process.argv.includes('--quick');
 const scaleOnly = process.argv.includes('--scale');
 /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
 const brokerMode = process.argv.includes('--broker=async') || process.argv.join(' ').includes('--broker async') ? 'async' : 'channel';
+/** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
+const knative = process.argv.includes('--knative=real') || process.argv.join(' ').includes('--knative real') ? 'real' : 'emulated';
 /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
 const keep = process.argv.includes('--keep');
 const S = quick ? 60 : 300;
@@ -42,7 +44,7 @@ const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(
 const median = (xs: number[]) => pct(xs, 50);
 
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
-console.log(`bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${brokerMode} broker, ${DEFAULT_REPLICAS} replicas per function`);
+console.log(`bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`);
 const set = await ClusterSet.start({ skrs: K, stateDir });
 let runtime: Runtime | undefined;
 try {
@@ -59,7 +61,7 @@ try {
     for (let r = 0; r < DEFAULT_REPLICAS; r++) ports[`${svc}/${r}`] = await freePort();
   }
   runtime = await startRuntime({
-    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000, brokerMode,
+    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000, brokerMode, knative,
     env: { OTEL_METRICS_EXPORTER: 'prometheus' },
     envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
   });
@@ -139,6 +141,7 @@ try {
     }
     for (const p of pids()) (groups[p.svc] ??= []).push(p.pid);
     groups['ApiServerSource adapters'] = rt.adapters.map((a) => a.proc.pid);
+    for (const p of rt.processes?.() ?? []) (groups[p.group] ??= []).push(p.pid);
     return groups;
   };
   const cpuSeconds = async (pid: number) => {

@@ -1,6 +1,6 @@
 // binaries.ts finds or builds the Go programs the local stack runs: kube-apiserver,
-// kube-controller-manager and etcd (infra/kube), and Knative Eventing's ApiServerSource
-// receive adapter (infra/knative). Builds go to a cache outside the git tree, keyed by a
+// kube-controller-manager and etcd (infra/kube), Knative Eventing's commands
+// (infra/knative) and Knative Serving's queue-proxy (infra/serving). Builds go to a cache outside the git tree, keyed by a
 // hash of each Go module's files and build script, so a version change rebuilds and
 // anything else reuses.
 import { createHash } from 'node:crypto';
@@ -12,6 +12,7 @@ import { join } from 'node:path';
 
 const kubeModule = join(import.meta.dirname, 'kube');
 const knativeModule = join(import.meta.dirname, 'knative');
+const servingModule = join(import.meta.dirname, 'serving');
 
 /** Binaries are the paths of the three programs a local cluster runs. */
 export interface Binaries {
@@ -24,8 +25,22 @@ export interface Binaries {
 /** KnativeBinaries are the Knative Eventing programs the local runtime runs. */
 export interface KnativeBinaries {
   apiserverReceiveAdapter: string;
+  /** commands maps each command's name (controller, ingress, filter, ...) to its executable. */
+  commands: Record<string, string>;
+  /** config is Knative's own configuration of these parts (config/core, channels/in-memory-channel, brokers/mt-channel-broker). */
+  config: string;
   versions: { eventing: string };
 }
+
+/** ServingBinaries are Knative Serving's queue-proxy and CRDs. */
+export interface ServingBinaries {
+  queue: string;
+  config: string;
+  versions: { serving: string };
+}
+
+/** EVENTING_COMMANDS are the commands infra/knative/build.sh builds. */
+export const EVENTING_COMMANDS = ['apiserver_receive_adapter', 'controller', 'mtchannel_broker', 'channel_controller', 'channel_dispatcher', 'ingress', 'filter', 'mtping', 'webhook'];
 
 /** cacheDir is where a module's build is kept: $KCP_SYNC_BIN_CACHE, else the user's cache directory. */
 export function cacheDir(module = kubeModule): string {
@@ -34,7 +49,8 @@ export function cacheDir(module = kubeModule): string {
   const hash = createHash('sha256');
   for (const f of ['go.mod', 'go.sum', 'build.sh']) hash.update(readFileSync(join(module, f)));
   // The kube build keeps its historical key; others are told apart by their module's name.
-  return join(base, `${module === kubeModule ? '' : 'knative-'}${hash.digest('hex').slice(0, 16)}`);
+  const prefix = module === kubeModule ? '' : module === knativeModule ? 'knative-' : 'serving-';
+  return join(base, `${prefix}${hash.digest('hex').slice(0, 16)}`);
 }
 
 function versionsIn<V>(dir: string): V | undefined {
@@ -77,11 +93,22 @@ export async function ensureBinaries(log: (line: string) => void = () => {}): Pr
 
 /** ensureKnativeBinaries returns the cached Knative Eventing programs, building them first when missing. */
 export async function ensureKnativeBinaries(log: (line: string) => void = () => {}): Promise<KnativeBinaries> {
-  const dir = await build(knativeModule, 'the Knative ApiServerSource receive adapter', log);
-  return { apiserverReceiveAdapter: join(dir, 'apiserver_receive_adapter'), versions: versionsIn<KnativeBinaries['versions']>(dir)! };
+  const dir = await build(knativeModule, 'Knative Eventing (controllers, broker, channel, sources)', log);
+  return {
+    apiserverReceiveAdapter: join(dir, 'apiserver_receive_adapter'),
+    commands: Object.fromEntries(EVENTING_COMMANDS.map((c) => [c, join(dir, c)])),
+    config: join(dir, 'config'),
+    versions: versionsIn<KnativeBinaries['versions']>(dir)!,
+  };
+}
+
+/** ensureServingBinaries returns the cached queue-proxy and Serving CRDs, building them first when missing. */
+export async function ensureServingBinaries(log: (line: string) => void = () => {}): Promise<ServingBinaries> {
+  const dir = await build(servingModule, "Knative Serving's queue-proxy", log);
+  return { queue: join(dir, 'queue'), config: join(dir, 'config'), versions: versionsIn<ServingBinaries['versions']>(dir)! };
 }
 
 if (import.meta.main) {
   const log = (l: string) => console.log(l);
-  console.log(JSON.stringify({ kube: await ensureBinaries(log), knative: await ensureKnativeBinaries(log) }, null, 2));
+  console.log(JSON.stringify({ kube: await ensureBinaries(log), knative: await ensureKnativeBinaries(log), serving: await ensureServingBinaries(log) }, null, 2));
 }

@@ -5,12 +5,14 @@
 //   npm start                              # 1 KCP + 2 SKRs
 //   npm start -- --skrs 3 --ping-interval 30s
 //   npm start -- --kubeconfig ~/.kube/kcp.yaml   # functions + runtime against an existing KCP
+//   npm start -- --knative real             # on Knative's own eventing data plane (runtime/real.ts)
 import { writeFile } from 'node:fs/promises';
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { ClusterSet } from './clusters.ts';
 import { setupKcp } from './kcp-setup.ts';
 import { startRuntime, type Runtime } from './runtime/index.ts';
+import { startKnative, type KnativeRuntime } from './runtime/real.ts';
 
 const { values } = parseArgs({
   options: {
@@ -19,6 +21,8 @@ const { values } = parseArgs({
     'ping-interval': { type: 'string', default: '60s' },
     // Where .local's files go; tests use a directory of their own.
     'state-dir': { type: 'string' },
+    // "emulated" (default): the runtime's broker stand-in; "real": Knative Eventing's own controllers and data plane.
+    knative: { type: 'string', default: process.env.KCP_SYNC_KNATIVE ?? 'emulated' },
   },
 });
 const skrs = Number(values.skrs);
@@ -26,6 +30,7 @@ if (!Number.isInteger(skrs) || skrs < 1) throw new Error(`--skrs must be a posit
 const interval = /^(\d+)(ms|s|m)$/.exec(values['ping-interval']!);
 if (!interval) throw new Error(`--ping-interval must look like 500ms, 30s or 5m, got ${values['ping-interval']}`);
 const pingIntervalMs = Number(interval[1]) * ({ ms: 1, s: 1000, m: 60_000 } as const)[interval[2] as 'ms' | 's' | 'm'];
+if (values.knative !== 'real' && values.knative !== 'emulated') throw new Error(`--knative must be real or emulated, got ${values.knative}`);
 
 const root = join(import.meta.dirname, '..');
 const stateDir = values['state-dir'] ? resolve(values['state-dir']) : join(root, '.local');
@@ -39,18 +44,21 @@ if (values.kubeconfig) {
   await setupKcp(set);
   kubeconfig = set.kcp.kubeconfigFile;
 }
-let runtime: Runtime;
+let runtime: Runtime | undefined;
+let knative: KnativeRuntime | undefined;
 try {
-  runtime = await startRuntime({ kubeconfig, stateDir, pingIntervalMs, log: (l) => console.log(l) });
+  if (values.knative === 'real') knative = await startKnative({ kubeconfig, stateDir, pingIntervalMs, log: (l) => console.log(l) });
+  else runtime = await startRuntime({ kubeconfig, stateDir, pingIntervalMs, log: (l) => console.log(l) });
 } catch (err) {
   await set?.stop();
   throw err;
 }
+const procs = runtime ? runtime.functions.map((f) => f.proc) : knative!.serving.replicas.flatMap((r) => [r.proc, r.queue]);
 if (set) {
-  set.extraProcesses.push(...runtime.functions.map((f) => f.proc));
+  set.extraProcesses.push(...procs);
   await set.writeState();
 } else {
-  const processes = runtime.functions.map((f) => ({ role: f.proc.role, cluster: f.proc.cluster, pid: f.proc.pid }));
+  const processes = procs.map((p) => ({ role: p.role, cluster: p.cluster, pid: p.pid }));
   await writeFile(join(stateDir, 'state.json'), JSON.stringify({ processes, clusters: { kcp: { kubeconfig } } }, null, 2) + '\n');
 }
 
@@ -61,7 +69,8 @@ const stop = async () => {
   if (stopping) return;
   stopping = true;
   console.log('stopping ...');
-  await runtime.stop();
+  await runtime?.stop();
+  await knative?.stop();
   await set?.stop();
   clearInterval(keepAlive);
 };
@@ -69,7 +78,9 @@ process.on('SIGINT', stop);
 process.on('SIGTERM', stop);
 
 const kcp = values.kubeconfig ? `--kubeconfig ${values.kubeconfig}` : '--kubeconfig .local/kubeconfig/kcp.yaml';
-console.log(`ready: ${set ? `KCP + ${skrs} SKRs, ` : ''}${runtime.functions.length} functions, broker ${runtime.broker.url} in ${Date.now() - started} ms`);
+const functions = runtime ? runtime.functions.length : knative!.serving.replicas.length;
+const broker = runtime ? runtime.broker.url : `${knative!.brokerUrl} (Knative's own broker)`;
+console.log(`ready: ${set ? `KCP + ${skrs} SKRs, ` : ''}${functions} functions, broker ${broker} in ${Date.now() - started} ms`);
 console.log('Try:');
 console.log(`  kubectl ${kcp} apply -f examples/seed-scenario.yaml`);
 console.log(`  kubectl ${kcp} get syncresources -n kcp-system -w`);

@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureKnativeBinaries } from '../infra/binaries.ts';
+import { ensureKnativeBinaries, ensureServingBinaries } from '../infra/binaries.ts';
 import { ClusterSet } from '../infra/clusters.ts';
 import { setupKcp } from '../infra/kcp-setup.ts';
 
@@ -31,6 +31,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   const started = Date.now();
   // Built once here (a cold build takes minutes), not by every test's runtime at once.
   await ensureKnativeBinaries((l) => console.log(`[clusters] ${l}`));
+  await ensureServingBinaries((l) => console.log(`[clusters] ${l}`));
   set = await ClusterSet.start({ skrs: 3, stateDir, log: (l) => console.log(`[clusters] ${l}`) });
   const [isolated] = set.skrs.slice(2);
   await setupKcp(set);

@@ -47,5 +47,11 @@ export CGO_ENABLED=0
   knative.dev/eventing/cmd/in_memory/channel_dispatcher \
   knative.dev/eventing/cmd/broker/ingress \
   knative.dev/eventing/cmd/broker/filter \
-  knative.dev/eventing/cmd/mtping)
+  knative.dev/eventing/cmd/mtping \
+  knative.dev/eventing/cmd/webhook)
+# Knative's own configuration of these parts, which the runtime installs into the KCP.
+for d in core channels/in-memory-channel brokers/mt-channel-broker; do
+  mkdir -p "$out/config/$d" && cp -r "$(go list -m -f '{{.Dir}}' knative.dev/eventing)/config/$d/." "$out/config/$d/"
+done
+chmod -R u+w "$out/config"
 printf '{"eventing":"%s"}\n' "$eventing" > "$out/versions.json"

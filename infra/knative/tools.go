@@ -12,4 +12,5 @@ import (
 	_ "knative.dev/eventing/cmd/in_memory/channel_dispatcher"
 	_ "knative.dev/eventing/cmd/mtchannel_broker"
 	_ "knative.dev/eventing/cmd/mtping"
+	_ "knative.dev/eventing/cmd/webhook"
 )

@@ -14,7 +14,8 @@ import { ensureKnativeBinaries } from '../binaries.ts';
 import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import { startAdapter, type ReceiveAdapter } from './adapter.ts';
 import { ApiProxy } from './apiproxy.ts';
-import { Broker, type Chaos } from './broker.ts';
+import type { CloudEvent } from 'cloudevents';
+import { Broker, type BrokerStats, type Chaos, type Observed } from './broker.ts';
 import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
 import { cronIntervalMs, loadRouting, type Delivery, type Doc } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
@@ -52,6 +53,11 @@ export interface RuntimeOptions {
   brokerMode?: 'channel' | 'async';
   /** replicas is the number of processes per function Service (default 2: Knative runs several; per-process state exists once per replica). */
   replicas?: number;
+  /**
+   * knative: "emulated" (default, $KCP_SYNC_KNATIVE) runs the stand-ins above; "real" runs
+   * Knative Eventing's own controllers and data plane with Serving's queue-proxy (real.ts).
+   */
+  knative?: 'emulated' | 'real';
 }
 
 /** DEFAULT_REPLICAS is how many processes each function runs locally unless told otherwise ($KCP_SYNC_REPLICAS). */
@@ -67,9 +73,25 @@ export interface FunctionProc {
   proc: Proc;
 }
 
+/**
+ * EventBus is what tests and the benchmark see of the Broker: the stand-in (broker.ts) or,
+ * on Knative's own data plane, what passed through the cluster network (real.ts).
+ */
+export interface EventBus {
+  url: string;
+  readonly stats: BrokerStats;
+  readonly byObject: Map<string, { attempts: number; failures: number }>;
+  readonly observed: Observed[];
+  observe: boolean;
+  readonly byReplica: Map<string, number>;
+  readonly pending: number;
+  idle(timeoutMs?: number, quietMs?: number): Promise<void>;
+  publish(event: CloudEvent<unknown>): Promise<void>;
+}
+
 /** Runtime is the running local event runtime. */
 export interface Runtime {
-  broker: Broker;
+  broker: EventBus;
   functions: FunctionProc[];
   ping: PingTimer[];
   /** restartFunction kills one replica of a function (SIGKILL; default replica 0) and starts it again on the same port. */
@@ -79,6 +101,8 @@ export interface Runtime {
   startSources(): Promise<void>;
   /** adapters are the running ApiServerSource adapter processes (one that exits is restarted, as by the kubelet). */
   adapters: ReceiveAdapter[];
+  /** processes lists further processes by group, for CPU figures (Knative's own parts, queue-proxies). */
+  processes?: () => { group: string; pid: number }[];
   /** proxy carries the real adapters' API traffic (breakWatches cuts their watches). */
   proxy?: ApiProxy;
   stop(): Promise<void>;
@@ -117,6 +141,10 @@ async function startOnFreePort<T>(start: (port: number) => Promise<T>): Promise<
 
 /** startRuntime starts functions, broker and sources; stop() ends them. */
 export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  if ((opts.knative ?? process.env.KCP_SYNC_KNATIVE ?? 'emulated') === 'real') {
+    const { startKnativeRuntime } = await import('./real.ts');
+    return startKnativeRuntime(opts);
+  }
   const routing = await loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml'));
   if (opts.namespace) {
     routing.namespace = opts.namespace;

@@ -1,0 +1,348 @@
+// kubelet.ts plays the kubelet for the Knative Eventing Pods of the KCP: the Deployments of
+// Knative's own configuration (controllers, broker ingress and filter, in-memory channel
+// dispatcher, PingSource adapter) and those the eventing controller creates (one per
+// ApiServerSource). The kube-controller-manager turns Deployments into Pods as in any
+// cluster; for each Pod whose image is a Knative command built here (ko://.../cmd/<name>),
+// this runs the command as a process with what its container would get:
+//   - the container's env, with fieldRef, configMapKeyRef and secretKeyRef resolved;
+//   - its ServiceAccount's token (TokenRequest) in a kubeconfig, unless automounting is
+//     off for the Pod or its ServiceAccount;
+//   - a network of its own is not possible here, so every port the command listens on is
+//     a free loopback port, passed in the env variables the command reads (the Knative
+//     build reads its fixed ports from the environment: infra/knative/build.sh), and
+//     the cluster network (clusternet.ts) maps the Pod's container ports to them;
+//   - cluster DNS through clusternet's proxy.
+// Once running (and its readiness probe, if any, answers), the Pod's status says Running and
+// Ready, so the endpoints and deployment controllers see it ready. Its podIP is an address of
+// a pod network that does not exist here (10.244.x.y; endpoints may not be loopback): the
+// cluster network routes by the kubelet's table, never by that address. A
+// process that exits is restarted with a back-off and its Pod is not ready meanwhile; a Pod
+// deleted is stopped.
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { KubeApiError } from '../../lib/kube/errors.ts';
+import type { Cluster } from '../../lib/kube/objects.ts';
+import { freePort } from '../net.ts';
+import { killProcess, startProcess, type Proc } from '../processes.ts';
+import type { ClusterNet, Target } from './clusternet.ts';
+import { tokenKubeconfig } from './identities.ts';
+
+type EnvVar = {
+  name: string; value?: string;
+  valueFrom?: {
+    fieldRef?: { fieldPath: string };
+    configMapKeyRef?: { name: string; key: string; optional?: boolean };
+    secretKeyRef?: { name: string; key: string; optional?: boolean };
+  };
+};
+type Container = {
+  name: string; image: string; args?: string[]; command?: string[]; env?: EnvVar[];
+  ports?: { name?: string; containerPort: number }[];
+  readinessProbe?: { httpGet?: { path?: string; port: number | string; scheme?: string; httpHeaders?: { name: string; value: string }[] } };
+};
+/** Pod is what the kubelet reads of a Pod. */
+export type Pod = {
+  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  spec: { containers: Container[]; serviceAccountName?: string; automountServiceAccountToken?: boolean; nodeName?: string };
+  status?: { phase?: string };
+};
+
+/**
+ * PORT_ENV says, per command, which env variable sets the port it would listen on in its
+ * own Pod (the container port), so that each process here gets a free one instead.
+ */
+const PORT_ENV: Record<string, Record<string, number>> = {
+  controller: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
+  mtchannel_broker: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
+  channel_controller: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008, WEBHOOK_PORT: 8443 },
+  channel_dispatcher: { IMC_DISPATCHER_PORT: 8080, IMC_DISPATCHER_PORT_HTTPS: 8443, PROFILING_PORT: 8008 },
+  ingress: { INGRESS_PORT: 8080, INGRESS_PORT_HTTPS: 8443, PROFILING_PORT: 8008 },
+  filter: { FILTER_PORT: 8080, FILTER_PORT_HTTPS: 8443, PROFILING_PORT: 8008 },
+  mtping: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
+  webhook: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008, WEBHOOK_PORT: 8443 },
+  apiserver_receive_adapter: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
+};
+
+/** commandOf returns the command an image stands for ("ko://knative.dev/eventing/cmd/broker/filter" → "filter"). */
+export const commandOf = (image: string): string => image.replace(/^ko:\/\//, '').replace(/[@:].*$/, '').split('/').pop() ?? '';
+
+/** LocalPod is a Pod running here. */
+export interface LocalPod {
+  namespace: string;
+  name: string;
+  uid: string;
+  labels: Record<string, string>;
+  command: string;
+  /** ip is the Pod's address as its status reports it. */
+  ip: string;
+  container: string;
+  image: string;
+  /** ports maps container ports (number and name) to the loopback ports of the process. */
+  ports: Map<number | string, number>;
+  ready: boolean;
+  proc?: Proc;
+  restarts: number;
+  stopped: boolean;
+}
+
+export interface KubeletOptions {
+  kcp: Cluster;
+  namespaces: string[];
+  /** binaries maps a command name to its executable. */
+  binaries: Record<string, string>;
+  net: ClusterNet;
+  /** apiServer is how Pods reach the API server (the runtime's ApiProxy) and the CA to trust. */
+  apiServer: { url: string; caFile: string };
+  tokenDir: string;
+  logDir: string;
+  log?: (line: string) => void;
+}
+
+/** NODE is the one Node the local kubelet registers. */
+export const NODE = 'local';
+
+export class Kubelet {
+  readonly pods = new Map<string, LocalPod>();
+  private readonly opts: KubeletOptions;
+  private readonly abort = new AbortController();
+  private stopped = false;
+  private rr = 0;
+  private ips = 0;
+  private readonly paused = new Set<string>();
+
+  constructor(opts: KubeletOptions) {
+    this.opts = opts;
+  }
+
+  /**
+   * start registers the Node "local" (the endpoint controllers skip Pods of unknown Nodes),
+   * then watches the Pods of every namespace; resolves once each was listed. With no
+   * scheduler here, the kubelet binds the Pods it runs to its Node itself.
+   */
+  async start(): Promise<void> {
+    await this.opts.kcp.client.call('POST', '/api/v1/nodes', {
+      body: { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } } },
+    }).catch((err: unknown) => { if (!(err instanceof KubeApiError && err.code === 409)) throw err; });
+    await this.opts.kcp.client.call('PATCH', `/api/v1/nodes/${NODE}/status`, {
+      contentType: 'application/merge-patch+json',
+      body: { status: {
+        conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', lastHeartbeatTime: new Date().toISOString(), lastTransitionTime: new Date().toISOString() }],
+        addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: NODE }],
+      } },
+    });
+    await Promise.all(this.opts.namespaces.map(async (ns) => {
+      const rv = await this.sync(ns);
+      void this.loop(ns, rv);
+    }));
+  }
+
+  /** target finds a ready Pod for a selector and maps a container port (number or name) to its process's port. */
+  target(namespace: string, selector: Record<string, string>, port: number | string): Target | undefined {
+    const ready = [...this.pods.values()].filter((p) => p.ready && p.namespace === namespace &&
+      Object.entries(selector).every(([k, v]) => p.labels[k] === v) && p.ports.has(port));
+    if (ready.length === 0) return undefined;
+    return { port: ready[this.rr++ % ready.length]!.ports.get(port)! };
+  }
+
+  /** byCommand lists the running Pods of a command (e.g. "apiserver_receive_adapter"). */
+  byCommand(command: string): LocalPod[] {
+    return [...this.pods.values()].filter((p) => p.command === command && !p.stopped);
+  }
+
+  /** pause stops the Pods of a command (SIGKILL) and keeps them down, as a node that lost them would, until resume. */
+  async pause(command: string): Promise<void> {
+    this.paused.add(command);
+    await Promise.all(this.byCommand(command).map((p) => this.kill(p)));
+  }
+
+  resume(command: string): void {
+    this.paused.delete(command);
+  }
+
+  /** kill ends a Pod's process (SIGKILL), as a crash would; it is restarted like any container that exits. */
+  async kill(pod: LocalPod): Promise<void> {
+    if (pod.proc) await killProcess(pod.proc);
+  }
+
+  private async sync(ns: string): Promise<string> {
+    const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: Pod[] }>('GET', `/api/v1/namespaces/${ns}/pods`);
+    const seen = new Set<string>();
+    for (const pod of list.items) {
+      seen.add(pod.metadata.uid);
+      this.observe(pod);
+    }
+    for (const p of this.pods.values()) if (p.namespace === ns && !seen.has(p.uid)) void this.stopPod(p);
+    return list.metadata.resourceVersion;
+  }
+
+  private async loop(ns: string, first: string): Promise<void> {
+    let rv: string | undefined = first;
+    while (!this.stopped) {
+      try {
+        rv ??= await this.sync(ns);
+        for await (const ev of this.opts.kcp.client.watch<Pod>(`/api/v1/namespaces/${ns}/pods`, { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' }, this.abort.signal)) {
+          if (ev.type === 'ERROR') { rv = undefined; break; }
+          rv = (ev.object.metadata as { resourceVersion?: string }).resourceVersion ?? rv;
+          if (ev.type === 'BOOKMARK') continue;
+          if (ev.type === 'DELETED') {
+            const p = this.pods.get(ev.object.metadata.uid);
+            if (p) void this.stopPod(p);
+          } else this.observe(ev.object);
+        }
+      } catch {
+        rv = undefined;
+        if (!this.stopped) await sleep(500);
+      }
+    }
+  }
+
+  private observe(pod: Pod): void {
+    const known = this.pods.get(pod.metadata.uid);
+    if (pod.metadata.deletionTimestamp) {
+      if (!known && pod.spec.nodeName !== NODE) return;
+      // Graceful deletion of a bound Pod: the kubelet stops it, then removes the object.
+      void (known ? this.stopPod(known) : Promise.resolve()).then(() => this.opts.kcp.client.call('DELETE',
+        `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } } }).catch(() => {}));
+      return;
+    }
+    if (known || this.stopped) return;
+    const container = pod.spec.containers[0];
+    const command = container ? commandOf(container.image) : '';
+    if (!container || pod.spec.containers.length !== 1 || !this.opts.binaries[command]) return;
+    const local: LocalPod = {
+      namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid, labels: pod.metadata.labels ?? {},
+      command, ip: `10.244.${Math.floor(this.ips / 250)}.${(this.ips++ % 250) + 1}`, container: container.name, image: container.image, ports: new Map(), ready: false, restarts: 0, stopped: false,
+    };
+    this.pods.set(local.uid, local);
+    void this.run(local, pod, container).catch((err: unknown) => this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}`));
+  }
+
+  private async run(local: LocalPod, pod: Pod, c: Container): Promise<void> {
+    if (!pod.spec.nodeName) {
+      await this.opts.kcp.client.call('POST', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/binding`, {
+        body: { apiVersion: 'v1', kind: 'Binding', metadata: { name: local.name }, target: { apiVersion: 'v1', kind: 'Node', name: NODE } },
+      });
+    }
+    const portEnv: Record<string, string> = {};
+    for (const [name, containerPort] of Object.entries(PORT_ENV[local.command] ?? {})) {
+      const port = await freePort();
+      portEnv[name] = String(port);
+      local.ports.set(containerPort, port);
+    }
+    for (const p of c.ports ?? []) if (p.name && local.ports.has(p.containerPort)) local.ports.set(p.name, local.ports.get(p.containerPort)!);
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', ...(await this.envOf(pod, c, local)), ...portEnv, ...this.opts.net.env() };
+    const kubeconfig = await this.identity(pod);
+    if (kubeconfig) env.KUBECONFIG = kubeconfig;
+    for (let delay = 1_000; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 10_000)) {
+      while (this.paused.has(local.command) && !local.stopped && !this.stopped) await sleep(100);
+      if (local.stopped || this.stopped) return;
+      const proc = startProcess('pod', `${local.namespace}-${local.name}`, this.opts.binaries[local.command]!, [...(c.command?.slice(1) ?? []), ...(c.args ?? [])], { logDir: this.opts.logDir, env });
+      local.proc = proc;
+      const started = Date.now();
+      const ready = this.waitReady(local, c, proc).then(async (ok) => {
+        if (!ok || local.stopped) return;
+        local.ready = true;
+        await this.setStatus(local, true, started);
+      });
+      await proc.exited;
+      await ready.catch(() => {});
+      local.ready = false;
+      if (local.stopped || this.stopped) return;
+      local.restarts++;
+      await this.setStatus(local, false, started).catch(() => {});
+      // As the kubelet's CrashLoopBackOff: quick at first, then longer; a long run resets it.
+      if (Date.now() - started > 60_000) delay = 1_000;
+      if (!this.paused.has(local.command)) await sleep(delay);
+    }
+  }
+
+  /** waitReady polls the readiness probe (HTTP) of the container, or waits a moment for a process without one. */
+  private async waitReady(local: LocalPod, c: Container, proc: Proc): Promise<boolean> {
+    const probe = c.readinessProbe?.httpGet;
+    const port = probe ? local.ports.get(probe.port) : undefined;
+    for (;;) {
+      if (proc.child.exitCode !== null || proc.child.signalCode !== null || local.stopped) return false;
+      if (!probe || port === undefined || probe.scheme === 'HTTPS') {
+        await sleep(500);
+        return proc.child.exitCode === null;
+      }
+      // As the kubelet probes: its User-Agent (Knative's handlers answer probes by it) and the probe's headers.
+      const headers = { 'User-Agent': 'kube-probe/1.35', ...Object.fromEntries((probe.httpHeaders ?? []).map((h) => [h.name, h.value])) };
+      const path = (probe.path ?? '/').replace(/^(?!\/)/, '/');
+      const ok = await fetch(`http://127.0.0.1:${port}${path}`, { headers, signal: AbortSignal.timeout(1_000) }).then((r) => r.ok, () => false);
+      if (ok) return true;
+      await sleep(200);
+    }
+  }
+
+  private async setStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
+    const now = new Date().toISOString();
+    const cond = (type: string, status: boolean) => ({ type, status: status ? 'True' : 'False', lastTransitionTime: now });
+    await this.opts.kcp.client.call('PATCH', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/status`, {
+      contentType: 'application/merge-patch+json',
+      body: {
+        status: {
+          phase: 'Running', hostIP: '127.0.0.1', podIP: local.ip, podIPs: [{ ip: local.ip }], startTime: new Date(started).toISOString(),
+          conditions: [cond('PodScheduled', true), cond('Initialized', true), cond('ContainersReady', ready), cond('Ready', ready)],
+          containerStatuses: [{
+            name: local.container, image: local.image, imageID: '', ready, started: true, restartCount: local.restarts,
+            state: { running: { startedAt: new Date(started).toISOString() } },
+          }],
+        },
+      },
+    }).catch((err: unknown) => this.opts.log?.(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`));
+  }
+
+  private async envOf(pod: Pod, c: Container, local: LocalPod): Promise<Record<string, string>> {
+    const out: Record<string, string> = {};
+    const ns = pod.metadata.namespace;
+    for (const e of c.env ?? []) {
+      const from = e.valueFrom;
+      if (!from) {
+        out[e.name] = (e.value ?? '').replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v: string) => out[v] ?? m);
+      } else if (from.fieldRef) {
+        const fields: Record<string, string | undefined> = {
+          'metadata.name': pod.metadata.name, 'metadata.namespace': ns, 'metadata.uid': pod.metadata.uid,
+          'spec.serviceAccountName': pod.spec.serviceAccountName ?? 'default', 'status.podIP': local.ip, 'status.hostIP': '127.0.0.1', 'spec.nodeName': NODE,
+        };
+        const v = fields[from.fieldRef.fieldPath];
+        if (v !== undefined) out[e.name] = v;
+      } else if (from.configMapKeyRef || from.secretKeyRef) {
+        const ref = (from.configMapKeyRef ?? from.secretKeyRef)!;
+        const kind = from.configMapKeyRef ? 'configmaps' : 'secrets';
+        const obj = await this.opts.kcp.client.call<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/${kind}/${ref.name}`).catch(() => undefined);
+        const raw = obj?.data?.[ref.key];
+        if (raw !== undefined) out[e.name] = kind === 'secrets' ? Buffer.from(raw, 'base64').toString('utf8') : raw;
+        else if (!ref.optional) throw new Error(`env ${e.name}: ${kind} ${ref.name} has no key ${ref.key}`);
+      }
+    }
+    return out;
+  }
+
+  /** identity writes the kubeconfig of the Pod's ServiceAccount token, or returns undefined when none is mounted. */
+  private async identity(pod: Pod): Promise<string | undefined> {
+    const ns = pod.metadata.namespace;
+    const sa = pod.spec.serviceAccountName ?? 'default';
+    let mount = pod.spec.automountServiceAccountToken;
+    if (mount === undefined) {
+      const account = await this.opts.kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}`);
+      mount = account.automountServiceAccountToken ?? true;
+    }
+    if (!mount) return undefined;
+    return tokenKubeconfig(this.opts.kcp, ns, sa, this.opts.apiServer, join(this.opts.tokenDir, ns), `kubeconfig-${pod.metadata.name}.yaml`);
+  }
+
+  private async stopPod(p: LocalPod): Promise<void> {
+    if (p.stopped) return;
+    p.stopped = true;
+    p.ready = false;
+    this.pods.delete(p.uid);
+    if (p.proc) await killProcess(p.proc);
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await Promise.all([...this.pods.values()].map((p) => this.stopPod(p)));
+  }
+}

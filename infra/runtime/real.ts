@@ -1,0 +1,259 @@
+// real.ts runs the product on Knative's own parts: the eventing controller, the
+// channel-based broker's controller, ingress and filter, the in-memory channel's
+// controller and dispatcher, the PingSource adapter (mtping) and the ApiServerSource
+// adapters the controller creates, all real commands built from knative.dev/eventing
+// (infra/knative), reconciling knative.yaml as applied to the KCP. The runtime plays only
+// what has no process form here: the kubelet (kubelet.ts), cluster DNS and service
+// routing (clusternet.ts), and Serving's control plane (serving.ts; each replica behind
+// Serving's real queue-proxy).
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { randomUUID } from 'node:crypto';
+import { CloudEvent, HTTP } from 'cloudevents';
+import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
+import type { EventBus, FunctionProc, Runtime, RuntimeOptions } from './index.ts';
+import type { PingTimer } from './sources.ts';
+import { loadAll } from 'js-yaml';
+import { ProxyAgent, request } from 'undici';
+import { KubeClient } from '../../lib/kube/client.ts';
+import { credentialsFromFile } from '../../lib/kube/credentials.ts';
+import { RestMapper } from '../../lib/kube/discovery.ts';
+import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
+import { ensureKnativeBinaries, ensureServingBinaries } from '../binaries.ts';
+import { applyObjects } from '../kcp-setup.ts';
+import { ApiProxy } from './apiproxy.ts';
+import { ClusterNet, type Passage } from './clusternet.ts';
+import { EVENTING_NAMESPACE, installEventing, waitEventingReady } from './eventing.ts';
+import { serviceAccountKubeconfigs } from './identities.ts';
+import { loadRouting, type Delivery, type Doc, type Routing } from './knative.ts';
+import { Kubelet, type LocalPod } from './kubelet.ts';
+import { Serving } from './serving.ts';
+
+const root = join(import.meta.dirname, '..', '..');
+
+export interface KnativeOptions {
+  kubeconfig: string;
+  stateDir: string;
+  knativeYaml?: string;
+  /** pingIntervalMs replaces the PingSource's schedule with "@every <n>s" (mtping takes seconds). */
+  pingIntervalMs?: number;
+  env?: Record<string, string>;
+  envFor?: (service: string, replica: number) => Record<string, string>;
+  delivery?: Delivery;
+  rbacEdit?: (docs: Doc[]) => Doc[];
+  replicas?: number;
+  log?: (line: string) => void;
+}
+
+/**
+ * RealBroker is what the runtime sees of Knative's Broker from the cluster network: the
+ * events posted to its ingress, and the deliveries to the function Services (the filter's
+ * requests, retries included) with their answers.
+ */
+export class RealBroker implements EventBus {
+  url = '';
+  readonly stats: BrokerStats = { received: 0, delivered: 0, retries: 0, deadLettered: 0, replies: 0 };
+  readonly byObject = new Map<string, { attempts: number; failures: number }>();
+  readonly observed: Observed[] = [];
+  observe = false;
+  readonly byReplica = new Map<string, number>();
+  /** deliveries lists the CloudEvent types delivered to each function Service, in order. */
+  readonly deliveries = new Map<string, string[]>();
+  private readonly seen = new Set<string>();
+  private readonly net: ClusterNet;
+  private readonly post: (event: CloudEvent<unknown>) => Promise<number>;
+
+  constructor(net: ClusterNet, post: (event: CloudEvent<unknown>) => Promise<number>) {
+    this.net = net;
+    this.post = post;
+    net.observe((p) => {
+      if (p.host.startsWith(`broker-ingress.${EVENTING_NAMESPACE}.`) && p.method === 'POST') {
+        this.stats.received++;
+        if (this.observe) {
+          const event = toEvent(p);
+          if (event) this.observed.push({ attributes: attributesOf(event), data: event.data });
+        }
+        return;
+      }
+      if (!p.replica) return;
+      const service = p.host.split('.')[0]!;
+      this.byReplica.set(p.replica, (this.byReplica.get(p.replica) ?? 0) + 1);
+      const event = toEvent(p);
+      const id = `${service} ${event?.id ?? ''}`;
+      if (this.seen.has(id)) this.stats.retries++;
+      this.seen.add(id);
+      (this.deliveries.get(service) ?? this.deliveries.set(service, []).get(service)!).push(event?.type ?? '');
+      if (p.status >= 200 && p.status < 300) this.stats.delivered++;
+      if (service === 'sync-dead-letter') this.stats.deadLettered++;
+      if (p.responseHeaders['ce-type']) this.stats.replies++;
+      const data = event?.data as { namespace?: unknown; name?: unknown } | undefined;
+      if (typeof data?.name === 'string') {
+        const key = `${String(data.namespace ?? '')}/${data.name}`;
+        const c = this.byObject.get(key) ?? { attempts: 0, failures: 0 };
+        c.attempts++;
+        if (p.status < 200 || p.status >= 300) c.failures++;
+        this.byObject.set(key, c);
+      }
+    });
+  }
+
+  get pending(): number {
+    return this.net.inFlight;
+  }
+
+  /** idle waits until nothing passed through the cluster network for quietMs (at least a second: the dispatcher's retries back off). */
+  idle(timeoutMs = 60_000, quietMs = 1_000): Promise<void> {
+    return this.net.idle(timeoutMs, Math.max(quietMs, 1_000));
+  }
+
+  async publish(event: CloudEvent<unknown>): Promise<void> {
+    const status = await this.post(event);
+    if (status >= 300) throw new Error(`the broker ingress answered ${status}`);
+  }
+}
+
+function toEvent(p: Passage): CloudEvent<unknown> | undefined {
+  try {
+    return HTTP.toEvent({ headers: p.headers, body: p.body.length ? p.body.toString('utf8') : undefined }) as CloudEvent<unknown>;
+  } catch {
+    return undefined;
+  }
+}
+
+export interface KnativeRuntime {
+  kubelet: Kubelet;
+  serving: Serving;
+  net: ClusterNet;
+  broker: RealBroker;
+  proxy: ApiProxy;
+  /** brokerUrl is the Broker's address as the cluster resolves it. */
+  brokerUrl: string;
+  namespace: string;
+  pingSource: Routing['pingSources'][number] | undefined;
+  /** publish posts an event to the Broker's ingress, as a source in the cluster would. */
+  publish(event: CloudEvent<unknown>): Promise<number>;
+  /** adapters lists the running ApiServerSource adapter Pods. */
+  adapters(): LocalPod[];
+  stop(): Promise<void>;
+}
+
+/** moved returns a document of knative.yaml placed in namespace (subjects, sinks and refs follow it). */
+function moved(d: Doc, namespace: string): KubeObject {
+  const text = JSON.stringify(d).replaceAll('"namespace":"kcp-system"', `"namespace":"${namespace}"`);
+  const o = JSON.parse(text) as KubeObject;
+  o.metadata.namespace = namespace;
+  return o;
+}
+
+export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime> {
+  const log = opts.log ?? (() => {});
+  const file = opts.knativeYaml ?? join(root, 'knative.yaml');
+  const routing = await loadRouting(file);
+  const namespace = routing.namespace;
+  const [eventing, serving] = await Promise.all([ensureKnativeBinaries(log), ensureServingBinaries(log)]);
+  const logDir = join(opts.stateDir, 'logs');
+  const saDir = join(opts.stateDir, 'serviceaccounts');
+  await mkdir(logDir, { recursive: true });
+  await mkdir(saDir, { recursive: true });
+  const admin = credentialsFromFile(opts.kubeconfig);
+  const client = KubeClient.create(admin, { name: 'kcp', qps: 100, burst: 200 });
+  const kcp: Cluster = { client, mapper: new RestMapper(client) };
+  const proxy = new ApiProxy(admin.server, admin.ca);
+  await proxy.listen(join(opts.stateDir, 'proxy'));
+  const apiServer = { url: proxy.url, caFile: proxy.caFile };
+  let kubelet!: Kubelet;
+  const net = new ClusterNet(kcp, (ns, sel, port) => kubelet.target(ns, sel, port));
+  await net.listen();
+  kubelet = new Kubelet({ kcp, namespaces: [EVENTING_NAMESPACE, namespace], binaries: eventing.commands, net, apiServer, tokenDir: saDir, logDir, log });
+  const servingRt = new Serving({
+    kcp, namespace, net, replicas: Math.max(1, opts.replicas ?? Number(process.env.KCP_SYNC_REPLICAS ?? 2)), queueBinary: serving.queue,
+    functionCommand: { cmd: process.execPath, args: [join(root, 'functions', 'serve.ts')], cwd: root },
+    ...(opts.env ? { env: opts.env } : {}), ...(opts.envFor ? { envFor: opts.envFor } : {}),
+    apiServer: { url: admin.server, caFile: join(saDir, 'ca.crt') }, tokenDir: saDir, logDir, log,
+  });
+  const viaNet = new ProxyAgent(net.url);
+  const stop = async () => {
+    await viaNet.close();
+    await servingRt.stop();
+    await kubelet.stop();
+    await net.close();
+    await proxy.close();
+    await client.close();
+  };
+  try {
+    await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
+    log('installing Knative Eventing into the KCP');
+    await installEventing(kcp, eventing.config, serving.config);
+    await kubelet.start();
+    // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
+    await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
+    const docs = (loadAll(await readFile(file, 'utf8')) as Doc[]).filter(Boolean)
+      .filter((d) => ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) && d.apiVersion !== 'v1')
+      .map((d) => moved(d, namespace));
+    for (const d of docs) {
+      if (d.kind === 'Broker' && opts.delivery) (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
+      if (d.kind === 'PingSource' && opts.pingIntervalMs) (d as unknown as Doc).spec.schedule = `@every ${Math.max(1, Math.round(opts.pingIntervalMs / 1000))}s`;
+    }
+    await applyObjects(kcp, docs.filter((d) => d.kind === 'Service'));
+    await servingRt.start();
+    await applyObjects(kcp, docs.filter((d) => d.kind !== 'Service'));
+    log('waiting for the Broker, Triggers and sources to be Ready');
+    await waitEventingReady(kcp, namespace);
+    await servingRt.ready(routing.services.map((s) => s.name));
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  const brokerUrl = `http://broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local/${namespace}/${routing.broker.name}`;
+  const publish = async (event: CloudEvent<unknown>) => {
+    const msg = HTTP.binary(event);
+    // Through the cluster network, as a Pod would post.
+    const res = await request(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, dispatcher: viaNet });
+    await res.body.dump();
+    return res.statusCode;
+  };
+  const broker = new RealBroker(net, publish);
+  broker.url = `${await net.expose(`broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local`)}/${namespace}/${routing.broker.name}`;
+  return {
+    kubelet, serving: servingRt, net, broker, proxy, brokerUrl, stop, namespace, pingSource: routing.pingSources[0],
+    adapters: () => kubelet.byCommand('apiserver_receive_adapter'),
+    publish,
+  };
+}
+
+/** startKnativeRuntime runs startKnative behind the Runtime interface the tests and the benchmark use (index.ts). */
+export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime> {
+  if (opts.chaos) throw new Error('chaos (duplicated and delayed deliveries) is a feature of the broker stand-in; not available with knative: real');
+  if (opts.namespace && opts.namespace !== 'kcp-system') throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
+  const k = await startKnative({
+    kubeconfig: opts.kubeconfig, stateDir: opts.stateDir,
+    ...(opts.knativeYaml ? { knativeYaml: opts.knativeYaml } : {}), ...(opts.pingIntervalMs ? { pingIntervalMs: opts.pingIntervalMs } : {}),
+    ...(opts.env ? { env: opts.env } : {}), ...(opts.envFor ? { envFor: opts.envFor } : {}), ...(opts.delivery ? { delivery: opts.delivery } : {}),
+    ...(opts.rbacEdit ? { rbacEdit: opts.rbacEdit } : {}), ...(opts.replicas ? { replicas: opts.replicas } : {}), ...(opts.log ? { log: opts.log } : {}),
+  });
+  const functions = (): FunctionProc[] => k.serving.replicas.map((r) => ({ service: r.service, replica: r.replica, url: r.url, port: r.port, proc: r.proc }));
+  const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${k.pingSource?.name ?? 'sync-resync'}`;
+  return {
+    broker: k.broker,
+    get functions() { return functions(); },
+    // mtping fires on its schedule; fire() is an extra tick, the event mtping would send.
+    ping: [{
+      fire: () => void k.publish(new CloudEvent({
+        id: randomUUID(), type: 'dev.knative.sources.ping', source, datacontenttype: k.pingSource?.contentType ?? 'application/json',
+        ...(k.pingSource?.data ? { data: k.pingSource.contentType === 'application/json' || !k.pingSource.contentType ? JSON.parse(k.pingSource.data) : k.pingSource.data } : {}),
+      })).catch(() => {}),
+      start() {}, stop() {},
+    } as unknown as PingTimer],
+    get adapters() { return k.adapters().filter((a) => a.proc).map((a) => ({ name: a.name, proc: a.proc! })); },
+    proxy: k.proxy,
+    processes: () => [
+      ...k.serving.replicas.map((r) => ({ group: 'queue-proxies', pid: r.queue.pid })),
+      ...[...k.kubelet.pods.values()].filter((p) => p.proc && p.command !== 'apiserver_receive_adapter')
+        .map((p) => ({ group: `Knative ${p.command}`, pid: p.proc!.pid })),
+    ],
+    async restartFunction(service, replica = 0) { await k.serving.restart(service, replica); },
+    stopSources: () => k.kubelet.pause('apiserver_receive_adapter'),
+    async startSources() { k.kubelet.resume('apiserver_receive_adapter'); },
+    stop: k.stop,
+  };
+}

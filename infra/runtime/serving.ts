@@ -1,0 +1,256 @@
+// serving.ts stands in for Knative Serving's control plane for the function Services of
+// the KCP (serving.knative.dev/v1 Service): no autoscaler, activator or ingress run here.
+// For each Service it runs a fixed number of replicas of its Revision's template, each a
+// function process with Serving's real queue-proxy (knative.dev/serving cmd/queue) in
+// front, with the env a Pod of that Revision would get (the template's env, PORT, the
+// queue-proxy's SERVING_* settings from the template's containerConcurrency and
+// timeoutSeconds), and its ServiceAccount's token. The Service's address,
+// http://<name>.<namespace>.svc.cluster.local, resolves through the cluster network to
+// the replica with the fewest requests in flight, and its status says Ready with that
+// address, so the eventing controller resolves Triggers and SinkBindings to it. A change to
+// the template (e.g. the SinkBinding adding K_SINK) rolls out a new set of replicas, as a
+// new Revision, and retires the old one once the new one is ready.
+import { createHash } from 'node:crypto';
+import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { Cluster } from '../../lib/kube/objects.ts';
+import { freePort, waitFor } from '../net.ts';
+import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
+import type { ClusterNet, Target } from './clusternet.ts';
+import { tokenKubeconfig } from './identities.ts';
+
+type KService = {
+  metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
+  spec: { template: { metadata?: Record<string, unknown>; spec: {
+    serviceAccountName?: string; containerConcurrency?: number; timeoutSeconds?: number;
+    containers: { env?: { name: string; value?: string }[] }[];
+  } } };
+};
+
+/** Replica is one running replica: the function process and its queue-proxy. */
+export interface Replica {
+  service: string;
+  revision: string;
+  replica: number;
+  /** port is the function's own port; queuePort is the queue-proxy's, where traffic goes. */
+  port: number;
+  queuePort: number;
+  url: string;
+  proc: Proc;
+  queue: Proc;
+  inFlight: number;
+}
+
+export interface ServingOptions {
+  kcp: Cluster;
+  namespace: string;
+  net: ClusterNet;
+  replicas: number;
+  queueBinary: string;
+  /** functionCommand is the function server (node functions/serve.ts) and its working directory. */
+  functionCommand: { cmd: string; args: string[]; cwd: string };
+  /** env is added to each function's environment (test settings), envFor per replica. */
+  env?: Record<string, string>;
+  envFor?: (service: string, replica: number) => Record<string, string>;
+  /** apiServer is how a function reaches the KCP (its ServiceAccount token goes with it). */
+  apiServer: { url: string; caFile: string };
+  tokenDir: string;
+  logDir: string;
+  log?: (line: string) => void;
+}
+
+/** QUEUE_PROBE is how the kubelet probes a queue-proxy's readiness (Serving's revision resources). */
+export const QUEUE_PROBE = { 'User-Agent': 'kube-probe/1.35', 'K-Network-Probe': 'queue' };
+
+const revisionOf = (s: KService): string =>
+  `${s.metadata.name}-${createHash('sha256').update(JSON.stringify(s.spec.template)).digest('hex').slice(0, 8)}`;
+
+export class Serving {
+  /** replicas lists the ready replicas of every Service (the current Revision only). */
+  readonly replicas: Replica[] = [];
+  private readonly revisions = new Map<string, string>();
+  private readonly opts: ServingOptions;
+  private readonly abort = new AbortController();
+  private stopped = false;
+  private readonly pending = new Map<string, Promise<void>>();
+
+  constructor(opts: ServingOptions) {
+    this.opts = opts;
+  }
+
+  private get path(): string {
+    return `/apis/serving.knative.dev/v1/namespaces/${this.opts.namespace}/services`;
+  }
+
+  /** start lists the Services, runs each one's replicas, and follows changes. */
+  async start(): Promise<void> {
+    const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: KService[] }>('GET', this.path);
+    await Promise.all(list.items.map((s) => this.reconcile(s)));
+    void this.loop(list.metadata.resourceVersion);
+  }
+
+  /** ready waits until every Service named has ready replicas of its latest template. */
+  async ready(names: string[], timeoutMs = 120_000): Promise<void> {
+    await waitFor(`Knative Services ${names.join(', ')}`, async () => {
+      await Promise.all([...this.pending.values()]);
+      return names.every((n) => this.replicas.some((r) => r.service === n));
+    }, timeoutMs);
+  }
+
+  private async loop(first: string): Promise<void> {
+    let rv: string | undefined = first;
+    while (!this.stopped) {
+      try {
+        if (rv === undefined) {
+          const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: KService[] }>('GET', this.path);
+          for (const s of list.items) void this.reconcile(s);
+          rv = list.metadata.resourceVersion;
+        }
+        for await (const ev of this.opts.kcp.client.watch<KService>(this.path, { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' }, this.abort.signal)) {
+          if (ev.type === 'ERROR') { rv = undefined; break; }
+          rv = ev.object.metadata.resourceVersion ?? rv;
+          if (ev.type === 'ADDED' || ev.type === 'MODIFIED') void this.reconcile(ev.object);
+          if (ev.type === 'DELETED') await this.retire(ev.object.metadata.name, undefined);
+        }
+      } catch {
+        rv = undefined;
+        if (!this.stopped) await sleep(500);
+      }
+    }
+  }
+
+  /** reconcile rolls out the Service's template when it changed, then reports its status. */
+  private reconcile(s: KService): Promise<void> {
+    const name = s.metadata.name;
+    const prev = this.pending.get(name) ?? Promise.resolve();
+    const next = prev.then(async () => {
+      const revision = revisionOf(s);
+      if (this.revisions.get(name) !== revision && !this.stopped) {
+        const started = await Promise.all(Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)));
+        this.revisions.set(name, revision);
+        const old = this.replicas.filter((r) => r.service === name);
+        this.replicas.push(...started);
+        this.opts.net.register(name, this.opts.namespace, () => this.route(name));
+        await this.retire(name, revision, old);
+      }
+      await this.report(s, revision);
+    }).catch((err: unknown) => this.opts.log?.(`serving: ${name}: ${String(err)}`));
+    this.pending.set(name, next);
+    return next;
+  }
+
+  /** route picks the ready replica with the fewest requests in flight. */
+  private route(name: string): Target | undefined {
+    let best: Replica | undefined;
+    for (const r of this.replicas) if (r.service === name && (!best || r.inFlight < best.inFlight)) best = r;
+    if (!best) return undefined;
+    const chosen = best;
+    chosen.inFlight++;
+    return { port: chosen.queuePort, done: () => { chosen.inFlight--; }, replica: `${name}/${chosen.replica}` };
+  }
+
+  private async startReplica(s: KService, revision: string, replica: number): Promise<Replica> {
+    const { name, namespace } = s.metadata;
+    const t = s.spec.template.spec;
+    const env: Record<string, string> = {};
+    for (const e of t.containers[0]?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+    const kubeconfig = await this.identity(namespace, t.serviceAccountName ?? 'default');
+    const [port, queuePort, queueTls, admin, metrics] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const pod = `${revision}-${replica}`;
+    const fnEnv: Record<string, string | undefined> = {
+      ...process.env, ...env, ...this.opts.env, ...this.opts.envFor?.(name, replica), ...this.opts.net.env(),
+      PORT: String(port), K_SERVICE: name, K_REVISION: revision, K_CONFIGURATION: name, LOG_LEVEL: 'info',
+      KUBECONFIG: kubeconfig,
+    };
+    if (!kubeconfig) delete fnEnv.KUBECONFIG;
+    // Not the runner's proxy settings: only the cluster network's.
+    const label = replica === 0 ? name : `${name}-${replica}`;
+    const proc = startProcess('function', label, this.opts.functionCommand.cmd, this.opts.functionCommand.args, {
+      logDir: this.opts.logDir, cwd: this.opts.functionCommand.cwd, env: fnEnv as Record<string, string>,
+    });
+    const queue = startProcess('queue-proxy', label, this.opts.queueBinary, [], {
+      logDir: this.opts.logDir,
+      env: {
+        PATH: process.env.PATH ?? '',
+        SERVING_NAMESPACE: namespace, SERVING_SERVICE: name, SERVING_CONFIGURATION: name, SERVING_REVISION: revision,
+        SERVING_POD: pod, SERVING_POD_IP: '127.0.0.1',
+        CONTAINER_CONCURRENCY: String(t.containerConcurrency ?? 0),
+        REVISION_TIMEOUT_SECONDS: String(t.timeoutSeconds ?? 300),
+        QUEUE_SERVING_PORT: String(queuePort), QUEUE_SERVING_TLS_PORT: String(queueTls), USER_PORT: String(port),
+        QUEUE_ADMIN_PORT: String(admin), QUEUE_METRICS_PORT: String(metrics),
+        SERVING_READINESS_PROBE: JSON.stringify({ httpGet: { path: '/health/readiness', port, host: '127.0.0.1', scheme: 'HTTP' }, successThreshold: 1 }),
+        SERVING_LOGGING_CONFIG: '', SERVING_LOGGING_LEVEL: 'info', SYSTEM_NAMESPACE: 'knative-serving',
+        METRICS_DOMAIN: 'knative.dev/internal/serving',
+      },
+    });
+    const url = `http://127.0.0.1:${queuePort}/`;
+    try {
+      // Ready as Serving sees it: the queue-proxy answers its probe, which asks the function's readiness.
+      await waitFor(`${name} replica ${replica}`, async () =>
+        (await fetch(url, { headers: QUEUE_PROBE, signal: AbortSignal.timeout(2_000) })).ok, 60_000,
+      () => (proc.child.exitCode !== null ? `the function exited with ${proc.child.exitCode}; see ${proc.logFile}`
+        : queue.child.exitCode !== null ? `queue-proxy exited with ${queue.child.exitCode}; see ${queue.logFile}` : undefined));
+    } catch (err) {
+      await Promise.all([killProcess(proc), killProcess(queue)]);
+      throw err;
+    }
+    return { service: name, revision, replica, port, queuePort, url, proc, queue, inFlight: 0 };
+  }
+
+  /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */
+  private async retire(name: string, revision: string | undefined, among: Replica[] = this.replicas.filter((r) => r.service === name)): Promise<void> {
+    const gone = among.filter((r) => r.revision !== revision);
+    for (const r of gone) this.replicas.splice(this.replicas.indexOf(r), 1);
+    if (revision === undefined) {
+      this.revisions.delete(name);
+      this.opts.net.unregister(name, this.opts.namespace);
+    }
+    // Requests in flight finish first, as a Pod's termination drains its queue-proxy.
+    await Promise.all(gone.map(async (r) => {
+      for (let i = 0; r.inFlight > 0 && i < 300; i++) await sleep(100);
+      await Promise.all([stopProcess(r.proc), stopProcess(r.queue)]);
+    }));
+  }
+
+  /** restart kills one replica (SIGKILL) and starts it again with the same ports: a crashed container. */
+  async restart(service: string, replica = 0): Promise<Replica> {
+    const i = this.replicas.findIndex((r) => r.service === service && r.replica === replica);
+    const r = this.replicas[i]!;
+    await Promise.all([killProcess(r.proc), killProcess(r.queue)]);
+    this.replicas.splice(i, 1);
+    const s = await this.opts.kcp.client.call<KService>('GET', `${this.path}/${service}`);
+    const fresh = await this.startReplica(s, r.revision, replica);
+    this.replicas.push(fresh);
+    return fresh;
+  }
+
+  private async report(s: KService, revision: string): Promise<void> {
+    const { name, namespace } = s.metadata;
+    const url = `http://${name}.${namespace}.svc.cluster.local`;
+    const now = new Date().toISOString();
+    const ok = (type: string) => ({ type, status: 'True', lastTransitionTime: now });
+    await this.opts.kcp.client.call('PATCH', `${this.path}/${name}/status`, {
+      contentType: 'application/merge-patch+json',
+      body: {
+        status: {
+          observedGeneration: s.metadata.generation, url, address: { url },
+          latestCreatedRevisionName: revision, latestReadyRevisionName: revision,
+          traffic: [{ revisionName: revision, latestRevision: true, percent: 100 }],
+          conditions: [ok('ConfigurationsReady'), ok('Ready'), ok('RoutesReady')],
+        },
+      },
+    });
+  }
+
+  private async identity(namespace: string, sa: string): Promise<string | undefined> {
+    const account = await this.opts.kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}`).catch(() => undefined);
+    if (!account || account.automountServiceAccountToken === false) return undefined;
+    return tokenKubeconfig(this.opts.kcp, namespace, sa, this.opts.apiServer, join(this.opts.tokenDir, namespace));
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.abort.abort();
+    await Promise.all(this.replicas.splice(0).flatMap((r) => [stopProcess(r.proc), stopProcess(r.queue)]));
+  }
+}

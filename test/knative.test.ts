@@ -1,0 +1,138 @@
+// On Knative's own eventing: the eventing controller, the channel-based broker (its
+// controller, ingress and filter), the in-memory channel (controller, dispatcher), mtping
+// and the ApiServerSource adapters the controller creates, all real processes built from
+// knative.dev/eventing, reconciling knative.yaml as applied to a KCP of their own (Knative
+// is installed cluster-wide, so this file does not share the test run's KCP). Each function
+// replica runs behind Serving's real queue-proxy. The runtime plays the kubelet, cluster
+// DNS and Serving's control plane (infra/runtime/real.ts).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ClusterSet } from '../infra/clusters.ts';
+import { controlPlaneNamespace, setupKcp } from '../infra/kcp-setup.ts';
+import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
+import { QUEUE_PROBE } from '../infra/runtime/serving.ts';
+import type { SyncResource } from '../lib/model.ts';
+import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
+import { eventually, uniqueName } from './helpers.ts';
+
+const ns = controlPlaneNamespace;
+/** PING_S is the PingSource's period here (mtping takes "@every <n>s"): the bound within which a missed change is caught up. */
+const PING_S = 8;
+let set: ClusterSet;
+let rt: KnativeRuntime;
+let stateDir: string;
+let kcp: string;
+let skr: string;
+
+const cm = (name: string, target: string, data: Record<string, string>) =>
+  `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: ${target}}\ndata: ${JSON.stringify(data)}\n`;
+
+async function sr(name: string): Promise<SyncResource | undefined> {
+  const out = await kubectl(kcp, ['get', 'syncresource', name, '-n', ns, '-o', 'json', '--ignore-not-found']);
+  return out.trim() ? JSON.parse(out) as SyncResource : undefined;
+}
+
+async function skrData(name: string, target: string): Promise<Record<string, string> | undefined> {
+  const out = await kubectl(skr, ['get', 'configmap', name, '-n', target, '-o', 'json', '--ignore-not-found']);
+  return out.trim() ? (JSON.parse(out) as { data?: Record<string, string> }).data ?? {} : undefined;
+}
+
+describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
+  beforeAll(async () => {
+    stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-knative-'));
+    set = await ClusterSet.start({ skrs: 1, stateDir });
+    await setupKcp(set);
+    kcp = set.kcp.kubeconfigFile;
+    skr = set.skrs[0]!.kubeconfigFile;
+    rt = await startKnative({ kubeconfig: kcp, stateDir, pingIntervalMs: PING_S * 1000, delivery: { backoffDelay: 'PT0.2S' } });
+  }, 600_000);
+  afterAll(async () => {
+    await rt?.stop();
+    await set?.stop();
+    await rm(stateDir, { recursive: true, force: true });
+  });
+
+  it('reconciles knative.yaml: the Broker, every Trigger and source Ready, every Service addressed', async () => {
+    const get = async (kind: string) => JSON.parse(await kubectl(kcp, ['get', kind, '-n', ns, '-o', 'json'])) as {
+      items: { metadata: { name: string }; status?: { address?: { url?: string }; sinkUri?: string; subscriberUri?: string; conditions?: { type: string; status: string }[] } }[];
+    };
+    const ready = (o: { status?: { conditions?: { type: string; status: string }[] } }) => o.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+    const [broker] = (await get('brokers.eventing.knative.dev')).items;
+    expect(ready(broker!)).toBe('True');
+    expect(broker!.status?.address?.url).toBe(`http://broker-ingress.knative-eventing.svc.cluster.local/${ns}/kcp-sync`);
+    const triggers = (await get('triggers.eventing.knative.dev')).items;
+    expect(triggers.map((t) => [t.metadata.name, ready(t), t.status?.subscriberUri]).sort()).toEqual(
+      ['sync-apply-items', 'sync-resolve-cluster', 'sync-resync', 'sync-write-status'].map((n) => [n, 'True', `http://${n}.${ns}.svc.cluster.local`]));
+    for (const kind of ['apiserversources.sources.knative.dev', 'pingsources.sources.knative.dev']) {
+      for (const src of (await get(kind)).items) {
+        expect(ready(src), `${kind} ${src.metadata.name}`).toBe('True');
+        expect(src.status?.sinkUri).toBe(broker!.status?.address?.url);
+      }
+    }
+    // The controller made one Deployment per ApiServerSource; the kubelet runs each adapter.
+    expect(rt.adapters().length).toBe((await get('apiserversources.sources.knative.dev')).items.length);
+    // The SinkBinding gave the posting Services the Broker's address as K_SINK.
+    const svc = JSON.parse(await kubectl(kcp, ['get', 'services.serving.knative.dev', 'sync-resolve-cluster', '-n', ns, '-o', 'json'])) as
+      { spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } } };
+    expect(svc.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'K_SINK')?.value).toBe(broker!.status?.address?.url);
+  });
+
+  it('every function replica serves its probes through queue-proxy', async () => {
+    expect(rt.serving.replicas.length).toBe(2 * 5);
+    for (const r of rt.serving.replicas) {
+      const probe = await fetch(r.url, { headers: QUEUE_PROBE });
+      expect(probe.status, `${r.service}/${r.replica}`).toBe(200);
+      for (const path of ['health/readiness', 'health/liveness']) {
+        expect((await fetch(`http://127.0.0.1:${r.port}/${path}`)).status, `${r.service}/${r.replica} ${path}`).toBe(200);
+      }
+    }
+  });
+
+  it('a SyncResource applied with kubectl goes through the real broker to the SKR, and its status comes back', async () => {
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = [
+      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '1' }) },
+    ];
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
+    expect(await skrData('synced', target)).toEqual({ a: '1' });
+    // Each step was reached through the broker's filter, at a Service's address.
+    for (const svc of ['sync-resolve-cluster', 'sync-apply-items', 'sync-write-status']) {
+      expect(rt.broker.deliveries.get(svc)?.length, svc).toBeGreaterThan(0);
+    }
+    // An edit goes the same way.
+    items[1] = { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '2' }) };
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    await eventually(async () => expect(await skrData('synced', target)).toEqual({ a: '2' }), 60_000);
+  });
+
+  it('the real ApiServerSource adapter killed mid-change: what it missed is caught up by the next ping', async () => {
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = [
+      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '1' }) },
+    ];
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '1' }), 60_000);
+    // Kill every adapter (SIGKILL); while the kubelet restarts them, the SyncResource changes.
+    const before = rt.adapters().map((a) => a.proc?.pid);
+    await Promise.all(rt.adapters().map((a) => rt.kubelet.kill(a)));
+    items[1] = { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '2' }) };
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    const changed = Date.now();
+    // Within the documented bound: the next ping (PING_S) plus one run.
+    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '2' }), (PING_S + 30) * 1000, 250);
+    expect(Date.now() - changed).toBeLessThan((PING_S + 30) * 1000);
+    // The adapters were restarted as containers are (new processes).
+    await eventually(async () => {
+      const now = rt.adapters().filter((a) => a.ready).map((a) => a.proc?.pid);
+      expect(now.length).toBe(before.length);
+      for (const pid of now) expect(before).not.toContain(pid);
+    }, 60_000);
+  });
+});
