@@ -211,22 +211,17 @@ export class TtlMemo<T> {
 }
 
 /**
- * Memo remembers computed values by key, forgetting the least recently used beyond max
- * entries or maxWeight (the sum of weigh(key), e.g. the length of a text key): for pure
- * functions of their key (a manifest's text, an object's uid and resourceVersion), which a
- * resync computes again for every item of every SyncResource on every tick.
+ * Memo remembers up to max computed values by key, forgetting the least recently used: for
+ * pure functions of their key (an object's uid and resourceVersion) computed again shortly
+ * after (a run decides an item twice). Under a cyclic working set larger than max it misses
+ * every time, so it is kept small and meant for reuse close in time.
  */
 export class Memo<T> {
   private readonly entries = new Map<string, T>();
-  private weight = 0;
   private readonly max: number;
-  private readonly maxWeight: number;
-  private readonly weigh: (key: string) => number;
 
-  constructor(max: number, maxWeight = Infinity, weigh: (key: string) => number = (k) => k.length) {
+  constructor(max: number) {
     this.max = max;
-    this.maxWeight = maxWeight;
-    this.weigh = weigh;
   }
 
   get(key: string, compute: () => T): T {
@@ -238,12 +233,7 @@ export class Memo<T> {
     }
     const value = compute();
     this.entries.set(key, value);
-    this.weight += this.weigh(key);
-    for (const oldest of this.entries.keys()) {
-      if (this.entries.size <= this.max && this.weight <= this.maxWeight) break;
-      this.entries.delete(oldest);
-      this.weight -= this.weigh(oldest);
-    }
+    if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value!);
     return value;
   }
 

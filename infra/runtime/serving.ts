@@ -21,6 +21,7 @@ import { tokenKubeconfig } from './identities.ts';
 
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
+  status?: { observedGeneration?: number; latestReadyRevisionName?: string };
   spec: { template: { metadata?: Record<string, unknown>; spec: {
     serviceAccountName?: string; containerConcurrency?: number; timeoutSeconds?: number;
     containers: { env?: { name: string; value?: string }[] }[];
@@ -89,11 +90,12 @@ export class Serving {
     void this.loop(list.metadata.resourceVersion);
   }
 
-  /** ready waits until every Service named has ready replicas of its latest template. */
+  /** ready waits until every Service named runs ready replicas of its current template. */
   async ready(names: string[], timeoutMs = 120_000): Promise<void> {
     await waitFor(`Knative Services ${names.join(', ')}`, async () => {
       await Promise.all([...this.pending.values()]);
-      return names.every((n) => this.replicas.some((r) => r.service === n));
+      const current = await Promise.all(names.map((n) => this.opts.kcp.client.call<KService>('GET', `${this.path}/${n}`)));
+      return current.every((s) => this.revisions.get(s.metadata.name) === revisionOf(s) && this.replicas.some((r) => r.service === s.metadata.name));
     }, timeoutMs);
   }
 
@@ -226,6 +228,8 @@ export class Serving {
 
   private async report(s: KService, revision: string): Promise<void> {
     const { name, namespace } = s.metadata;
+    // Our own status write comes back as a change: nothing to report then.
+    if (s.status?.observedGeneration === s.metadata.generation && s.status?.latestReadyRevisionName === revision) return;
     const url = `http://${name}.${namespace}.svc.cluster.local`;
     const now = new Date().toISOString();
     const ok = (type: string) => ({ type, status: 'True', lastTransitionTime: now });

@@ -13,11 +13,12 @@ import { canonical, isMap, Memo } from '../util.ts';
 const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
 
 /**
- * digests remembers appliedDigest by object, resourceVersion, manager and subresource: an
- * object the server has not changed has the same digest, and a no-op resync asks for the
- * digest of every synced object on every tick.
+ * digests remembers appliedDigest by object, resourceVersion, manager and subresource (an
+ * object the server has not changed has the same digest): a run decides each item twice,
+ * from a list snapshot and again from what it read, and a busy process interleaves a few
+ * hundred runs. Small, so that it costs nothing at scale.
  */
-const digests = new Memo<string>(50_000);
+const digests = new Memo<string>(4_096);
 
 /**
  * appliedDigest is the digest of what manager owns of obj (or of its subresource), with the

@@ -3,7 +3,7 @@
 // broker sink (K_SINK, injected by the SinkBinding).
 import { hostname } from 'node:os';
 import { emitterFor, type CloudEvent, type Message, type TransportFunction } from 'cloudevents';
-import { request } from 'undici';
+import { EnvHttpProxyAgent, request } from 'undici';
 import { ClientCache } from '../cluster/cache.ts';
 import { Lookups } from '../cluster/resolve.ts';
 import { parseConfig, type Config } from '../config.ts';
@@ -15,10 +15,16 @@ import { Recorder } from '../kube/recorder.ts';
 import { recordRequest } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 
-/** sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's own transport ignores the status). */
-export function sinkTransport(url: string): TransportFunction {
+/**
+ * sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's
+ * own transport ignores the status). HTTP_PROXY and NO_PROXY are honoured when set, as
+ * other HTTP clients in a cluster do (the local runtime's cluster network is one).
+ */
+export function sinkTransport(url: string, env: Record<string, string | undefined> = process.env): TransportFunction {
+  const proxied = env.HTTP_PROXY ?? env.http_proxy;
+  const dispatcher = proxied ? new EnvHttpProxyAgent({ httpProxy: proxied, noProxy: env.NO_PROXY ?? env.no_proxy ?? '' }) : undefined;
   return async (message: Message) => {
-    const res = await request(url, { method: 'POST', headers: message.headers as Record<string, string>, body: message.body as string });
+    const res = await request(url, { method: 'POST', headers: message.headers as Record<string, string>, body: message.body as string, ...(dispatcher ? { dispatcher } : {}) });
     await res.body.dump();
     if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`sink ${url} answered ${res.statusCode}`);
     return res.statusCode;
@@ -41,7 +47,7 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
   const client = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst, onRequest });
   const kcp = { client, mapper: new RestMapper(client) };
   const sink = env.K_SINK;
-  const emit = sink ? emitterFor(sinkTransport(sink)) : undefined;
+  const emit = sink ? emitterFor(sinkTransport(sink, env)) : undefined;
   return {
     config,
     kcp,
