@@ -68,7 +68,7 @@ export async function installEventing(kcp: Cluster, eventingConfig: string, serv
   const crds = [...objects.filter((o) => o.kind === 'CustomResourceDefinition'), ...await docsIn(servingConfig)];
   await installCrds(kcp, crds);
   await applyObjects(kcp, objects.filter((o) => o.kind === 'Namespace'));
-  await applyObjects(kcp, objects.filter((o) => o.kind !== 'CustomResourceDefinition' && o.kind !== 'Namespace'));
+  await applyObjects(kcp, [...objects.filter((o) => o.kind !== 'CustomResourceDefinition' && o.kind !== 'Namespace'), ...await docsIn(join(servingConfig, 'roles'))]);
 }
 
 type Conditioned = { metadata: { name: string; generation?: number }; status?: { observedGeneration?: number; conditions?: { type: string; status: string; reason?: string; message?: string }[] } };

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # build.sh OUT_DIR: builds Knative Serving's queue-proxy (cmd/queue) from the version pinned
-# in go.mod/go.sum into OUT_DIR, with Serving's CRDs. Called by infra/binaries.ts.
+# in go.mod/go.sum into OUT_DIR, with Serving's CRDs and the ClusterRoles Eventing aggregates.
+# Called by infra/binaries.ts.
 #
 # One change to the source: queue-proxy's admin (8022) and autoscaler metrics (9090)
 # ports are constants; here every replica shares the host's network, so each reads its
@@ -25,6 +26,11 @@ printf 'package sharedmain\n\nimport (\n\t"os"\n\t"strconv"\n)\n\n// localPort: 
 mkdir -p "$out/config"
 export CGO_ENABLED=0
 (cd "$work" && go build -mod=vendor -trimpath -ldflags "-s -w" -o "$out/queue" knative.dev/serving/cmd/queue)
-cp "$(go list -m -f '{{.Dir}}' knative.dev/serving)/config/core/300-resources/"{service,configuration,revision,route}.yaml "$out/config/"
+src=$(go list -m -f '{{.Dir}}' knative.dev/serving)/config/core
+cp "$src/300-resources/"{service,configuration,revision,route}.yaml "$out/config/"
+# Serving's ClusterRoles that Eventing's aggregate over (SinkBinding patches a Service; the
+# addressable resolver reads one).
+mkdir -p "$out/config/roles"
+cp "$src/200-roles/"{podspecable-bindings-clusterrole,addressable-resolvers-clusterrole}.yaml "$out/config/roles/"
 chmod -R u+w "$out/config"
 printf '{"serving":"%s"}\n' "$serving" > "$out/versions.json"
