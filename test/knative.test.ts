@@ -141,4 +141,51 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     // mtping's tick came in between: the resync is what caught the change up.
     expect(pings()).toBeGreaterThan(pingsBefore);
   });
+
+  it('a function whose Role loses one rule fails where it needs it, and recovers once the rule is back', async () => {
+    // sync-write-status without patch on syncresources/status: the run applies, the status write is refused.
+    const role = JSON.parse(await kubectl(kcp, ['get', 'role', 'sync-write-status', '-n', ns, '-o', 'json'])) as { rules: { resources: string[]; verbs: string[] }[] };
+    const without = { ...role, rules: role.rules.filter((r) => !r.resources.includes('syncresources/status')) };
+    expect(without.rules.length).toBe(role.rules.length - 1);
+    await kubectl(kcp, ['replace', '-f', '-'], JSON.stringify(without));
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = [
+      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { r: '1' }) },
+    ];
+    const failedBefore = rt.broker.stats.deadLettered;
+    try {
+      await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+      // The objects land (apply-items' own rules are intact); the status never does: the write-status delivery fails until dead-lettered.
+      await eventually(async () => expect(await skrData('synced', target)).toEqual({ r: '1' }), 60_000);
+      await eventually(async () => expect(rt.broker.stats.deadLettered).toBeGreaterThan(failedBefore), 90_000, 500);
+      expect((await sr(name))?.status?.state).toBeUndefined();
+    } finally {
+      await kubectl(kcp, ['replace', '-f', '-'], JSON.stringify({ ...role, metadata: { ...(role as unknown as { metadata: object }).metadata, resourceVersion: undefined } }));
+    }
+    // With the rule back, the next ping's resync writes it.
+    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), (2 * PING_S + 30) * 1000, 500);
+  });
+
+  it('a function replica killed mid-pipeline, and the adapters\' watches cut: every edit still lands', async () => {
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = (v: number) => [
+      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: String(v) }) },
+    ];
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items(1)));
+    for (let v = 2; v <= 4; v++) {
+      await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items(v)));
+      if (v === 2) await rt.serving.restart('sync-apply-items', 0);
+      if (v === 3) expect(rt.proxy.breakWatches()).toBeGreaterThan(0);
+    }
+    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '4' }), (2 * PING_S + 30) * 1000, 250);
+    await eventually(async () => {
+      const s = await sr(name);
+      expect(s?.status?.state).toBe('Ready');
+      expect(s?.status?.observedGeneration).toBe(s?.metadata.generation);
+    }, 60_000);
+  });
 });

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
-import type { EventBus, FunctionProc, Runtime, RuntimeOptions } from './index.ts';
+import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Runtime, type RuntimeOptions } from './index.ts';
 import type { PingTimer } from './sources.ts';
 import { loadAll } from 'js-yaml';
 import { ProxyAgent, request } from 'undici';
@@ -25,25 +25,14 @@ import { ApiProxy } from './apiproxy.ts';
 import { ClusterNet, type Passage } from './clusternet.ts';
 import { EVENTING_NAMESPACE, installEventing, waitEventingReady } from './eventing.ts';
 import { serviceAccountKubeconfigs } from './identities.ts';
-import { loadRouting, type Delivery, type Doc, type Routing } from './knative.ts';
+import { loadRouting, type Doc, type Routing } from './knative.ts';
 import { Kubelet, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
-export interface KnativeOptions {
-  kubeconfig: string;
-  stateDir: string;
-  knativeYaml?: string;
-  /** pingIntervalMs replaces the PingSource's schedule with "@every <n>s" (mtping takes seconds). */
-  pingIntervalMs?: number;
-  env?: Record<string, string>;
-  envFor?: (service: string, replica: number) => Record<string, string>;
-  delivery?: Delivery;
-  rbacEdit?: (docs: Doc[]) => Doc[];
-  replicas?: number;
-  log?: (line: string) => void;
-}
+/** KnativeOptions are the runtime's options that apply on Knative's own parts (index.ts); pingIntervalMs becomes "@every <n>s" (mtping takes seconds). */
+export type KnativeOptions = Pick<RuntimeOptions, 'kubeconfig' | 'stateDir' | 'knativeYaml' | 'pingIntervalMs' | 'env' | 'envFor' | 'delivery' | 'rbacEdit' | 'replicas' | 'log'>;
 
 /**
  * RealBroker is what the runtime sees of Knative's Broker from the cluster network: the
@@ -166,7 +155,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   await net.listen();
   kubelet = new Kubelet({ kcp, namespaces: [EVENTING_NAMESPACE, namespace], binaries: eventing.commands, net, apiServer, tokenDir: saDir, logDir, log });
   const servingRt = new Serving({
-    kcp, namespace, net, replicas: Math.max(1, opts.replicas ?? Number(process.env.KCP_SYNC_REPLICAS ?? 2)), queueBinary: serving.queue,
+    kcp, namespace, net, replicas: Math.max(1, opts.replicas ?? DEFAULT_REPLICAS), queueBinary: serving.queue,
     functionCommand: { cmd: process.execPath, args: [join(root, 'functions', 'serve.ts')], cwd: root },
     ...(opts.env ? { env: opts.env } : {}), ...(opts.envFor ? { envFor: opts.envFor } : {}),
     apiServer: { url: admin.server, caFile: join(saDir, 'ca.crt') }, tokenDir: saDir, logDir, log,
@@ -225,12 +214,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
 export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime> {
   if (opts.chaos) throw new Error('chaos (duplicated and delayed deliveries) is a feature of the broker stand-in; not available with knative: real');
   if (opts.namespace && opts.namespace !== 'kcp-system') throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
-  const k = await startKnative({
-    kubeconfig: opts.kubeconfig, stateDir: opts.stateDir,
-    ...(opts.knativeYaml ? { knativeYaml: opts.knativeYaml } : {}), ...(opts.pingIntervalMs ? { pingIntervalMs: opts.pingIntervalMs } : {}),
-    ...(opts.env ? { env: opts.env } : {}), ...(opts.envFor ? { envFor: opts.envFor } : {}), ...(opts.delivery ? { delivery: opts.delivery } : {}),
-    ...(opts.rbacEdit ? { rbacEdit: opts.rbacEdit } : {}), ...(opts.replicas ? { replicas: opts.replicas } : {}), ...(opts.log ? { log: opts.log } : {}),
-  });
+  const k = await startKnative(opts);
   const functions = (): FunctionProc[] => k.serving.replicas.map((r) => ({ service: r.service, replica: r.replica, url: r.url, port: r.port, proc: r.proc }));
   const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${k.pingSource?.name ?? 'sync-resync'}`;
   return {

@@ -8,8 +8,9 @@
 // http://<name>.<namespace>.svc.cluster.local, resolves through the cluster network to
 // the replica with the fewest requests in flight, and its status says Ready with that
 // address, so the eventing controller resolves Triggers and SinkBindings to it. A change to
-// the template (e.g. the SinkBinding adding K_SINK) rolls out a new set of replicas, as a
-// new Revision, and retires the old one once the new one is ready.
+// the template (e.g. the SinkBinding adding K_SINK) replaces the replicas with a new set,
+// as a new Revision: the old ones finish their requests and stop, then the new ones start
+// (not side by side, as Serving would: each replica number has ports of its own here).
 import { createHash } from 'node:crypto';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -128,12 +129,13 @@ export class Serving {
     const next = prev.then(async () => {
       const revision = revisionOf(s);
       if (this.revisions.get(name) !== revision && !this.stopped) {
+        // The old replicas go first (their requests in flight finish): a replica keeps its
+        // number, and what is given per replica (envFor: a metrics port) is its alone.
+        await this.retire(name, revision);
         const started = await Promise.all(Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)));
         this.revisions.set(name, revision);
-        const old = this.replicas.filter((r) => r.service === name);
         this.replicas.push(...started);
         this.opts.net.register(name, this.opts.namespace, () => this.route(name));
-        await this.retire(name, revision, old);
       }
       await this.report(s, revision);
     }).catch((err: unknown) => this.opts.log?.(`serving: ${name}: ${String(err)}`));
