@@ -47,7 +47,7 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
       const live = await observe(skr, p);
       if (p.item.dataFrom) {
         // Values by reference live in the KCP: compared as they are in the cluster, never shown.
-        p.object!.data = { ...(live?.data as Record<string, string> | undefined) };
+        p.object = { ...p.object!, data: { ...(live?.data as Record<string, string> | undefined) } };
         const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
         const o = await outcomeOf(p, live, owner, skr, config);
         out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
