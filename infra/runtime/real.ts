@@ -126,14 +126,6 @@ export interface KnativeRuntime {
   stop(): Promise<void>;
 }
 
-/** moved returns a document of knative.yaml placed in namespace (subjects, sinks and refs follow it). */
-function moved(d: Doc, namespace: string): KubeObject {
-  const text = JSON.stringify(d).replaceAll('"namespace":"kcp-system"', `"namespace":"${namespace}"`);
-  const o = JSON.parse(text) as KubeObject;
-  o.metadata.namespace = namespace;
-  return o;
-}
-
 export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime> {
   const log = opts.log ?? (() => {});
   const file = opts.knativeYaml ?? join(root, 'knative.yaml');
@@ -178,7 +170,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
     const docs = (loadAll(await readFile(file, 'utf8')) as Doc[]).filter(Boolean)
       .filter((d) => ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) && d.apiVersion !== 'v1')
-      .map((d) => moved(d, namespace));
+      .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {
       if (d.kind === 'Broker' && opts.delivery) (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
       if (d.kind === 'PingSource' && opts.pingIntervalMs) (d as unknown as Doc).spec.schedule = `@every ${Math.max(1, Math.round(opts.pingIntervalMs / 1000))}s`;
