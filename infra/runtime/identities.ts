@@ -19,6 +19,26 @@ function moved(d: Doc, namespace: string): KubeObject {
   return o;
 }
 
+/** applyRbac applies the RBAC of routing into its namespace; edit may change it first (tests take a rule away). */
+export async function applyRbac(kcp: Cluster, routing: Routing, edit: (docs: Doc[]) => Doc[] = (d) => d): Promise<KubeObject[]> {
+  const rbac = edit(structuredClone(routing.rbac)).map((d) => moved(d, routing.namespace));
+  await applyObjects(kcp, rbac);
+  return rbac;
+}
+
+/**
+ * mountedToken is what a Pod of ServiceAccount sa in namespace gets: the path of a
+ * kubeconfig with its token, or undefined when automounting is off for the Pod (podMount)
+ * or, the Pod saying nothing, for the ServiceAccount.
+ */
+export async function mountedToken(
+  kcp: Cluster, namespace: string, sa: string, podMount: boolean | undefined, server: { url: string; caFile: string }, dir: string, file?: string,
+): Promise<string | undefined> {
+  const mount = podMount ?? (await kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}`))
+    .automountServiceAccountToken ?? true;
+  return mount ? tokenKubeconfig(kcp, namespace, sa, server, join(dir, namespace), file) : undefined;
+}
+
 /**
  * serviceAccountKubeconfigs applies the RBAC of routing into its namespace and returns,
  * per service, the path of a kubeconfig for its ServiceAccount, or null when its token is
@@ -27,8 +47,7 @@ function moved(d: Doc, namespace: string): KubeObject {
 export async function serviceAccountKubeconfigs(
   kcp: Cluster, routing: Routing, server: { url: string; caFile: string }, dir: string, edit: (docs: Doc[]) => Doc[] = (d) => d,
 ): Promise<Map<string, string | null>> {
-  const rbac = edit(structuredClone(routing.rbac)).map((d) => moved(d, routing.namespace));
-  await applyObjects(kcp, rbac);
+  const rbac = await applyRbac(kcp, routing, edit);
   const out = new Map<string, string | null>();
   for (const svc of routing.services) {
     const sa = rbac.find((d) => d.kind === 'ServiceAccount' && d.metadata.name === svc.serviceAccountName);

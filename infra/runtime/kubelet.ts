@@ -18,14 +18,14 @@
 // cluster network routes by the kubelet's table, never by that address. A
 // process that exits is restarted with a back-off and its Pod is not ready meanwhile; a Pod
 // deleted is stopped.
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError } from '../../lib/kube/errors.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort } from '../net.ts';
 import { killProcess, startProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
-import { tokenKubeconfig } from './identities.ts';
+import { mountedToken } from './identities.ts';
+import { informer } from './informer.ts';
 
 type EnvVar = {
   name: string; value?: string;
@@ -42,7 +42,7 @@ type Container = {
 };
 /** Pod is what the kubelet reads of a Pod. */
 export type Pod = {
-  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string };
+  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string; resourceVersion?: string };
   spec: { containers: Container[]; serviceAccountName?: string; automountServiceAccountToken?: boolean; nodeName?: string };
   status?: { phase?: string };
 };
@@ -130,10 +130,19 @@ export class Kubelet {
         addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: NODE }],
       } },
     });
-    await Promise.all(this.opts.namespaces.map(async (ns) => {
-      const rv = await this.sync(ns);
-      void this.loop(ns, rv);
-    }));
+    await Promise.all(this.opts.namespaces.map((ns) => informer<Pod>(this.opts.kcp.client, `/api/v1/namespaces/${ns}/pods`, {
+      list: (pods) => {
+        const seen = new Set(pods.map((p) => p.metadata.uid));
+        for (const pod of pods) this.observe(pod);
+        for (const p of this.pods.values()) if (p.namespace === ns && !seen.has(p.uid)) void this.stopPod(p);
+      },
+      event: (type, pod) => {
+        const known = this.pods.get(pod.metadata.uid);
+        if (type === 'DELETED') {
+          if (known) void this.stopPod(known);
+        } else this.observe(pod);
+      },
+    }, this.abort.signal)));
   }
 
   /** target finds a ready Pod for a selector and maps a container port (number or name) to its process's port. */
@@ -162,38 +171,6 @@ export class Kubelet {
   /** kill ends a Pod's process (SIGKILL), as a crash would; it is restarted like any container that exits. */
   async kill(pod: LocalPod): Promise<void> {
     if (pod.proc) await killProcess(pod.proc);
-  }
-
-  private async sync(ns: string): Promise<string> {
-    const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: Pod[] }>('GET', `/api/v1/namespaces/${ns}/pods`);
-    const seen = new Set<string>();
-    for (const pod of list.items) {
-      seen.add(pod.metadata.uid);
-      this.observe(pod);
-    }
-    for (const p of this.pods.values()) if (p.namespace === ns && !seen.has(p.uid)) void this.stopPod(p);
-    return list.metadata.resourceVersion;
-  }
-
-  private async loop(ns: string, first: string): Promise<void> {
-    let rv: string | undefined = first;
-    while (!this.stopped) {
-      try {
-        rv ??= await this.sync(ns);
-        for await (const ev of this.opts.kcp.client.watch<Pod>(`/api/v1/namespaces/${ns}/pods`, { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' }, this.abort.signal)) {
-          if (ev.type === 'ERROR') { rv = undefined; break; }
-          rv = (ev.object.metadata as { resourceVersion?: string }).resourceVersion ?? rv;
-          if (ev.type === 'BOOKMARK') continue;
-          if (ev.type === 'DELETED') {
-            const p = this.pods.get(ev.object.metadata.uid);
-            if (p) void this.stopPod(p);
-          } else this.observe(ev.object);
-        }
-      } catch {
-        rv = undefined;
-        if (!this.stopped) await sleep(500);
-      }
-    }
   }
 
   private observe(pod: Pod): void {
@@ -231,7 +208,8 @@ export class Kubelet {
     }
     for (const p of c.ports ?? []) if (p.name && local.ports.has(p.containerPort)) local.ports.set(p.name, local.ports.get(p.containerPort)!);
     const env: Record<string, string> = { PATH: process.env.PATH ?? '', ...(await this.envOf(pod, c, local)), ...portEnv, ...this.opts.net.env() };
-    const kubeconfig = await this.identity(pod);
+    const kubeconfig = await mountedToken(this.opts.kcp, pod.metadata.namespace, pod.spec.serviceAccountName ?? 'default', pod.spec.automountServiceAccountToken,
+      this.opts.apiServer, this.opts.tokenDir, `kubeconfig-${pod.metadata.name}.yaml`);
     if (kubeconfig) env.KUBECONFIG = kubeconfig;
     for (let delay = 1_000; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 10_000)) {
       while (this.paused.has(local.command) && !local.stopped && !this.stopped) await sleep(100);
@@ -317,19 +295,6 @@ export class Kubelet {
       }
     }
     return out;
-  }
-
-  /** identity writes the kubeconfig of the Pod's ServiceAccount token, or returns undefined when none is mounted. */
-  private async identity(pod: Pod): Promise<string | undefined> {
-    const ns = pod.metadata.namespace;
-    const sa = pod.spec.serviceAccountName ?? 'default';
-    let mount = pod.spec.automountServiceAccountToken;
-    if (mount === undefined) {
-      const account = await this.opts.kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${ns}/serviceaccounts/${sa}`);
-      mount = account.automountServiceAccountToken ?? true;
-    }
-    if (!mount) return undefined;
-    return tokenKubeconfig(this.opts.kcp, ns, sa, this.opts.apiServer, join(this.opts.tokenDir, ns), `kubeconfig-${pod.metadata.name}.yaml`);
   }
 
   private async stopPod(p: LocalPod): Promise<void> {

@@ -24,7 +24,7 @@ import { applyObjects } from '../kcp-setup.ts';
 import { ApiProxy } from './apiproxy.ts';
 import { ClusterNet, type Passage } from './clusternet.ts';
 import { EVENTING_NAMESPACE, installEventing, waitEventingReady } from './eventing.ts';
-import { serviceAccountKubeconfigs } from './identities.ts';
+import { applyRbac } from './identities.ts';
 import { loadRouting, type Doc, type Routing } from './knative.ts';
 import { Kubelet, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
@@ -167,7 +167,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     await installEventing(kcp, eventing.config, serving.config);
     await kubelet.start();
     // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
-    await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
+    await applyRbac(kcp, routing, opts.rbacEdit);
     const docs = (loadAll(await readFile(file, 'utf8')) as Doc[]).filter(Boolean)
       .filter((d) => ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) && d.apiVersion !== 'v1')
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);

@@ -12,13 +12,13 @@
 // as a new Revision: the old ones finish their requests and stop, then the new ones start
 // (not side by side, as Serving would: each replica number has ports of its own here).
 import { createHash } from 'node:crypto';
-import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
 import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
-import { tokenKubeconfig } from './identities.ts';
+import { mountedToken } from './identities.ts';
+import { informer } from './informer.ts';
 
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
@@ -86,9 +86,10 @@ export class Serving {
 
   /** start lists the Services, runs each one's replicas, and follows changes. */
   async start(): Promise<void> {
-    const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: KService[] }>('GET', this.path);
-    await Promise.all(list.items.map((s) => this.reconcile(s)));
-    void this.loop(list.metadata.resourceVersion);
+    await informer<KService>(this.opts.kcp.client, this.path, {
+      list: (items) => Promise.all(items.map((s) => this.reconcile(s))).then(() => undefined),
+      event: (type, s) => void (type === 'DELETED' ? this.retire(s.metadata.name, undefined) : this.reconcile(s)),
+    }, this.abort.signal);
   }
 
   /** ready waits until every Service named runs ready replicas of its current template. */
@@ -98,28 +99,6 @@ export class Serving {
       const current = await Promise.all(names.map((n) => this.opts.kcp.client.call<KService>('GET', `${this.path}/${n}`)));
       return current.every((s) => this.revisions.get(s.metadata.name) === revisionOf(s) && this.replicas.some((r) => r.service === s.metadata.name));
     }, timeoutMs);
-  }
-
-  private async loop(first: string): Promise<void> {
-    let rv: string | undefined = first;
-    while (!this.stopped) {
-      try {
-        if (rv === undefined) {
-          const list = await this.opts.kcp.client.call<{ metadata: { resourceVersion: string }; items: KService[] }>('GET', this.path);
-          for (const s of list.items) void this.reconcile(s);
-          rv = list.metadata.resourceVersion;
-        }
-        for await (const ev of this.opts.kcp.client.watch<KService>(this.path, { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' }, this.abort.signal)) {
-          if (ev.type === 'ERROR') { rv = undefined; break; }
-          rv = ev.object.metadata.resourceVersion ?? rv;
-          if (ev.type === 'ADDED' || ev.type === 'MODIFIED') void this.reconcile(ev.object);
-          if (ev.type === 'DELETED') await this.retire(ev.object.metadata.name, undefined);
-        }
-      } catch {
-        rv = undefined;
-        if (!this.stopped) await sleep(500);
-      }
-    }
   }
 
   /** reconcile rolls out the Service's template when it changed, then reports its status. */
@@ -158,7 +137,7 @@ export class Serving {
     const t = s.spec.template.spec;
     const env: Record<string, string> = {};
     for (const e of t.containers[0]?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-    const kubeconfig = await this.identity(namespace, t.serviceAccountName ?? 'default');
+    const kubeconfig = await mountedToken(this.opts.kcp, namespace, t.serviceAccountName ?? 'default', undefined, this.opts.apiServer, this.opts.tokenDir);
     const [port, queuePort, queueTls, admin, metrics] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
     const pod = `${revision}-${replica}`;
     const fnEnv: Record<string, string | undefined> = {
@@ -246,12 +225,6 @@ export class Serving {
         },
       },
     });
-  }
-
-  private async identity(namespace: string, sa: string): Promise<string | undefined> {
-    const account = await this.opts.kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}`).catch(() => undefined);
-    if (!account || account.automountServiceAccountToken === false) return undefined;
-    return tokenKubeconfig(this.opts.kcp, namespace, sa, this.opts.apiServer, join(this.opts.tokenDir, namespace));
   }
 
   async stop(): Promise<void> {
