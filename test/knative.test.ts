@@ -119,6 +119,14 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     ];
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
     await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '1' }), 60_000);
+    // Settled: Ready for its generation, and nothing in flight that names it (events carry
+    // identity only: a late event for the old spec, its status write's, would apply the new one).
+    await eventually(async () => {
+      const s = await sr(name);
+      expect(s?.status?.state).toBe('Ready');
+      expect(s?.status?.observedGeneration).toBe(s?.metadata.generation);
+    }, 60_000);
+    await rt.broker.idle(60_000, 1_500);
     // SIGKILL every adapter and keep them down (a node that lost them) while the SyncResource changes.
     const before = rt.adapters().map((a) => a.proc!.pid);
     expect(before.length).toBe(4);
