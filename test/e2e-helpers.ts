@@ -5,7 +5,8 @@ import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inject } from 'vitest';
-import { applyObjects, kymaName, kymaObjects } from '../infra/kcp-setup.ts';
+import { ClusterSet } from '../infra/clusters.ts';
+import { applyObjects, controlPlaneNamespace, kymaName, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../infra/runtime/index.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
@@ -29,8 +30,14 @@ export interface Stack {
   stop(): Promise<void>;
 }
 
-/** startStack creates a namespace with a Kyma and access Secret per SKR and starts the runtime for it. */
+/**
+ * startStack creates a namespace with a Kyma and access Secret per SKR and starts the
+ * runtime for it. On Knative's own parts (knative: "real"), which install cluster-wide,
+ * the stack gets a KCP and two SKRs of its own instead, and runs in kcp-system.
+ */
 export async function startStack(prefix: string, opts: Partial<RuntimeOptions> = {}): Promise<Stack> {
+  const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-${prefix}-`));
+  if (opts.knative === 'real') return startRealStack(stateDir, opts);
   const clusters = inject('clusters');
   const ns = uniqueName(prefix);
   const kcp = await cluster('kcp');
@@ -38,7 +45,6 @@ export async function startStack(prefix: string, opts: Partial<RuntimeOptions> =
     { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
     ...clusters.skrs.flatMap((s, i) => kymaObjects(kymaName(i + 1), s.kubeconfig, ns)),
   ]);
-  const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-${prefix}-`));
   const kcpFile = `${clusters.stateDir}/kubeconfig/kcp.yaml`;
   const runtime = await startRuntime({ kubeconfig: kcpFile, stateDir, pingIntervalMs: 2000, namespace: ns, ...opts });
   return {
@@ -48,6 +54,27 @@ export async function startStack(prefix: string, opts: Partial<RuntimeOptions> =
       await runtime.stop();
       await rm(stateDir, { recursive: true, force: true });
     },
+  };
+}
+
+async function startRealStack(stateDir: string, opts: Partial<RuntimeOptions>): Promise<Stack> {
+  const set = await ClusterSet.start({ skrs: 2, stateDir });
+  const stop = async (runtime?: Runtime) => {
+    await runtime?.stop();
+    await set.stop();
+    await rm(stateDir, { recursive: true, force: true });
+  };
+  let runtime: Runtime | undefined;
+  try {
+    await setupKcp(set);
+    runtime = await startRuntime({ kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 2000, ...opts });
+  } catch (err) {
+    await stop();
+    throw err;
+  }
+  return {
+    ns: controlPlaneNamespace, runtime, stateDir, kcp: set.kcp.kubeconfigFile, skr: set.skrs.map((s) => s.kubeconfigFile),
+    stop: () => stop(runtime),
   };
 }
 

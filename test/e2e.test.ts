@@ -1,6 +1,6 @@
 // End to end through the whole pipeline: kubectl against the real KCP, the local
 // runtime (ApiServerSource, Broker, Triggers, PingSource) and the four functions as
-// real HTTP servers, objects checked in the real SKRs.
+// real HTTP servers, objects checked in the real SKRs; once on each Knative.
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -8,7 +8,6 @@ import { dump } from 'js-yaml';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
 
-let s: Stack;
 const cm = (name: string, ns: string, data: Record<string, string>) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: ${ns}}\ndata: ${JSON.stringify(data)}\n`;
 const nsItem = (ns: string) => ({ name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n` });
@@ -22,10 +21,14 @@ async function skrGet(skr: string, kind: string, name: string, ns: string): Prom
   return out.trim() ? JSON.parse(out) : undefined;
 }
 
-describe('end to end', () => {
+// On the stand-in (the default of npm start and the benchmark) and on Knative's own
+// eventing (its controllers, channel-based broker and adapters; Serving's queue-proxy in
+// front of every replica: infra/runtime/real.ts), which gets a KCP and SKRs of its own.
+describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knative) => {
+  let s: Stack;
   beforeAll(async () => {
-    s = await startStack('e2e');
-  });
+    s = await startStack('e2e', { knative });
+  }, 600_000);
   afterAll(async () => {
     await s?.stop();
   });

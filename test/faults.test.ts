@@ -1,7 +1,10 @@
-// The fault suite: a private KCP + 2 SKRs and the whole pipeline, under an SKR API
-// server killed mid-run, a KCP restart, function processes killed at random, a chaotic
-// broker (duplicates, delays, reordering) and a concurrent writer. Each time the system
-// converges to exactly the desired state, orphans nothing and leaks no credential.
+// The fault suite: a private KCP + 2 SKRs and the whole pipeline on Knative's own
+// eventing (real.ts: its controllers, broker, channel, adapters; each function replica
+// behind Serving's queue-proxy), under an SKR API server killed mid-run, a KCP restart,
+// function processes killed at random and a concurrent writer; then, on the broker
+// stand-in (which alone can inject them), duplicated, delayed and reordered deliveries.
+// Each time the system converges to exactly the desired state, orphans nothing and leaks
+// no credential.
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,7 +56,8 @@ async function startPipeline(chaos?: { duplicate: number; maxDelayMs: number }):
   // Knative's retry rules with a short backoff, so a dead SKR's retries end quickly.
   runtime = await startRuntime({
     kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000,
-    delivery: { retry: 3, backoffPolicy: 'exponential', backoffDelay: 'PT0.1S' }, ...(chaos ? { chaos } : {}),
+    delivery: { retry: 3, backoffPolicy: 'exponential', backoffDelay: 'PT0.1S' },
+    ...(chaos ? { chaos, knative: 'emulated' } : { knative: 'real' }),
   });
   runtime.broker.observe = true;
 }

@@ -75,11 +75,11 @@ describe('RBAC of knative.yaml', () => {
   });
 });
 
-describe('RBAC in use: each function runs as its own ServiceAccount', () => {
+describe.each(['emulated', 'real'] as const)('RBAC in use: each function runs as its own ServiceAccount (knative: %s)', (knative) => {
   it('a function whose Role misses one rule fails at that request, and the one without a token has no KCP access', async () => {
     // write-status without "patch syncresources/status": the run happens, the status never comes.
     const s = await startStack('rbac-cut', {
-      pingIntervalMs: 3_600_000,
+      knative, pingIntervalMs: 3_600_000,
       rbacEdit: (docs) => docs.map((d) => (d.kind === 'Role' && d.metadata.name === 'sync-write-status'
         ? { ...d, rules: (d as unknown as { rules: { resources: string[] }[] }).rules.filter((r) => !r.resources.includes('syncresources/status')) } as typeof d : d)),
     });
@@ -97,8 +97,8 @@ describe('RBAC in use: each function runs as its own ServiceAccount', () => {
       expect((await getSr(s, name))?.status?.state).toBeUndefined();
       // Every function serves its probes with exactly its Pod's identity; dead-letter has no kubeconfig at all.
       for (const f of s.runtime.functions) expect((await fetch(`${f.url}health/readiness`)).ok, f.service).toBe(true);
-      expect(await readFile(join(s.stateDir, 'serviceaccounts', 'sync-write-status', 'kubeconfig.yaml'), 'utf8')).toContain('tokenFile');
-      await expect(readFile(join(s.stateDir, 'serviceaccounts', 'sync-dead-letter', 'kubeconfig.yaml'), 'utf8')).rejects.toThrow();
+      expect(await readFile(join(s.stateDir, 'serviceaccounts', s.ns, 'sync-write-status', 'kubeconfig.yaml'), 'utf8')).toContain('tokenFile');
+      await expect(readFile(join(s.stateDir, 'serviceaccounts', s.ns, 'sync-dead-letter', 'kubeconfig.yaml'), 'utf8')).rejects.toThrow();
     } finally {
       await s.stop();
     }

@@ -41,8 +41,8 @@ export async function mountedToken(
 
 /**
  * serviceAccountKubeconfigs applies the RBAC of routing into its namespace and returns,
- * per service, the path of a kubeconfig for its ServiceAccount, or null when its token is
- * not mounted. edit may change the RBAC documents first (tests take a rule away).
+ * per service, the path of a kubeconfig for its ServiceAccount (dir/<namespace>/<name>/,
+ * as mountedToken), or null when its token is not mounted. edit may change the RBAC documents first (tests take a rule away).
  */
 export async function serviceAccountKubeconfigs(
   kcp: Cluster, routing: Routing, server: { url: string; caFile: string }, dir: string, edit: (docs: Doc[]) => Doc[] = (d) => d,
@@ -55,7 +55,7 @@ export async function serviceAccountKubeconfigs(
       out.set(svc.name, null);
       continue;
     }
-    const kubeconfig = await tokenKubeconfig(kcp, routing.namespace, sa.metadata.name, server, dir);
+    const kubeconfig = await tokenKubeconfig(kcp, routing.namespace, sa.metadata.name, server, join(dir, routing.namespace));
     out.set(svc.name, kubeconfig);
   }
   return out;

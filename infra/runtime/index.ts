@@ -89,11 +89,18 @@ export interface EventBus {
   publish(event: CloudEvent<unknown>): Promise<void>;
 }
 
+/** Ping is a PingSource's schedule: fire sends one tick now; stop holds the schedule until start. */
+export interface Ping {
+  fire(): void;
+  start(): void;
+  stop(): void;
+}
+
 /** Runtime is the running local event runtime. */
 export interface Runtime {
   broker: EventBus;
   functions: FunctionProc[];
-  ping: PingTimer[];
+  ping: Ping[];
   /** restartFunction kills one replica of a function (SIGKILL; default replica 0) and starts it again on the same port. */
   restartFunction(service: string, replica?: number): Promise<void>;
   /** stopSources kills the ApiServerSource adapters (SIGKILL); startSources starts them again (no events for what happened meanwhile). */
@@ -181,7 +188,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // One token per ServiceAccount, written before any adapter reads it.
       const kubeconfigs = new Map<string, string>();
       for (const sa of new Set(routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'))) {
-        kubeconfigs.set(sa, await tokenKubeconfig(kcp, routing.namespace, sa, { url: proxy.url, caFile: proxy.caFile }, saDir, 'kubeconfig-adapter.yaml'));
+        kubeconfigs.set(sa, await tokenKubeconfig(kcp, routing.namespace, sa, { url: proxy.url, caFile: proxy.caFile }, join(saDir, routing.namespace), 'kubeconfig-adapter.yaml'));
       }
       const generation = ++sourcesGeneration;
       await Promise.all(routing.apiServerSources.map(async (src) => {

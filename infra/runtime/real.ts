@@ -11,8 +11,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
-import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Runtime, type RuntimeOptions } from './index.ts';
-import type { PingTimer } from './sources.ts';
+import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Ping, type Runtime, type RuntimeOptions } from './index.ts';
 import { loadAll } from 'js-yaml';
 import { ProxyAgent, request } from 'undici';
 import { KubeClient } from '../../lib/kube/client.ts';
@@ -30,6 +29,9 @@ import { Kubelet, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
 
 const root = join(import.meta.dirname, '..', '..');
+
+/** SOURCE_NAME_LABEL names the ApiServerSource on its adapter's Pods (eventing's pkg/reconciler/apiserversource/resources). */
+const SOURCE_NAME_LABEL = 'eventing.knative.dev/sourceName';
 
 /** KnativeOptions are the runtime's options that apply on Knative's own parts (index.ts); pingIntervalMs becomes "@every <n>s" (mtping takes seconds). */
 export type KnativeOptions = Pick<RuntimeOptions, 'kubeconfig' | 'stateDir' | 'knativeYaml' | 'pingIntervalMs' | 'env' | 'envFor' | 'delivery' | 'rbacEdit' | 'replicas' | 'log'>;
@@ -212,15 +214,20 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
   return {
     broker: k.broker,
     get functions() { return functions(); },
-    // mtping fires on its schedule; fire() is an extra tick, the event mtping would send.
+    // mtping fires on its schedule; fire() is an extra tick, the event mtping would send;
+    // stop() holds the schedule by keeping mtping down (as a node that lost it), start() lets it run again.
     ping: [{
       fire: () => void k.publish(new CloudEvent({
         id: randomUUID(), type: 'dev.knative.sources.ping', source, datacontenttype: k.pingSource?.contentType ?? 'application/json',
         ...(k.pingSource?.data ? { data: k.pingSource.contentType === 'application/json' || !k.pingSource.contentType ? JSON.parse(k.pingSource.data) : k.pingSource.data } : {}),
       })).catch(() => {}),
-      start() {}, stop() {},
-    } as unknown as PingTimer],
-    get adapters() { return k.adapters().filter((a) => a.proc).map((a) => ({ name: a.name, proc: a.proc! })); },
+      start: () => k.kubelet.resume('mtping'),
+      stop: () => void k.kubelet.pause('mtping'),
+    } satisfies Ping],
+    // Named by their ApiServerSource (the label the controller puts on the adapter's Pods).
+    get adapters() {
+      return k.adapters().filter((a) => a.proc).map((a) => ({ name: a.labels[SOURCE_NAME_LABEL] ?? a.name, proc: a.proc! }));
+    },
     proxy: k.proxy,
     processes: () => [
       ...k.serving.replicas.map((r) => ({ group: 'queue-proxies', pid: r.queue.pid })),
