@@ -75,6 +75,8 @@ export class Serving {
   private readonly abort = new AbortController();
   private stopped = false;
   private readonly pending = new Map<string, Promise<void>>();
+  /** latest is each Service as last seen (a rollout of an older one is skipped). */
+  private readonly latest = new Map<string, KService>();
 
   constructor(opts: ServingOptions) {
     this.opts = opts;
@@ -88,7 +90,11 @@ export class Serving {
   async start(): Promise<void> {
     await informer<KService>(this.opts.kcp.client, this.path, {
       list: (items) => Promise.all(items.map((s) => this.reconcile(s))).then(() => undefined),
-      event: (type, s) => void (type === 'DELETED' ? this.retire(s.metadata.name, undefined) : this.reconcile(s)),
+      event: (type, s) => {
+        if (type !== 'DELETED') return void this.reconcile(s);
+        this.latest.delete(s.metadata.name);
+        void this.retire(s.metadata.name, undefined);
+      },
     }, this.abort.signal);
   }
 
@@ -101,23 +107,42 @@ export class Serving {
     }, timeoutMs);
   }
 
-  /** reconcile rolls out the Service's template when it changed, then reports its status. */
-  private reconcile(s: KService): Promise<void> {
+  /**
+   * reconcile rolls out the Service's template when it changed, then reports its status.
+   * A failed rollout (a replica that did not start: its port taken meanwhile by another
+   * process, a slow start on a loaded machine) is tried again after a pause, with the
+   * Service as last seen, as a controller requeues.
+   */
+  private reconcile(s: KService, attempt = 0): Promise<void> {
     const name = s.metadata.name;
+    this.latest.set(name, s);
     const prev = this.pending.get(name) ?? Promise.resolve();
     const next = prev.then(async () => {
+      if (this.latest.get(name) !== s) return; // a newer version of the Service is queued behind
       const revision = revisionOf(s);
       if (this.revisions.get(name) !== revision && !this.stopped) {
         // The old replicas go first (their requests in flight finish): a replica keeps its
         // number, and what is given per replica (envFor: a metrics port) is its alone.
         await this.retire(name, revision);
-        const started = await Promise.all(Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)));
+        const results = await Promise.allSettled(Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)));
+        const started = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+        const failed = results.find((r) => r.status === 'rejected');
+        if (failed) {
+          // All of a Revision's replicas or none: those that started stop again before the retry.
+          await Promise.all(started.flatMap((r) => [stopProcess(r.proc), stopProcess(r.queue)]));
+          throw failed.reason;
+        }
         this.revisions.set(name, revision);
         this.replicas.push(...started);
         this.opts.net.register(name, this.opts.namespace, () => this.route(name));
       }
       await this.report(s, revision);
-    }).catch((err: unknown) => this.opts.log?.(`serving: ${name}: ${String(err)}`));
+    }).catch((err: unknown) => {
+      this.opts.log?.(`serving: ${name}: ${String(err)}`);
+      if (this.stopped || this.latest.get(name) !== s) return;
+      const delay = Math.min(1_000 * 2 ** attempt, 10_000);
+      setTimeout(() => { if (!this.stopped && this.latest.get(name) === s) void this.reconcile(s, attempt + 1); }, delay).unref();
+    });
     this.pending.set(name, next);
     return next;
   }
