@@ -6,8 +6,7 @@ import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
 import type { Cluster } from './kube/objects.ts';
-import { pointerToken } from './util.ts';
-import { FINALIZER, KYMA_NAME_LABEL, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
+import { FINALIZER, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
@@ -45,23 +44,18 @@ export class KcpStore {
   }
 
   /**
-   * claim adds our finalizer and sets the kyma-name label to spec.kyma, in one write
-   * when either is missing (a 409 if the object changed since sr was read).
+   * claim adds our finalizer (a 409 if the object changed since sr was read). The
+   * kyma-name label is the status step's, written after the first status: until then the
+   * SyncResource's events come through the source for new ones (knative.yaml).
    */
   async claim(sr: SyncResource): Promise<SyncResource> {
-    const ops: object[] = [];
-    if (!sr.metadata.finalizers?.includes(FINALIZER)) {
-      ops.push(sr.metadata.finalizers
+    if (sr.metadata.finalizers?.includes(FINALIZER)) return sr;
+    const ops = [
+      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
+      sr.metadata.finalizers
         ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
-        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] });
-    }
-    if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma) {
-      ops.push(sr.metadata.labels
-        ? { op: 'add', path: `/metadata/labels/${pointerToken(KYMA_NAME_LABEL)}`, value: sr.spec.kyma }
-        : { op: 'add', path: '/metadata/labels', value: { [KYMA_NAME_LABEL]: sr.spec.kyma } });
-    }
-    if (ops.length === 0) return sr;
-    ops.unshift({ op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion });
+        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
+    ];
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
   }
 

@@ -136,6 +136,43 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     }
   });
 
+  it('an edit of an established SyncResource is not queued behind new ones: their events come through an adapter of their own', async () => {
+    const established = uniqueName('est');
+    const fresh = uniqueName('new');
+    const apply = (n: string, v: string) => kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', [{ name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v }) }]));
+    await apply(established, '1');
+    const first = await waitSr(s, established, ready);
+    // The status step labels a SyncResource once its first run is over: from then on it is sync-resources'.
+    expect(first?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
+    // The adapter of new SyncResources stands still (SIGSTOP: its watch stays open, what it
+    // would send waits), and no resync tick comes.
+    const held = s.runtime.adapters.find((a) => a.name === 'sync-new-resources')!;
+    expect(held, 'an adapter for new SyncResources').toBeDefined();
+    for (const p of s.runtime.ping) p.stop();
+    process.kill(held.proc.pid, 'SIGSTOP');
+    try {
+      await apply(fresh, '1');
+      await apply(established, '2');
+      await eventually(async () => expect((await skrGet(s.skr[0]!, 'configmap', established, 'default'))?.data).toEqual({ v: '2' }));
+      await waitSr(s, established, (x) => {
+        ready(x);
+        expect(x?.metadata.generation).toBe(2);
+      });
+      // The new one's creation is still with the stopped adapter: nothing has run for it.
+      expect((await getSr(s, fresh))?.status).toBeUndefined();
+      expect(await skrGet(s.skr[0]!, 'configmap', fresh, 'default')).toBeUndefined();
+    } finally {
+      process.kill(held.proc.pid, 'SIGCONT');
+      for (const p of s.runtime.ping) p.start();
+    }
+    // Going on (the adapter sends what it held; ticks come again), the new SyncResource runs.
+    const done = await waitSr(s, fresh, ready);
+    expect(done?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
+    expect((await skrGet(s.skr[0]!, 'configmap', fresh, 'default'))?.data).toEqual({ v: '1' });
+    await kubectl(s.kcp, ['delete', 'syncresource', established, fresh, '-n', s.ns, '--wait=false']);
+    await waitSr(s, fresh, (x) => expect(x).toBeUndefined());
+  });
+
   it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {
     const lost = uniqueName('lost');
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, lost, 'no-such-kyma', [{ name: 'a', strategy: 'CreateAndSync', resource: cm('a', 'default', {}) }]));
