@@ -37,6 +37,9 @@ export interface Passage {
   responseHeaders: Record<string, string | string[] | undefined>;
   /** replica is the function replica that served it, for a Knative Service's address. */
   replica?: string;
+  /** start is when the request arrived (epoch ms), ms how long until its answer was sent on. */
+  start: number;
+  ms: number;
 }
 
 type ServiceSpec = {
@@ -139,7 +142,7 @@ export class ClusterNet {
 
   private async forward(req: IncomingMessage, res: ServerResponse, fixedHost?: string): Promise<void> {
     this.inFlight++;
-    this.lastActivity = Date.now();
+    const start = this.lastActivity = Date.now();
     let status = 502;
     let target: Target | undefined;
     try {
@@ -173,6 +176,7 @@ export class ClusterNet {
       }
       const passage: Passage = {
         host: url.hostname, method: req.method ?? 'GET', path: url.pathname, headers: req.headers, body, status, responseHeaders,
+        start, ms: Date.now() - start,
         ...(target.replica ? { replica: target.replica } : {}),
       };
       for (const fn of this.observers) fn(passage);

@@ -200,20 +200,22 @@ export class Kubelet {
         body: { apiVersion: 'v1', kind: 'Binding', metadata: { name: local.name }, target: { apiVersion: 'v1', kind: 'Node', name: NODE } },
       });
     }
-    const portEnv: Record<string, string> = {};
-    for (const [name, containerPort] of Object.entries(PORT_ENV[local.command] ?? {})) {
-      const port = await freePort();
-      portEnv[name] = String(port);
-      local.ports.set(containerPort, port);
-    }
-    for (const p of c.ports ?? []) if (p.name && local.ports.has(p.containerPort)) local.ports.set(p.name, local.ports.get(p.containerPort)!);
-    const env: Record<string, string> = { PATH: process.env.PATH ?? '', ...(await this.envOf(pod, c, local)), ...portEnv, ...this.opts.net.env() };
+    const env: Record<string, string> = { PATH: process.env.PATH ?? '', ...(await this.envOf(pod, c, local)), ...this.opts.net.env() };
     const kubeconfig = await mountedToken(this.opts.kcp, pod.metadata.namespace, pod.spec.serviceAccountName ?? 'default', pod.spec.automountServiceAccountToken,
       this.opts.apiServer, this.opts.tokenDir, `kubeconfig-${pod.metadata.name}.yaml`);
     if (kubeconfig) env.KUBECONFIG = kubeconfig;
     for (let delay = 1_000; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 10_000)) {
       while (this.paused.has(local.command) && !local.stopped && !this.stopped) await sleep(100);
       if (local.stopped || this.stopped) return;
+      // Free ports for every start: all processes share the host's network here, and a port
+      // found free may be taken by another process before this one binds it (it then exits,
+      // and a restart on the same port would fail the same way for as long as that lasts).
+      for (const [name, containerPort] of Object.entries(PORT_ENV[local.command] ?? {})) {
+        const port = await freePort();
+        env[name] = String(port);
+        local.ports.set(containerPort, port);
+      }
+      for (const p of c.ports ?? []) if (p.name && local.ports.has(p.containerPort)) local.ports.set(p.name, local.ports.get(p.containerPort)!);
       const proc = startProcess('pod', `${local.namespace}-${local.name}`, this.opts.binaries[local.command]!, [...(c.command?.slice(1) ?? []), ...(c.args ?? [])], { logDir: this.opts.logDir, env });
       local.proc = proc;
       const started = Date.now();
