@@ -11,6 +11,7 @@ import { parseArgs } from 'node:util';
 import { dump, loadAll } from 'js-yaml';
 import { ClusterSet } from '../infra/clusters.ts';
 import { connect, controlPlaneNamespace as ns, knativeYaml, setupKcp } from '../infra/kcp-setup.ts';
+import { waitFor } from '../infra/net.ts';
 import type { Passage } from '../infra/runtime/clusternet.ts';
 import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
@@ -60,11 +61,8 @@ try {
     spec: { kyma: 'kyma-1', items: [{ name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {v: "${v}"}\n` }] },
   });
   const ready = (o: SyncResource, generation: number) => o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && (o.metadata.generation ?? 0) >= generation;
-  const waitFor = async (check: () => Promise<boolean>, everyMs: number) => {
-    while (!(await check())) await new Promise((r) => setTimeout(r, everyMs));
-  };
   await kcp.client.call('POST', path, { body: sr('edit-me', '0') });
-  await waitFor(async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), 1), 100);
+  await waitFor('edit-me Ready', async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), 1), 120_000, undefined, 100);
   console.log(`burst: ${N} SyncResources created at once, then one edit of an established one; ${ROUNDS} rounds; ${values.knative === 'real' ? "Knative's own eventing" : 'the stand-in'}${values['one-source'] ? ', one ApiServerSource for all SyncResources' : ''}`);
   const edits: number[] = [];
   const bursts: number[] = [];
@@ -77,12 +75,12 @@ try {
     // As `kubectl apply` does, the edit changes the spec and keeps the labels.
     const edited = Date.now();
     const { metadata } = await kcp.client.call<SyncResource>('PATCH', `${path}/edit-me`, { body: { spec: sr('edit-me', String(round)).spec }, contentType: 'application/merge-patch+json' });
-    await waitFor(async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), metadata.generation!), 50);
+    await waitFor('the edit Ready', async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), metadata.generation!), 120_000, undefined, 50);
     edits.push(Date.now() - edited);
-    await waitFor(async () => {
+    await waitFor(`the burst of ${N} Ready`, async () => {
       const list = await kcp.client.call<{ items: SyncResource[] }>('GET', path, { query: { labelSelector: 'operator.kyma-project.io/kyma-name' } });
       return list.items.filter((o) => o.metadata.name.startsWith(`burst-${round}-`) && ready(o, 1)).length === N;
-    }, 1_000);
+    }, 600_000, undefined, 1_000);
     bursts.push(Date.now() - start);
     console.log(`  round ${round}: edit -> Ready ${edits.at(-1)} ms; all ${N} new Ready after ${bursts.at(-1)} ms`);
   }
@@ -96,7 +94,9 @@ try {
     if (p.start < t0 || p.method !== 'POST') continue;
     const type = String(p.headers['ce-type'] ?? '').replace('dev.knative.apiserver.ref.', 'ref.').replace('io.kyma-project.syncresource.', '');
     const key = `${p.host.split('.')[0]} ${type}`;
-    hops.set(key, [...(hops.get(key) ?? []), p.ms]);
+    const held = hops.get(key) ?? [];
+    held.push(p.ms);
+    hops.set(key, held);
   }
   for (const [key, ms] of [...hops].sort(([a], [b]) => a.localeCompare(b))) {
     console.log(`| hop ${key}: requests, p50 / p90 ms held | ${ms.length}, ${median(ms)} / ${[...ms].sort((a, b) => a - b)[Math.floor(ms.length * 0.9)]} |`);

@@ -34,8 +34,8 @@ export function httpsGet(url: string, tls: TlsClient, timeoutMs = 2000): Promise
   });
 }
 
-/** waitFor polls check until it returns true, failing after timeoutMs with the last error. */
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, isDead?: () => string | undefined): Promise<void> {
+/** waitFor polls check (every everyMs) until it returns true, failing after timeoutMs with the last error. */
+export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, isDead?: () => string | undefined, everyMs = 200): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {
@@ -47,6 +47,6 @@ export async function waitFor(what: string, check: () => Promise<boolean>, timeo
       last = err;
     }
     if (Date.now() > deadline) throw new Error(`${what}: not ready after ${timeoutMs} ms`, { cause: last });
-    await sleep(200);
+    await sleep(everyMs);
   }
 }
