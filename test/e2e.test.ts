@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { dump } from 'js-yaml';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
+import type { SyncResource } from '../lib/model.ts';
 
 const cm = (name: string, ns: string, data: Record<string, string>) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: ${ns}}\ndata: ${JSON.stringify(data)}\n`;
@@ -14,6 +15,11 @@ const nsItem = (ns: string) => ({ name: 'ns', strategy: 'CreateAndSync', resourc
 const ready = (sr: { status?: { state?: string; observedGeneration?: number }; metadata: { generation?: number } } | undefined) => {
   expect(sr?.status?.state).toBe('Ready');
   expect(sr?.status?.observedGeneration).toBe(sr?.metadata.generation);
+};
+// write-status labels a SyncResource just after its first status (lib/pipeline/status.ts), so Ready comes a moment before the label.
+const readyFor = (kyma: string) => (sr: SyncResource | undefined) => {
+  ready(sr);
+  expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe(kyma);
 };
 
 async function skrGet(skr: string, kind: string, name: string, ns: string): Promise<{ data?: Record<string, string>; metadata: { uid: string } } | undefined> {
@@ -42,8 +48,7 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
       { name: 'extra', strategy: 'CreateAndSync', resource: cm('extra', target, {}) }];
     // kyma-2: the objects must land in the second SKR, and only there.
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items));
-    let sr = await waitSr(s, name, ready);
-    expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-2');
+    let sr = await waitSr(s, name, readyFor('kyma-2'));
     expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '1' });
     expect(await skrGet(s.skr[0]!, 'namespace', target, '')).toBeUndefined();
 
@@ -141,9 +146,8 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     const fresh = uniqueName('new');
     const apply = (n: string, v: string) => kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', [{ name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v }) }]));
     await apply(established, '1');
-    const first = await waitSr(s, established, ready);
     // The status step labels a SyncResource once its first run is over: from then on it is sync-resources'.
-    expect(first?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
+    await waitSr(s, established, readyFor('kyma-1'));
     // The adapter of new SyncResources stands still (SIGSTOP: its watch stays open, what it
     // would send waits), and no resync tick comes.
     const held = s.runtime.adapters.find((a) => a.name === 'sync-new-resources')!;
@@ -166,8 +170,7 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
       for (const p of s.runtime.ping) p.start();
     }
     // Going on (the adapter sends what it held; ticks come again), the new SyncResource runs.
-    const done = await waitSr(s, fresh, ready);
-    expect(done?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
+    await waitSr(s, fresh, readyFor('kyma-1'));
     expect((await skrGet(s.skr[0]!, 'configmap', fresh, 'default'))?.data).toEqual({ v: '1' });
     await kubectl(s.kcp, ['delete', 'syncresource', established, fresh, '-n', s.ns, '--wait=false']);
     await waitSr(s, fresh, (x) => expect(x).toBeUndefined());
