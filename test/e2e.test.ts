@@ -4,6 +4,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { dump } from 'js-yaml';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
@@ -155,6 +156,9 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     for (const p of s.runtime.ping) p.stop();
     process.kill(held.proc.pid, 'SIGSTOP');
     try {
+      // A tick sent just before the stop (every 2 s here) lists the SyncResources once it is
+      // delivered; let that be over before the new one exists, or it would run it.
+      await sleep(3000);
       await apply(fresh, '1');
       await apply(established, '2');
       await eventually(async () => expect((await skrGet(s.skr[0]!, 'configmap', established, 'default'))?.data).toEqual({ v: '2' }));
