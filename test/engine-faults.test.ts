@@ -90,6 +90,23 @@ describe('faults', () => {
     expect(result.items.find((i) => i.name === 'c')).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
   });
 
+  it('discovery that lags behind an Established CRD: its custom resource is still applied in the same run', async () => {
+    const h = await new Harness('flag').init();
+    const group = `${h.name}.example.io`;
+    const gv = `/apis/${group}/v1alpha1`;
+    // The first look (before the CRD exists) and three after it is Established find no such group-version.
+    proxy.faults.push({ method: 'GET', path: new RegExp(`^${gv.replaceAll('.', '\\.')}$`), kind: 'status', status: 404, times: 4 });
+    const seen = proxy.seen.length;
+    await h.put([
+      { name: 'crd', strategy: 'CreateAndSync', resource: Harness.crd(group, 'Lagging', 'laggings') },
+      { name: 'cr', strategy: 'CreateAndSync', resource: `apiVersion: ${group}/v1alpha1\nkind: Lagging\nmetadata: {name: one, namespace: ${h.ns}}\nspec: {a: 1}\n` },
+    ]);
+    const { sr } = await h.sync({ skr: viaProxy });
+    expect(proxy.seen.slice(seen).filter((x) => x.path === gv).map((x) => x.fault ?? 'passed')).toEqual(['404', '404', '404', '404', 'passed']);
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual(['crd:Ready:Created', 'cr:Ready:Created']);
+    expect((await h.skrGet(`${group}/v1alpha1`, 'Lagging', 'one', h.ns))?.spec).toEqual({ a: 1 });
+  });
+
   it('a reset connection aborts the run as ClusterUnreachable, with nothing created or recorded', async () => {
     const h = await new Harness('freset').init();
     await h.put(items(h));

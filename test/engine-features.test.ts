@@ -9,25 +9,7 @@ import { eventually } from './helpers.ts';
 
 const item = Harness.item;
 
-const crd = (group: string, kind: string, plural: string) => `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: ${plural}.${group}}
-spec:
-  group: ${group}
-  names: {kind: ${kind}, listKind: ${kind}List, plural: ${plural}, singular: ${plural.slice(0, -1)}}
-  scope: Namespaced
-  versions:
-  - name: v1alpha1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema:
-      openAPIV3Schema:
-        type: object
-        properties:
-          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
-          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
-`;
+const crd = Harness.crd;
 
 describe('engine', () => {
   it('applies Namespace, CRD and CR of one SyncResource in order, and the module CR status (the seed case)', async () => {

@@ -73,6 +73,29 @@ export class Harness {
     return { result, sr: await this.get() };
   }
 
+  /** crd is the manifest of a namespaced CRD of one version, v1alpha1, with a status subresource. */
+  static crd(group: string, kind: string, plural: string): string {
+    return `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: ${plural}.${group}}
+spec:
+  group: ${group}
+  names: {kind: ${kind}, listKind: ${kind}List, plural: ${plural}, singular: ${plural.slice(0, -1)}}
+  scope: Namespaced
+  versions:
+  - name: v1alpha1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema:
+      openAPIV3Schema:
+        type: object
+        properties:
+          spec: {type: object, x-kubernetes-preserve-unknown-fields: true}
+          status: {type: object, x-kubernetes-preserve-unknown-fields: true}
+`;
+  }
+
   /** item returns the status entry of an item after the last sync. */
   static item(sr: SyncResource | undefined, name: string) {
     return sr?.status?.items?.find((i) => i.name === name);

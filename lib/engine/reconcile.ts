@@ -229,22 +229,24 @@ async function adoptOwned(active: PlanItem[], decisions: Decision[], lives: (Kub
   await inventory.record(missing);
 }
 
-/** waitForCrds waits (bounded) for CRDs of this SyncResource that later items need. */
+/**
+ * waitForCrds waits (bounded) for CRDs of this SyncResource that later items need: each
+ * Established, then its kind in discovery (the API server serves a new group-version a
+ * moment after the CRD is Established).
+ */
 async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, config: Config): Promise<void> {
-  const needed = new Set<PlanItem>();
+  const needed = new Map<PlanItem, { apiVersion: string; kind: string }[]>();
   for (const p of rest) {
     if (p.done || !p.id) continue;
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
-    if (crd && !crd.done) {
-      needed.add(crd);
-      skr.mapper.forget(p.id.apiVersion);
-    }
+    if (crd && !crd.done) needed.set(crd, [...(needed.get(crd) ?? []), { apiVersion: p.id.apiVersion, kind: p.id.kind }]);
   }
   if (needed.size === 0) return;
   const info = await guard(() => mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'));
   const deadline = Date.now() + config.crdWaitMs;
-  for (const crd of needed) {
-    while (Date.now() < deadline) {
+  for (const [crd, kinds] of needed) {
+    let established = false;
+    while (!established && Date.now() < deadline) {
       let live: { status?: { conditions?: { type: string; status: string }[] } } | undefined;
       try {
         live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)) as typeof live;
@@ -253,9 +255,27 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
         requestFailure(crd.item.name, err);
         break;
       }
-      if (live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True')) break;
-      await sleep(100);
+      established = live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+      if (!established) await sleep(100);
     }
+    // What a later item finds here, resolveKind finds too (the mapper caches it); what is still missing it looks up again.
+    for (const { apiVersion, kind } of kinds) {
+      skr.mapper.forget(apiVersion);
+      while (established && Date.now() < deadline && !(await served(skr, apiVersion, kind))) {
+        skr.mapper.forget(apiVersion);
+        await sleep(100);
+      }
+    }
+  }
+}
+
+/** served tells whether discovery lists kind; a refusal other than the cluster being unreachable is for resolveKind to report. */
+async function served(skr: Cluster, apiVersion: string, kind: string): Promise<boolean> {
+  try {
+    return (await guard(() => skr.mapper.find(apiVersion, kind))) !== undefined;
+  } catch (err) {
+    if (err instanceof ClusterUnreachableError) throw err;
+    return true;
   }
 }
 
