@@ -64,7 +64,7 @@ export interface ClusterResolved extends SyncRef {
   kyma: string;
   /** secret references the access Secret version (no content). */
   secret: { namespace: string; name: string; uid: string; resourceVersion: string };
-  /** urgent marks an edit or deletion of a SyncResource reconciled before, or the loss of its label: its run goes ahead of new SyncResources and resyncs, and is never taken for an echo. */
+  /** urgent marks an edit or deletion of a SyncResource reconciled before: its run goes ahead of new SyncResources and resyncs. */
   urgent?: boolean;
   /** since carries ReconcileRequest.since. */
   since?: string;

@@ -180,53 +180,6 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     await waitSr(s, fresh, (x) => expect(x).toBeUndefined());
   });
 
-  it('without resync ticks: a SyncResource deleted during its first run is removed, one whose label is stripped gets it back and takes edits', async () => {
-    const kymaLabel = 'operator.kyma-project.io/kyma-name';
-    const early = uniqueName('early');
-    const stripped = uniqueName('stripped');
-    const apply = (n: string, v: string) => kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', [{ name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v }) }]));
-    for (const p of s.runtime.ping) p.stop();
-    try {
-      await sleep(3000); // a tick already on its way is over
-      // The first run's status step stands still (SIGSTOP), so the deletion comes while the
-      // SyncResource has its finalizer and no label yet.
-      const statusSteps = s.runtime.functions.filter((f) => f.service === 'sync-write-status');
-      expect(statusSteps.length).toBeGreaterThan(0);
-      for (const f of statusSteps) process.kill(f.proc.pid, 'SIGSTOP');
-      try {
-        await apply(early, '1');
-        await eventually(async () => expect((await skrGet(s.skr[0]!, 'configmap', early, 'default'))?.data).toEqual({ v: '1' }));
-        expect((await getSr(s, early))?.metadata.finalizers).toContain('operator.kyma-project.io/sync-resource');
-        await kubectl(s.kcp, ['delete', 'syncresource', early, '-n', s.ns, '--wait=false']);
-        await sleep(1000);
-        expect((await getSr(s, early))?.metadata.labels?.[kymaLabel]).toBeUndefined();
-      } finally {
-        for (const f of statusSteps) process.kill(f.proc.pid, 'SIGCONT');
-      }
-      // Its updates came through sync-new-resources, whose updates no Trigger takes; the
-      // label, set by the status step all the same, brings it to a run that removes it.
-      await waitSr(s, early, (x) => expect(x).toBeUndefined(), 60_000);
-      expect(await skrGet(s.skr[0]!, 'configmap', early, 'default')).toBeUndefined();
-
-      // The label is stripped just after the first run (within the echo window of
-      // apply-items): the add event on sync-new-resources runs it, and it is put back.
-      await apply(stripped, '1');
-      await waitSr(s, stripped, readyFor('kyma-1'));
-      await kubectl(s.kcp, ['label', 'syncresource', stripped, '-n', s.ns, `${kymaLabel}-`]);
-      await waitSr(s, stripped, readyFor('kyma-1'));
-      await apply(stripped, '2');
-      await eventually(async () => expect((await skrGet(s.skr[0]!, 'configmap', stripped, 'default'))?.data).toEqual({ v: '2' }));
-      await waitSr(s, stripped, (x) => {
-        readyFor('kyma-1')(x);
-        expect(x?.metadata.generation).toBe(2);
-      });
-    } finally {
-      for (const p of s.runtime.ping) p.start();
-    }
-    await kubectl(s.kcp, ['delete', 'syncresource', stripped, '-n', s.ns, '--wait=false']);
-    await waitSr(s, stripped, (x) => expect(x).toBeUndefined());
-  });
-
   it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {
     const lost = uniqueName('lost');
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, lost, 'no-such-kyma', [{ name: 'a', strategy: 'CreateAndSync', resource: cm('a', 'default', {}) }]));

@@ -3,7 +3,7 @@
 // ApiServerSource of knative.yaml, as a process with the env its Deployment would get
 // from the eventing controller (pkg/reconciler/apiserversource/resources/
 // receive_adapter.go: K_SINK, K_SOURCE_CONFIG, SYSTEM_NAMESPACE, NAMESPACE, NAME,
-// METRICS_DOMAIN, K_CE_OVERRIDES) and its ServiceAccount's token. Its API traffic passes the runtime's
+// METRICS_DOMAIN) and its ServiceAccount's token. Its API traffic passes the runtime's
 // ApiProxy, which tells when its watches are open.
 import { freePort } from '../net.ts';
 import { killProcess, startProcess, type Proc } from '../processes.ts';
@@ -44,7 +44,7 @@ export interface ReceiveAdapter {
 /** startAdapter starts the adapter of source and waits until it watches every resource (through proxy). */
 export async function startAdapter(opts: {
   binary: string; name: string; namespace: string; resources: ApiServerResource[]; mode?: string;
-  ceOverrides?: { extensions?: Record<string, string> }; sink: string; kubeconfig: string; proxy: ApiProxy; logDir: string;
+  sink: string; kubeconfig: string; proxy: ApiProxy; logDir: string;
 }): Promise<ReceiveAdapter> {
   const from = opts.proxy.watched.length;
   const proc = startProcess('adapter', opts.name, opts.binary, [], {
@@ -57,7 +57,6 @@ export async function startAdapter(opts: {
       NAMESPACE: opts.namespace,
       NAME: opts.name,
       METRICS_DOMAIN: 'knative.dev/eventing',
-      ...(opts.ceOverrides ? { K_CE_OVERRIDES: JSON.stringify(opts.ceOverrides) } : {}),
       KUBECONFIG: opts.kubeconfig,
       // Each Pod has its own network: here the profiling port must be free (the probe
       // server's fixed :8080 may be taken; the adapter runs on without it).

@@ -195,7 +195,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         const run = async (): Promise<void> => {
           const a = await startAdapter({
             binary: adapterBinary, name: src.name, namespace: routing.namespace, resources: src.resources,
-            ...(src.mode ? { mode: src.mode } : {}), ...(src.ceOverrides ? { ceOverrides: src.ceOverrides } : {}), sink: brokerUrl, kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!, proxy, logDir,
+            ...(src.mode ? { mode: src.mode } : {}), sink: brokerUrl, kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!, proxy, logDir,
           });
           adapters.push(a);
           // As the kubelet restarts a container that exits, with a back-off; not once stopped.
@@ -218,8 +218,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     }
     for (const src of routing.apiServerSources) {
       for (const res of src.resources) {
-        const extensions = src.ceOverrides?.extensions;
-        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(extensions ? e.cloneWith(extensions) : e));
+        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
         watches.push(w);
         await w.start();
       }

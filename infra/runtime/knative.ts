@@ -41,11 +41,7 @@ export interface Routing {
   namespace: string;
   broker: { name: string; delivery: Delivery };
   triggers: Trigger[];
-  apiServerSources: {
-    name: string; resources: ApiServerResource[]; serviceAccountName?: string; mode?: string;
-    /** ceOverrides is spec.ceOverrides: extensions set on every event the source sends. */
-    ceOverrides?: { extensions?: Record<string, string> };
-  }[];
+  apiServerSources: { name: string; resources: ApiServerResource[]; serviceAccountName?: string; mode?: string }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
   /** services are the function Services; concurrency is their containerConcurrency (0: unlimited), timeoutMs their timeoutSeconds (Knative's default 300 s). */
   services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number; serviceAccountName?: string }[];
@@ -90,7 +86,6 @@ export async function loadRouting(file: string): Promise<Routing> {
       })),
       ...(s.spec.serviceAccountName ? { serviceAccountName: s.spec.serviceAccountName as string } : {}),
       ...(s.spec.mode ? { mode: s.spec.mode as string } : {}),
-      ...(s.spec.ceOverrides ? { ceOverrides: s.spec.ceOverrides as { extensions?: Record<string, string> } } : {}),
     })),
     pingSources: docs.filter((d) => d.kind === 'PingSource').map((p) => ({
       name: p.metadata.name, schedule: p.spec.schedule, data: p.spec.data, contentType: p.spec.contentType,

@@ -68,7 +68,7 @@ function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
 const echo: ApplyOutcome = { kind: 'none', why: 'echo of our own writes' };
 function isEcho(data: ClusterResolved): boolean {
   const last = recent.get(`${data.namespace}/${data.name}`);
-  return data.trigger === 'watch' && data.urgent !== true && last !== undefined && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS;
+  return data.trigger === 'watch' && last !== undefined && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS;
 }
 
 async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {

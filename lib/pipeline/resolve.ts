@@ -90,10 +90,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
   }
   const sr = await deps.store.get(ref.namespace, ref.name);
   if (!sr) return { kind: 'none', why: 'gone' };
-  // Settled, unless its label is gone: without it its updates are not taken (knative.yaml's
-  // sync-new-resources), and a run (urgent: not taken for an echo) puts it back.
-  const unlabelled = sr.metadata.labels?.[KYMA_NAME_LABEL] === undefined;
-  if (onlyIfUnsettled && settled(sr) && !unlabelled) return { kind: 'none', why: 'settled' };
+  if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   const key = `${ref.namespace}/${ref.name}`;
   const last = requested.get(key);
   if (onlyIfUnsettled && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation &&
@@ -114,7 +111,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
     return {
       kind: 'resolved',
-      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) || (onlyIfUnsettled && unlabelled && settled(sr)) ? { urgent: true } : {}), ...(since ? { since } : {}) },
+      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}), ...(since ? { since } : {}) },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;

@@ -124,22 +124,11 @@ async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: D
   return 'written';
 }
 
-/**
- * syncLabel sets the kyma-name label (once the first status is written, or a run found it
- * missing): it moves the SyncResource's events to the sync-resources source, whose updates
- * resolve-cluster takes, and its add event there brings a change made during the first run
- * (whose updates were dropped) to a run. While deleting only its presence counts.
- */
 async function syncLabel(deps: Deps, sr: SyncResource): Promise<void> {
-  const label = sr.metadata.labels?.[KYMA_NAME_LABEL];
-  if (label === sr.spec.kyma || (sr.metadata.deletionTimestamp && label !== undefined)) return;
-  try {
-    await deps.kcp.client.call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
-      body: { metadata: { labels: { [KYMA_NAME_LABEL]: sr.spec.kyma } } }, contentType: PatchType.merge,
-    });
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-  }
+  if (sr.metadata.labels?.[KYMA_NAME_LABEL] === sr.spec.kyma || sr.metadata.deletionTimestamp) return;
+  await deps.kcp.client.call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
+    body: { metadata: { labels: { [KYMA_NAME_LABEL]: sr.spec.kyma } } }, contentType: PatchType.merge,
+  });
 }
 
 async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, state: string, message: string): Promise<void> {
