@@ -260,17 +260,15 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
     }
     // What a later item finds here, resolveKind finds too (the mapper caches it); what is still missing it looks up again.
     for (const { apiVersion, kind } of kinds) {
-      skr.mapper.forget(apiVersion);
-      while (established && Date.now() < deadline && !(await served(skr, apiVersion, kind))) {
-        skr.mapper.forget(apiVersion);
-        await sleep(100);
-      }
+      if (!established) skr.mapper.forget(apiVersion);
+      else while (!(await served(skr, apiVersion, kind)) && Date.now() < deadline) await sleep(100);
     }
   }
 }
 
-/** served tells whether discovery lists kind; a refusal other than the cluster being unreachable is for resolveKind to report. */
+/** served tells whether discovery, read afresh, lists kind; a refusal other than the cluster being unreachable is for resolveKind to report. */
 async function served(skr: Cluster, apiVersion: string, kind: string): Promise<boolean> {
+  skr.mapper.forget(apiVersion);
   try {
     return (await guard(() => skr.mapper.find(apiVersion, kind))) !== undefined;
   } catch (err) {
