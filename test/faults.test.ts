@@ -26,6 +26,9 @@ let runtime: Runtime;
 let kcp: Cluster;
 let skrs: Cluster[];
 const NS = 'kcp-system';
+// The restarts wait on API servers and on client-go's watch backoff; on a loaded 2-core
+// machine that takes minutes, longer than the suite's default of 2.
+const FAULT_TIMEOUT_MS = 300_000;
 
 const cm = (name: string, v: string) => JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'default' }, data: { v } });
 const srBody = (name: string, kyma: string, v = '1', n = 2) => ({
@@ -80,28 +83,33 @@ describe('fault suite', () => {
 
   it('an SKR API server killed mid-apply: its SyncResources go to ClusterUnreachable, the other SKR is unaffected, and after a restart all converge within two resyncs', async () => {
     const p = uniqueName('kill');
-    await create(Array.from({ length: 50 }, (_, i) => srBody(`${p}-a${i}`, 'kyma-1')));
+    const A = 30;
+    await create(Array.from({ length: A }, (_, i) => srBody(`${p}-a${i}`, 'kyma-1')));
     await create(Array.from({ length: 5 }, (_, i) => srBody(`${p}-b${i}`, 'kyma-2')));
     await eventually(async () => expect((await list(`${p}-a`)).filter(ready).length).toBeGreaterThanOrEqual(5), 60_000, 50);
+    // The SKR comes back whatever happens here, so a failure stays this test's alone.
     await set.killApiServer('skr-1');
-    await resync(1);
-    await eventually(async () => {
-      const a = await list(`${p}-a`);
-      expect(a.map((s) => s.status?.conditions?.[0]?.reason)).toEqual(Array(50).fill('ClusterUnreachable'));
-      expect(a.every((s) => s.status?.state === 'Error')).toBe(true);
-    }, 60_000, 250);
-    expect((await list(`${p}-b`)).filter(ready)).toHaveLength(5);
-    await set.restartApiServer('skr-1');
+    try {
+      await resync(1);
+      await eventually(async () => {
+        const a = await list(`${p}-a`);
+        expect(a.map((s) => s.status?.conditions?.[0]?.reason)).toEqual(Array(A).fill('ClusterUnreachable'));
+        expect(a.every((s) => s.status?.state === 'Error')).toBe(true);
+      }, 60_000, 250);
+      expect((await list(`${p}-b`)).filter(ready)).toHaveLength(5);
+    } finally {
+      await set.restartApiServer('skr-1');
+    }
     await resync(2);
     const a = await list(`${p}-a`);
-    expect(a.filter(ready)).toHaveLength(50);
+    expect(a.filter(ready)).toHaveLength(A);
     // Exactly the desired objects: each recorded once, none unrecorded.
     const recorded = a.flatMap((s) => (s.status?.synced ?? []).map((e) => e.name)).sort();
     expect(new Set(recorded).size).toBe(recorded.length);
     const live = [...(await ours(skrs[0]!)).keys()].filter((n) => n.startsWith(`${p}-`)).sort();
     expect(live).toEqual(recorded);
-    expect(live).toHaveLength(100);
-  });
+    expect(live).toHaveLength(2 * A);
+  }, FAULT_TIMEOUT_MS);
 
   it('a KCP API server restart: the adapters watch again, what they missed is caught up by one resync, no function crashes', async () => {
     const pids = runtime.functions.map((f) => f.proc.pid);
@@ -126,7 +134,7 @@ describe('fault suite', () => {
     }, 90_000, 0);
     expect(runtime.functions.map((f) => f.proc.child.exitCode)).toEqual(pids.map(() => null));
     expect(runtime.functions.map((f) => f.proc.pid)).toEqual(pids);
-  });
+  }, FAULT_TIMEOUT_MS);
 
   it('function processes killed with SIGKILL during a bulk create: redelivery and resync converge to the exact desired state', async () => {
     const p = uniqueName('sigkill');
