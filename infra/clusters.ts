@@ -1,7 +1,7 @@
 // clusters.ts starts and stops a set of real local clusters: one KCP and N SKRs,
 // each a kube-apiserver (TLS, RBAC, admin client certificate) with its
 // kube-controller-manager, all backed by one etcd with a key prefix per cluster.
-import { mkdtemp, mkdir, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureBinaries, type Binaries } from './binaries.ts';
@@ -183,15 +183,26 @@ async function startCluster(
 ): Promise<Cluster> {
   const dir = join(workDir, name);
   await mkdir(dir);
-  const [pki, port] = await Promise.all([makeClusterPki(dir, name), freePort()]);
-  const url = `https://127.0.0.1:${port}`;
-  const kubeconfig = renderKubeconfig(name, url, pki.ca.cert, pki.admin);
+  const pki = await makeClusterPki(dir, name);
   const adminFile = join(dir, 'admin.kubeconfig');
-  await writeFile(adminFile, kubeconfig, { mode: 0o600 });
   const kubeconfigFile = ClusterSet.kubeconfigPath(stateDir, name);
-  const c = { name, url, port, dir, pki, kubeconfig, kubeconfigFile } as Cluster;
-  c.apiserver = launchApiServer(c, bin, etcdUrl);
-  await waitReady(c, timeout);
+  let c = {} as Cluster;
+  // Between freePort and the API server's bind another process may take the port: then
+  // the API server exits at once, and starts again on another.
+  for (let attempt = 1; ; attempt++) {
+    const port = await freePort();
+    const url = `https://127.0.0.1:${port}`;
+    c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile } as Cluster;
+    const logFrom = c.apiserver ? (await readFile(c.apiserver.logFile, 'utf8')).length : 0;
+    c.apiserver = launchApiServer(c, bin, etcdUrl);
+    try {
+      await waitReady(c, timeout);
+      break;
+    } catch (err) {
+      if (attempt >= 3 || !(await portTaken(c.apiserver, logFrom))) throw err;
+    }
+  }
+  await writeFile(adminFile, c.kubeconfig, { mode: 0o600 });
   c.controllerManager = startProcess('kube-controller-manager', name, bin.kubeControllerManager, [
     `--kubeconfig=${adminFile}`,
     '--leader-elect=false',
@@ -204,6 +215,12 @@ async function startCluster(
     '--v=1',
   ], { logDir: join(workDir, 'logs') });
   return c;
+}
+
+/** portTaken tells whether a process ended because its port was in use (its log from offset on says so). */
+async function portTaken(p: Proc, from: number): Promise<boolean> {
+  if (p.child.exitCode === null && p.child.signalCode === null) return false;
+  return (await readFile(p.logFile, 'utf8').catch(() => '')).slice(from).includes('address already in use');
 }
 
 function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {

@@ -1,18 +1,44 @@
 // net.ts: small network helpers for the local infrastructure.
+import { readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { request } from 'node:https';
 import { setTimeout as sleep } from 'node:timers/promises';
 
-/** freePort asks the kernel for a free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
+/**
+ * freePort finds a free TCP port on 127.0.0.1 below the kernel's ephemeral range. A port
+ * the kernel hands out (listen on 0) is drawn from the range every outgoing connection
+ * takes its local port from, so under load a connection could take it before the process
+ * it was meant for binds it; below the range only another freePort caller can, and the
+ * random pick makes that rare (callers that start a process still retry on a failed bind).
+ */
+export async function freePort(): Promise<number> {
+  const low = ephemeralLow();
+  for (;;) {
+    const port = FIRST_PORT + Math.floor(Math.random() * (low - FIRST_PORT));
+    if (await bindable(port)) return port;
+  }
+}
+
+const FIRST_PORT = 10_000;
+let ephemeral: number | undefined;
+function ephemeralLow(): number {
+  if (ephemeral === undefined) {
+    try {
+      ephemeral = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    } catch {
+      ephemeral = 32_768; // Linux's default; other systems: the IANA range starts higher
+    }
+    if (!(ephemeral > FIRST_PORT + 1_000)) ephemeral = 32_768;
+  }
+  return ephemeral;
+}
+
+function bindable(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
     const srv = createServer();
     srv.unref();
-    srv.on('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address();
-      srv.close(() => (typeof addr === 'object' && addr ? resolve(addr.port) : reject(new Error('no port'))));
-    });
+    srv.on('error', () => resolve(false));
+    srv.listen({ port, host: '127.0.0.1', exclusive: true }, () => srv.close(() => resolve(true)));
   });
 }
 
