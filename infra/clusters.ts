@@ -1,12 +1,12 @@
 // clusters.ts starts and stops a set of real local clusters: one KCP and N SKRs,
 // each a kube-apiserver (TLS, RBAC, admin client certificate) with its
 // kube-controller-manager, all backed by one etcd with a key prefix per cluster.
-import { mkdtemp, mkdir, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureBinaries, type Binaries } from './binaries.ts';
 import { renderKubeconfig } from './kubeconfig.ts';
-import { freePort, httpsGet, waitFor } from './net.ts';
+import { freePort, httpsGet, startOnFreePort, waitFor } from './net.ts';
 import { makeClusterPki, type ClusterPki } from './pki.ts';
 import { reapDir, releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
 
@@ -186,22 +186,20 @@ async function startCluster(
   const pki = await makeClusterPki(dir, name);
   const adminFile = join(dir, 'admin.kubeconfig');
   const kubeconfigFile = ClusterSet.kubeconfigPath(stateDir, name);
-  let c = {} as Cluster;
-  // Between freePort and the API server's bind another process may take the port: then
-  // the API server exits at once, and starts again on another.
-  for (let attempt = 1; ; attempt++) {
-    const port = await freePort();
+  // The API server exits at once when its port was taken after freePort found it free.
+  let last: Proc | undefined;
+  const c = await startOnFreePort(async (port) => {
     const url = `https://127.0.0.1:${port}`;
-    c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile } as Cluster;
-    const logFrom = c.apiserver ? (await readFile(c.apiserver.logFile, 'utf8')).length : 0;
-    c.apiserver = launchApiServer(c, bin, etcdUrl);
+    const c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile } as Cluster;
+    const logFrom = last ? (await stat(last.logFile)).size : 0;
+    last = c.apiserver = launchApiServer(c, bin, etcdUrl);
     try {
       await waitReady(c, timeout);
-      break;
     } catch (err) {
-      if (attempt >= 3 || !(await portTaken(c.apiserver, logFrom))) throw err;
+      throw (await portTaken(c.apiserver, logFrom)) ? new PortTakenError(port, err) : err;
     }
-  }
+    return c;
+  }, (err) => err instanceof PortTakenError);
   await writeFile(adminFile, c.kubeconfig, { mode: 0o600 });
   c.controllerManager = startProcess('kube-controller-manager', name, bin.kubeControllerManager, [
     `--kubeconfig=${adminFile}`,
@@ -217,10 +215,16 @@ async function startCluster(
   return c;
 }
 
-/** portTaken tells whether a process ended because its port was in use (its log from offset on says so). */
+/** portTaken tells whether a process ended because its port was in use (its log after byte from says so). */
 async function portTaken(p: Proc, from: number): Promise<boolean> {
   if (p.child.exitCode === null && p.child.signalCode === null) return false;
-  return (await readFile(p.logFile, 'utf8').catch(() => '')).slice(from).includes('address already in use');
+  return (await readFile(p.logFile).catch(() => Buffer.alloc(0))).subarray(from).includes('address already in use');
+}
+
+class PortTakenError extends Error {
+  constructor(port: number, cause: unknown) {
+    super(`port ${port} was taken before the API server bound it`, { cause });
+  }
 }
 
 function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {

@@ -19,6 +19,20 @@ export async function freePort(): Promise<number> {
   }
 }
 
+/**
+ * startOnFreePort starts on a port found free, and on another if the start fails and
+ * retry says the port may be why: between the check and the bind another process may take it.
+ */
+export async function startOnFreePort<T>(start: (port: number) => Promise<T>, retry: (err: unknown) => boolean = () => true): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await start(await freePort());
+    } catch (err) {
+      if (attempt >= 3 || !retry(err)) throw err;
+    }
+  }
+}
+
 const FIRST_PORT = 10_000;
 let ephemeral: number | undefined;
 function ephemeralLow(): number {

@@ -9,7 +9,7 @@ import { KubeClient } from '../../lib/kube/client.ts';
 import { credentialsFromFile } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
-import { freePort, waitFor } from '../net.ts';
+import { freePort, startOnFreePort, waitFor } from '../net.ts';
 import { ensureKnativeBinaries } from '../binaries.ts';
 import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import { startAdapter, type ReceiveAdapter } from './adapter.ts';
@@ -130,20 +130,6 @@ async function startFunction(service: string, replica: number, env: Record<strin
   await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,
     () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined));
   return { service, replica, url, port, proc };
-}
-
-/**
- * startOnFreePort starts on a port found free, and on another if the process ends at
- * once: between the check and the bind another process (a parallel test's) may take it.
- */
-async function startOnFreePort<T>(start: (port: number) => Promise<T>): Promise<T> {
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await start(await freePort());
-    } catch (err) {
-      if (attempt >= 3) throw err;
-    }
-  }
 }
 
 /** startRuntime starts functions, broker and sources; stop() ends them. */
