@@ -5,7 +5,6 @@
 // lib/diff.ts.
 import { readFile } from 'node:fs/promises';
 import { parseArgs } from 'node:util';
-import { loadAll } from 'js-yaml';
 import { parseConfig, type Config } from '../lib/config.ts';
 import { syncResourceSpecSchema } from '../lib/crd.ts';
 import { CHANGES, diffSyncResource, type ItemDiff } from '../lib/diff.ts';
@@ -14,6 +13,7 @@ import type { Credentials } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { SYNC_API_VERSION, type SyncResource } from '../lib/model.ts';
 import { validateText, type ValidateReport } from '../lib/validate.ts';
+import { readYamlDocuments } from '../lib/yaml.ts';
 
 const usage = {
   main: `kcp-sync: validate and diff SyncResources
@@ -108,7 +108,7 @@ async function personCredentials(path: string, context: string | undefined): Pro
 }
 
 async function diff(file: string, kubeconfig: string, context: string | undefined, format: Format, config: Config): Promise<number> {
-  const docs = (loadAll(await readInput(file), { maxAliases: 0 }) as SyncResource[])
+  const docs = (readYamlDocuments(await readInput(file)) as SyncResource[])
     .filter((d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource');
   if (docs.length === 0) throw new Error(`${file} holds no SyncResource`);
   const client = KubeClient.create(await personCredentials(kubeconfig, context), { name: 'skr' });

@@ -26,7 +26,8 @@ describe('parseManifest', () => {
     ['no metadata', 'apiVersion: v1\nkind: ConfigMap\n', 'resource has no metadata'],
     ['no name', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {generateName: a-}\n', 'resource has no metadata.name'],
     ['a List kind', 'apiVersion: v1\nkind: List\nmetadata: {name: x}\nitems: [{apiVersion: v1, kind: Secret}]\n', 'resource is a List; an item takes exactly one object, not a list'],
-    ['the managed-by label', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {operator.kyma-project.io/managed-by: x}}\n', 'resource sets metadata.labels["operator.kyma-project.io/managed-by"], which only the controller may set'],
+    ['the managed-by label', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {kcp-sync.kyma-project.io/managed-by: x}}\n', 'resource sets metadata.labels["kcp-sync.kyma-project.io/managed-by"], which only the controller may set'],
+    ['the new owner annotation', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, annotations: {kcp-sync.kyma-project.io/owned-by: kcp-system/other}}\n', 'resource sets metadata.annotations["kcp-sync.kyma-project.io/owned-by"], which only the controller may set'],
     ['the owner annotation', 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, annotations: {operator.kyma-project.io/owned-by: kcp-system/other}}\n', 'resource sets metadata.annotations["operator.kyma-project.io/owned-by"], which only the controller may set'],
     ['oversize text', ok + '#'.repeat(1000), /^resource is 1\d{3} bytes, over the limit of 1000$/],
     ['broken YAML', 'a: [1, 2\n', /^resource is not valid YAML: /],
@@ -45,6 +46,16 @@ describe('parseManifest', () => {
     const before = process.memoryUsage().heapUsed;
     expect(() => parseManifest(bomb, 'resource', 1_000_000)).toThrow(/^resource is not valid YAML: .*alias/i);
     expect(process.memoryUsage().heapUsed - before).toBeLessThan(50 * 1024 * 1024);
+  });
+
+  it("takes Kyma's own managed-by label like any other label (the product's marks have keys of their own)", () => {
+    const text = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a, labels: {operator.kyma-project.io/managed-by: kyma}}\n';
+    expect(parseManifest(text, 'resource', 1000).metadata.labels).toEqual({ 'operator.kyma-project.io/managed-by': 'kyma' });
+  });
+
+  it('reads scalars as kubectl does (YAML 1.1 as go-yaml v2 resolves it)', () => {
+    const text = 'apiVersion: v1\nkind: X\nmetadata: {name: a}\nspec: {mode: 0400, common: 0644, links: yes, flag: on, count: 1_000, day: 2001-12-14, t: 1:30}\n';
+    expect(parseManifest(text, 'resource', 1000).spec).toEqual({ mode: 256, common: 420, links: true, flag: true, count: 1000, day: '2001-12-14', t: '1:30' });
   });
 
   it('rejects deep nesting without overflowing the stack', () => {

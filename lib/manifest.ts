@@ -2,11 +2,11 @@
 // rejecting, with a message that names the problem, everything else: several
 // documents, aliases (a "billion laughs" text fails at its first alias, before any
 // expansion), deep nesting, oversize text, missing identity, list kinds.
-import { loadAll } from 'js-yaml';
 import { checkIdentity, IdentityError } from './identity.ts';
-import { HASH_ANNOTATION, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
+import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
 import { deepFreeze, isMap } from './util.ts';
+import { readYamlDocuments, YamlError } from './yaml.ts';
 
 /** ManifestError is a problem with an item's text; it stays on that item (reason InvalidManifest). */
 export class ManifestError extends Error {
@@ -25,6 +25,13 @@ function describe(v: unknown): string {
   return typeof v === 'object' ? 'a mapping' : `a ${typeof v}`;
 }
 
+// The product's marks, and its former annotations (an object carrying them counts as ours),
+// are the controller's; the former label is Kyma's own key again and free to set.
+const reservedMarks = [
+  ['labels', MANAGED_BY_LABEL], ['annotations', OWNER_ANNOTATION], ['annotations', HASH_ANNOTATION],
+  ['annotations', LEGACY_MARKS.owner], ['annotations', LEGACY_MARKS.hash],
+] as const;
+
 /**
  * parseManifest parses one object from text; field names where the problem lies ("resource",
  * "subresource"). Texts are not memoized: a resync parses every item of every SyncResource
@@ -41,10 +48,10 @@ export function parseManifest(text: string, field: 'resource' | 'subresource', m
 function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
   let docs: unknown[];
   try {
-    docs = loadAll(text, { maxAliases: 0, maxDepth: 64 });
+    docs = readYamlDocuments(text);
   } catch (err) {
-    const msg = err instanceof Error ? err.message.split('\n')[0] : String(err);
-    throw new ManifestError(`${field} is not valid YAML: ${msg}`);
+    if (!(err instanceof YamlError)) throw err;
+    throw new ManifestError(`${field} is not valid YAML: ${err.message}`);
   }
   docs = docs.filter((d) => d !== null && d !== undefined);
   if (docs.length === 0) throw new ManifestError(`${field} holds no object`);
@@ -70,7 +77,7 @@ function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
     if (err instanceof IdentityError) throw new ManifestError(`${field} ${err.message}`);
     throw err;
   }
-  for (const [where, reserved] of [['labels', MANAGED_BY_LABEL], ['annotations', OWNER_ANNOTATION], ['annotations', HASH_ANNOTATION]] as const) {
+  for (const [where, reserved] of reservedMarks) {
     const map = meta[where];
     if (isMap(map) && reserved in map) {
       throw new ManifestError(`${field} sets metadata.${where}["${reserved}"], which only the controller may set`);

@@ -8,14 +8,26 @@ export const SYNC_API_VERSION = 'operator.kyma-project.io/v1alpha1';
 export const KYMA_API_VERSION = 'operator.kyma-project.io/v1beta2';
 /** FINALIZER guards a SyncResource until its synced objects are handled. */
 export const FINALIZER = 'operator.kyma-project.io/sync-resource';
+// The product's marks on SKR objects use a key prefix of its own: operator.kyma-project.io
+// belongs to Kyma's conventions (btp-manager's objects set operator.kyma-project.io/managed-by:
+// kyma), and a manifest may set such labels like any other.
 /** MANAGED_BY_LABEL marks every object the product creates in an SKR. */
-export const MANAGED_BY_LABEL = 'operator.kyma-project.io/managed-by';
+export const MANAGED_BY_LABEL = 'kcp-sync.kyma-project.io/managed-by';
 /** MANAGED_BY_VALUE is the value of MANAGED_BY_LABEL. */
 export const MANAGED_BY_VALUE = 'kcp-sync-resource';
 /** OWNER_ANNOTATION names the owning SyncResource as "<namespace>/<name>". */
-export const OWNER_ANNOTATION = 'operator.kyma-project.io/owned-by';
+export const OWNER_ANNOTATION = 'kcp-sync.kyma-project.io/owned-by';
 /** HASH_ANNOTATION holds a digest of the last applied manifest, to tell spec changes from drift. */
-export const HASH_ANNOTATION = 'operator.kyma-project.io/applied-digest';
+export const HASH_ANNOTATION = 'kcp-sync.kyma-project.io/applied-digest';
+/**
+ * LEGACY_MARKS are the keys versions before 0.2 marked objects with. An object that carries
+ * them is ours as if it carried the new ones; the next run moves it to the new keys.
+ */
+export const LEGACY_MARKS = {
+  label: 'operator.kyma-project.io/managed-by',
+  owner: 'operator.kyma-project.io/owned-by',
+  hash: 'operator.kyma-project.io/applied-digest',
+} as const;
 /** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
 export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
 /** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */

@@ -4,13 +4,13 @@
 // (engine/plan.ts). Every finding carries the reason and message the product would
 // write; what only the SKR can tell (unknown kinds, the API server's own validation,
 // namespaces defaulted for namespaced kinds) is not known offline.
-import { loadAll } from 'js-yaml';
 import { outsideControlPlane, type Config } from './config.ts';
 import { parseItems } from './engine/plan.ts';
 import { SYNC_API_VERSION, type State, type SyncItem } from './model.ts';
 import { checkSchema, type Schema } from './schema.ts';
 import { isDnsSubdomain } from './identity.ts';
 import { isMap } from './util.ts';
+import { readYamlDocuments } from './yaml.ts';
 
 /** Finding is one problem of a SyncResource, or of one of its items. */
 export interface Finding {
@@ -39,7 +39,7 @@ export function validateText(text: string, source: string, config: Config, specS
   const report: ValidateReport = { source, syncResources: [], skipped: [], findings: [], unchecked: [] };
   let docs: unknown[];
   try {
-    docs = loadAll(text, { maxAliases: 0, maxDepth: 64 }).filter((d) => d !== null && d !== undefined);
+    docs = readYamlDocuments(text).filter((d) => d !== null && d !== undefined);
   } catch (err) {
     report.findings.push({ source, syncResource: '', state: 'Error', reason: 'InvalidYAML', message: (err as Error).message.split('\n')[0]! });
     return report;

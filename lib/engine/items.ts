@@ -7,13 +7,13 @@ import { IdentityError, UnsafePathError } from '../identity.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { applyObject, deleteObject, getObject, IdentityMismatchError, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
-import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
+import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 import { canonical, deepFreeze, isSubset } from '../util.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { InventoryEntry } from '../model.ts';
 import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
 import type { PlanItem } from './plan.ts';
-import { release, stamp } from './marks.ts';
+import { hasLegacyMarks, release, stamp } from './marks.ts';
 import { result, type ItemResult } from './result.ts';
 
 /** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
@@ -70,8 +70,9 @@ export function desiredObject(p: PlanItem, owner: string): KubeObject {
   return o;
 }
 
-/** ownerOf returns the owner annotation of a live object. */
-export const ownerOf = (o: KubeObject | undefined): string | undefined => o?.metadata.annotations?.[OWNER_ANNOTATION];
+/** ownerOf returns the owner annotation of a live object (the former key's, for an object marked before 0.2). */
+export const ownerOf = (o: KubeObject | undefined): string | undefined =>
+  o?.metadata.annotations?.[OWNER_ANNOTATION] ?? o?.metadata.annotations?.[LEGACY_MARKS.owner];
 
 /** DecideContext is what decide needs besides the item and its live object. */
 export interface DecideContext {
@@ -210,7 +211,7 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         break;
       }
       case 'adopt':
-        await guard(() => stamp(skr, p.info!, live!, owner, config));
+        await guard(() => stamp(skr, p.info!, live!, owner, undefined, config));
         res = adopted(p, change(p, 'configured'));
         break;
       case 'unchanged':
@@ -232,6 +233,10 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
       case 'none':
         res = result(name, 'Ready', 'Unchanged', 'status has been synced', { change: change(p, 'unchanged') });
         break;
+    }
+    // An object marked by an earlier version keeps no former mark once it is ours again.
+    if (current && ['update', 'unchanged', 'ignore'].includes(d.op) && !d.release && hasLegacyMarks(current)) {
+      await guard(() => stamp(skr, p.info!, current!, p.opts.own ? owner : undefined, d.desired, config));
     }
     if (d.status) {
       const body = { apiVersion: p.status!.apiVersion, kind: p.status!.kind, metadata: { name: p.id!.name, ...(p.id!.namespace ? { namespace: p.id!.namespace } : {}) }, status: p.status!.status };
