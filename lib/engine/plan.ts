@@ -163,12 +163,14 @@ export function restriction(id: ObjectId, config: Config, secretByReference = fa
 /**
  * markDuplicates makes every item that names an object an earlier item already names an
  * Error (DuplicateObject): the first in spec order owns it. Items that only write a status
- * are compared among themselves (they may name an object another item creates).
+ * are compared among themselves (they may name an object another item creates). It runs
+ * on the parsed items, and again once discovery has settled their namespaces (a
+ * cluster-scoped object loses the namespace its manifest gave it).
  */
-function markDuplicates(plan: PlanItem[], config: Config): void {
+export function markDuplicates(plan: PlanItem[], config: Config): void {
   const first = new Map<string, string>();
   for (const p of plan) {
-    if (!p.id) continue;
+    if (!p.id || p.done?.reason === 'DuplicateObject') continue;
     const key = `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`;
     const owner = first.get(key);
     if (owner === undefined) {
@@ -212,8 +214,15 @@ export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, c
     if (p.object) p.object = ns(p.object);
     if (p.status) p.status = ns(p.status);
   } else if (!info.namespaced && p.id.namespace) {
-    p.done = result(p.item.name, 'Error', 'InvalidManifest', `kind ${p.id.kind} is cluster-scoped; remove metadata.namespace`);
-    return;
+    // kubectl and the API server ignore the namespace of a cluster-scoped object (upstream
+    // manifests carry one, e.g. a ClusterRoleBinding rendered into a namespace): so do we.
+    delete p.id.namespace;
+    const clusterScoped = (o: KubeObject) => {
+      const { namespace: _, ...metadata } = o.metadata;
+      return { ...o, metadata };
+    };
+    if (p.object) p.object = clusterScoped(p.object);
+    if (p.status) p.status = clusterScoped(p.status);
   }
   // The namespace is settled only now (defaulted): check it again.
   const restricted = restriction(p.id, config, byReference(p));

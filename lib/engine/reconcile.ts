@@ -12,7 +12,7 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
-import { confirmSources, crdProvides, fillSources, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
+import { confirmSources, crdProvides, fillSources, markDuplicates, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
@@ -120,6 +120,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
     await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config).catch((err: unknown) => {
       p.done = itemFailure(p, err);
     }));
+    markDuplicates(plan.filter((p) => p.info), config);
     const candidates = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
     const observed = await mapLimit(candidates, config.applyConcurrency, async (p) => {
       try {
