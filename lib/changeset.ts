@@ -2,8 +2,8 @@
 // (Flux's ssa ChangeSet); status is computed from it.
 
 /** Action is what happened to one object. */
-/** released: an adopted object was given back (our marks removed), not deleted. */
-export type Action = 'created' | 'configured' | 'unchanged' | 'skipped' | 'deleted' | 'released';
+/** released: an adopted object was given back (our marks removed), not deleted; recreated: deleted and created anew (an immutable field changed). */
+export type Action = 'created' | 'configured' | 'unchanged' | 'skipped' | 'deleted' | 'released' | 'recreated';
 
 /** Change is one entry of a change set. */
 export interface Change {
@@ -22,7 +22,7 @@ export const subjectOf = (id: { kind: string; namespace?: string; name: string }
 
 /** summarize counts actions, e.g. for lastOperation and logs. */
 export function summarize(changes: Change[]): Record<Action, number> {
-  const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0, released: 0 };
+  const out: Record<Action, number> = { created: 0, configured: 0, unchanged: 0, skipped: 0, deleted: 0, released: 0, recreated: 0 };
   for (const c of changes) out[c.action]++;
   return out;
 }

@@ -47,6 +47,10 @@ export interface SyncItem {
   subresource?: string;
   /** dataFrom takes a v1 Secret's data from a labelled Secret in the SyncResource's namespace (values by reference). */
   dataFrom?: { secretRef: { name: string } };
+  /** resourceFrom takes the resource text from a key of a labelled ConfigMap in the SyncResource's namespace (large objects). */
+  resourceFrom?: { configMapKeyRef: { name: string; key: string } };
+  /** onImmutableChange Recreate deletes and creates the object again when an apply changes an immutable field. */
+  onImmutableChange?: 'Fail' | 'Recreate';
 }
 
 /** InventoryEntry records one object this SyncResource has put into its SKR. */
@@ -94,7 +98,7 @@ export interface SyncStatus {
 
 /** SyncResource is the custom resource. */
 export interface SyncResource extends KubeObject {
-  spec: { kyma: string; deletionPolicy?: 'Delete' | 'Orphan'; items: SyncItem[] };
+  spec: { kyma: string; deletionPolicy?: 'Delete' | 'Orphan'; suspend?: boolean; items: SyncItem[] };
   status?: SyncStatus;
 }
 

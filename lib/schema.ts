@@ -31,7 +31,11 @@ export interface SchemaProblem {
 // The CEL rules of the SyncResource CRD, by their text. Transition rules (oldSelf) need
 // the stored object and hold for a create.
 const knownRules: Record<string, (self: Record<string, unknown>) => boolean> = {
-  'has(self.resource) || has(self.subresource)': (o) => o.resource !== undefined || o.subresource !== undefined,
+  'has(self.resource) || has(self.resourceFrom) || has(self.subresource)': (o) =>
+    o.resource !== undefined || o.resourceFrom !== undefined || o.subresource !== undefined,
+  '!has(self.resource) || !has(self.resourceFrom)': (o) => o.resource === undefined || o.resourceFrom === undefined,
+  "!has(self.onImmutableChange) || self.onImmutableChange == 'Fail' || self.strategy == 'CreateAndSync'": (o) =>
+    o.onImmutableChange === undefined || o.onImmutableChange === 'Fail' || o.strategy === 'CreateAndSync',
   "self.strategy != 'Delete' || !has(self.subresource)": (o) => o.strategy !== 'Delete' || o.subresource === undefined,
   '!has(self.dataFrom) || has(self.resource)': (o) => o.dataFrom === undefined || o.resource !== undefined,
   "!has(self.dataFrom) || self.strategy != 'Delete'": (o) => o.dataFrom === undefined || o.strategy !== 'Delete',

@@ -30,7 +30,12 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
   const failed = r.failed ?? [];
   // Objects that could not be deleted or released, each named with the API's answer.
   const failedMessage = `${failed.length} synced objects could not be deleted or released: ${failed.slice(0, 5).map((f) => f.message).join('; ')}`;
-  if (r.clusterError) {
+  if (r.suspended && !r.deleting) {
+    state = 'Warning';
+    reason = 'Suspended';
+    message = 'sync is suspended (spec.suspend): nothing is created, changed or deleted in the SKR; items show the last run';
+    items = previous?.items ?? [];
+  } else if (r.clusterError) {
     state = 'Error';
     reason = r.clusterError.reason;
     message = r.clusterError.message;

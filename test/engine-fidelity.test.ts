@@ -132,3 +132,112 @@ describe('engine: manifests as kubectl reads them', () => {
     expect(sr?.status?.synced ?? []).toEqual([]);
   });
 });
+
+describe('engine: onImmutableChange and suspend', () => {
+  // Service IPs are cluster-wide: each run takes its own from the SKR's service range (10.96.0.0/12).
+  const octet = () => 1 + Math.floor(Math.random() * 250);
+  const ip = (last: number, third = octet()) => `10.100.${third}.${last}`;
+  const third = octet();
+  const job = (ns: string, image: string) => `apiVersion: batch/v1\nkind: Job\nmetadata: {name: once, namespace: ${ns}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: ${image}}]\n`;
+  const deploy = (ns: string, app: string) => `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ${ns}}\nspec:\n  selector: {matchLabels: {app: ${app}}}\n  template:\n    metadata: {labels: {app: ${app}}}\n    spec: {containers: [{name: c, image: nginx}]}\n`;
+  const svc = (ns: string, ip: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: fixed, namespace: ${ns}}\nspec:\n  clusterIP: ${ip}\n  ports: [{port: 80}]\n`;
+  const sc = (name: string, server: string) => `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${name}}\nprovisioner: nfs.csi.k8s.io\nparameters: {server: ${server}}\n`;
+  const pvc = (ns: string, cls: string) => `apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ${ns}}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: ${cls}\n  resources: {requests: {storage: 1Gi}}\n`;
+
+  it('recreates a Job, Deployment, Service, StorageClass and claim when an apply changes an immutable field, only when asked', async () => {
+    const h = await new Harness('recreate').init();
+    const kinds = (v: number, recreate: boolean) => [
+      { name: 'job', strategy: 'CreateAndSync' as const, resource: job(h.ns, v ? 'busybox:2' : 'busybox:1') },
+      { name: 'deploy', strategy: 'CreateAndSync' as const, resource: deploy(h.ns, v ? 'b' : 'a') },
+      { name: 'svc', strategy: 'CreateAndSync' as const, resource: svc(h.ns, v ? ip(61, third) : ip(60, third)) },
+      { name: 'sc', strategy: 'CreateAndSync' as const, resource: sc(`${h.name}-sc`, v ? 'nfs-2' : 'nfs-1') },
+      { name: 'pvc', strategy: 'CreateAndSync' as const, resource: pvc(h.ns, v ? 'other' : 'first') },
+    ].map((i) => (recreate ? { ...i, onImmutableChange: 'Recreate' as const } : i));
+    await h.put(kinds(0, false));
+    let { sr, result } = await h.sync();
+    expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Created', 'Created', 'Created', 'Created', 'Created']);
+    const uids = new Map<string, string | undefined>();
+    const objects: [string, string, string, string, string | undefined][] = [
+      ['job', 'batch/v1', 'Job', 'once', h.ns], ['deploy', 'apps/v1', 'Deployment', 'web', h.ns], ['svc', 'v1', 'Service', 'fixed', h.ns],
+      ['sc', 'storage.k8s.io/v1', 'StorageClass', `${h.name}-sc`, undefined], ['pvc', 'v1', 'PersistentVolumeClaim', 'data', h.ns],
+    ];
+    for (const [item, av, kind, name, ns] of objects) uids.set(item, (await h.skrGet(av, kind, name, ns))?.metadata.uid);
+    // Off by default: every change is refused, and nothing is deleted.
+    await h.put(kinds(1, false));
+    ({ sr } = await h.sync());
+    for (const [item, av, kind, name, ns] of objects) {
+      expect({ item, reason: Harness.item(sr, item)?.reason }).toEqual({ item, reason: 'ApplyFailed' });
+      expect((await h.skrGet(av, kind, name, ns))?.metadata.uid).toBe(uids.get(item));
+    }
+    // Asked for: each is deleted and created anew with the new spec.
+    await h.put(kinds(1, true));
+    ({ sr, result } = await h.sync());
+    if (sr?.status?.items?.some((i) => i.reason === 'Recreating')) ({ sr, result } = await h.sync());
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`).sort()).toEqual(objects.map(([item]) => `${item}:Ready:Recreated`).sort());
+    expect(Harness.item(sr, 'job')?.message).toMatch(/^Job .*\/once was deleted and created again: .*immutable/);
+    expect(result.changes.filter((c) => c.action === 'recreated').map((c) => c.item).sort()).toEqual(objects.map(([item]) => item).sort());
+    for (const [item, av, kind, name, ns] of objects) {
+      const live = await h.skrGet(av, kind, name, ns);
+      expect({ item, same: live?.metadata.uid === uids.get(item) }).toEqual({ item, same: false });
+      expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    }
+    expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.spec).toMatchObject({ clusterIP: ip(61, third) });
+    // Settled again: the next run recreates nothing.
+    ({ sr } = await h.sync());
+    expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Unchanged', 'Unchanged', 'Unchanged', 'Unchanged', 'Unchanged']);
+  });
+
+  it('never recreates an adopted object', async () => {
+    const h = await new Harness('recreate-adopted').init();
+    const t = octet();
+    await h.skrCreate({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'fixed', namespace: h.ns }, spec: { clusterIP: ip(70, t), ports: [{ port: 80 }] } });
+    await h.put([{ name: 'svc', strategy: 'CreateAndSync', resource: svc(h.ns, ip(70, t)), onImmutableChange: 'Recreate' }]);
+    let { sr } = await h.sync();
+    expect(Harness.item(sr, 'svc')?.reason).toBe('Adopted');
+    const uid = (await h.skrGet('v1', 'Service', 'fixed', h.ns))?.metadata.uid;
+    await h.put([{ name: 'svc', strategy: 'CreateAndSync', resource: svc(h.ns, ip(71, t)), onImmutableChange: 'Recreate' }]);
+    ({ sr } = await h.sync());
+    expect(Harness.item(sr, 'svc')).toMatchObject({ state: 'Error', reason: 'ApplyFailed' });
+    expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.metadata.uid).toBe(uid);
+  });
+
+  it('writes nothing to the SKR while suspended, says so, and applies again once lifted', async () => {
+    const h = await new Harness('suspend').init();
+    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('kept', { k: 'v1' }) }, { name: 'old', strategy: 'CreateAndSync', resource: h.cm('old', { k: 'v' }) }]);
+    await h.sync();
+    const suspend = (on: boolean) => h.kcp.client.call('PATCH', resourcePath({ apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true }, 'kcp-system', h.name), {
+      body: { spec: { suspend: on } }, contentType: PatchType.merge,
+    });
+    await suspend(true);
+    // A new text, a removed item and drift in the SKR: none is acted on.
+    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('kept', { k: 'v2' }) }]);
+    await h.skrPatch('v1', 'ConfigMap', 'kept', h.ns, { data: { k: 'edited' } });
+    const before = { reads: h.skr.client.requests, writes: h.skr.client.writes };
+    let { sr } = await h.sync();
+    expect(h.skr.client.requests - before.reads).toBe(0);
+    expect(h.skr.client.writes - before.writes).toBe(0);
+    expect(sr?.status).toMatchObject({ state: 'Warning', conditions: [expect.objectContaining({ reason: 'Suspended' })] });
+    expect((await h.skrGet('v1', 'ConfigMap', 'kept', h.ns))?.data).toEqual({ k: 'edited' });
+    expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeDefined();
+    await suspend(false);
+    ({ sr } = await h.sync());
+    expect(sr?.status?.state).toBe('Ready');
+    expect((await h.skrGet('v1', 'ConfigMap', 'kept', h.ns))?.data).toEqual({ k: 'v2' });
+    expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeUndefined();
+  });
+
+  it('leaves the objects of a suspended SyncResource that is deleted as they are', async () => {
+    const h = await new Harness('suspend-delete').init();
+    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('stays', { k: 'v' }) }]);
+    await h.sync();
+    await h.kcp.client.call('PATCH', resourcePath({ apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true }, 'kcp-system', h.name), {
+      body: { spec: { suspend: true } }, contentType: PatchType.merge,
+    });
+    await h.delete();
+    const writes = h.skr.client.writes;
+    await h.sync();
+    expect(await h.get()).toBeUndefined();
+    expect(h.skr.client.writes).toBe(writes);
+    expect((await h.skrGet('v1', 'ConfigMap', 'stays', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+  });
+});

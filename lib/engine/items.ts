@@ -14,6 +14,7 @@ import type { InventoryEntry } from '../model.ts';
 import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
 import type { PlanItem } from './plan.ts';
 import { hasLegacyMarks, release, stamp } from './marks.ts';
+import { immutableSummary, isImmutableRefusal, mayRecreate, recreate } from './recreate.ts';
 import { result, type ItemResult } from './result.ts';
 
 /** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
@@ -39,6 +40,8 @@ export interface Decision {
   /** drift: the update reverts changes made in the SKR (the manifest itself did not change); cause says which and by whom. */
   drift: boolean;
   cause?: DriftCause;
+  /** recreate: an apply refused for an immutable field deletes the object and creates it anew (recreate.ts). */
+  recreate?: boolean;
   /** confirm: no digest of our last apply is known; a dry run tells whether the values really differ before anything is written. */
   confirm?: boolean;
   /** desired is the body to apply for create/update. */
@@ -127,7 +130,8 @@ export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideCon
   }
   const desired = desiredObject(p, owner);
   const release = !p.opts.own && liveOwner === owner;
-  const update = { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, desired, release } as const;
+  const recreate = mayRecreate(p, adopting || entry?.adopted === true);
+  const update = { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, desired, release, recreate } as const;
   const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
   if (!sameManifest || adopting) return { ...update, drift: false };
   const unchanged: Decision = { op: 'unchanged', status: wantStatus(false), record: false, drift: false, release };
@@ -195,14 +199,32 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         break;
       case 'update': {
         // Without a digest of our last apply, a dry run tells whether the values really differ.
-        if (d.confirm && sameValues(await guard(() => applyObject(skr, p.info!, d.desired!, fm, undefined, true)), live!, fm)) {
+        // A dry run refused for an immutable field goes on to the apply, which recreates.
+        const dry = d.confirm ? await guard(() => applyObject(skr, p.info!, d.desired!, fm, undefined, true)).catch((err: unknown) => {
+          if (d.recreate && isImmutableRefusal(err)) return undefined;
+          throw err;
+        }) : undefined;
+        if (dry && sameValues(dry, live!, fm)) {
           // Nothing to write but, for a strategy that does not own it, our marks to take off.
           if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
           applied(live!);
           res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
           break;
         }
-        current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+        try {
+          current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+        } catch (err) {
+          if (!d.recreate || !isImmutableRefusal(err)) throw err;
+          const why = immutableSummary(err);
+          current = await guard(() => recreate(skr, p, live!, d.desired!, config));
+          if (!current) {
+            res = result(name, 'Processing', 'Recreating', `${what} is being deleted to be created again: ${why}`, { change: change(p, 'deleted') });
+            break;
+          }
+          applied(current);
+          res = result(name, 'Ready', 'Recreated', `${what} was deleted and created again: ${why}`, { change: change(p, 'recreated') });
+          break;
+        }
         applied(current);
         if (d.release) await guard(() => release(skr, p.info!, current!, config, false));
         res = d.adopt

@@ -60,6 +60,10 @@ export async function reconcileRun(input: SyncResource, deps: ReconcileDeps): Pr
   try {
     if (input.metadata.deletionTimestamp) {
       await removeAll(ref, deps, inventory, res);
+    } else if (input.spec.suspend === true) {
+      // Suspended: no request to the SKR at all. The finalizer still guards the inventory.
+      ref.sr = await kcpWrite(() => deps.kcp.claim(ref.sr));
+      res.suspended = true;
     } else {
       ref.sr = await kcpWrite(() => deps.kcp.claim(ref.sr));
       await applyItems(ref.sr, deps, inventory, res);
@@ -284,6 +288,14 @@ async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, invento
   const policy = sr.spec.deletionPolicy ?? 'Delete';
   res.deleting = { finalizerRemoved: false, policy };
   if (!sr.metadata.finalizers?.includes(FINALIZER)) {
+    res.deleting.finalizerRemoved = true;
+    return;
+  }
+  // Suspended means no writes to the SKR, deletion included (as Flux does): the objects
+  // stay as they are, marks and all. Lift the suspension first to have them deleted.
+  if (sr.spec.suspend === true) {
+    res.suspended = true;
+    await kcpWrite(() => deps.kcp.removeFinalizer(ref.sr));
     res.deleting.finalizerRemoved = true;
     return;
   }

@@ -30,6 +30,8 @@ export interface ApplyResult {
   failed?: { subject: string; message: string }[];
   /** deleting is set when the SyncResource itself is being deleted. */
   deleting?: { finalizerRemoved: boolean; policy: 'Delete' | 'Orphan' };
+  /** suspended is set when spec.suspend held: the run made no request to the SKR. */
+  suspended?: boolean;
   /** clusterError is set when the SKR could not be reached or resolved at all. */
   clusterError?: { reason: string; message: string; transient: boolean };
 }

@@ -154,6 +154,10 @@ async function recordChanges(deps: Deps, sr: SyncResource, data: ItemsApplied): 
   if (drifted.length > 0) {
     await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', drifted.map(describeCorrection).join('; '));
   }
+  for (const c of r.changes.filter((x) => x.action === 'recreated')) {
+    const message = r.items.find((i) => i.name === c.item)?.message ?? `${c.subject} was deleted and created again`;
+    await deps.recorder.event(sr, 'Normal', 'Recreated', 'Apply', message);
+  }
   const pruned = r.changes.filter((c) => c.action === 'deleted' && !r.items.some((i) => i.name === c.item)).map((c) => c.subject);
   if (pruned.length > 0) {
     await deps.recorder.event(sr, 'Normal', 'Pruned', 'Prune', `deleted objects no item claims any more: ${pruned.join(', ')}`);
