@@ -16,6 +16,8 @@ export interface Config {
   controlPlaneNamespaces: string[];
   /** maxManifestBytes caps the size of one item's text. */
   maxManifestBytes: number;
+  /** maxReferencedManifestBytes caps the text a resourceFrom item takes from a ConfigMap (decompressed). */
+  maxReferencedManifestBytes: number;
   /** allowInsecureKubeconfigs lets kubeconfigs skip TLS verification (never in production). */
   allowInsecureKubeconfigs: boolean;
   /**
@@ -45,6 +47,7 @@ export const defaults: Config = {
   protectedNamespaces: ['kube-system', 'kube-public', 'kube-node-lease'],
   controlPlaneNamespaces: ['kcp-system'],
   maxManifestBytes: 262_144,
+  maxReferencedManifestBytes: 2_097_152,
   allowInsecureKubeconfigs: false,
   clusterQps: 0,
   clusterBurst: 0,
@@ -117,6 +120,7 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     protectedNamespaces: protectedNs,
     controlPlaneNamespaces: namespaces,
     maxManifestBytes: int(env, 'SYNC_MAX_MANIFEST_BYTES', defaults.maxManifestBytes, 1),
+    maxReferencedManifestBytes: int(env, 'SYNC_MAX_REFERENCED_MANIFEST_BYTES', defaults.maxReferencedManifestBytes, 1),
     allowInsecureKubeconfigs: bool(env, 'SYNC_ALLOW_INSECURE_KUBECONFIGS', defaults.allowInsecureKubeconfigs),
     clusterQps: int(env, 'SYNC_CLUSTER_QPS', defaults.clusterQps, 0),
     clusterBurst: int(env, 'SYNC_CLUSTER_BURST', defaults.clusterBurst, 0),

@@ -73,6 +73,6 @@ function validateOne(doc: Record<string, unknown>, report: ValidateReport, confi
   const spec = isMap(doc.spec) ? doc.spec : {};
   const items = (Array.isArray(spec.items) ? spec.items : []).filter((i): i is SyncItem => isMap(i) && typeof i.name === 'string');
   for (const p of parseItems(items, config)) {
-    if (p.done && p.done.state !== 'Ready') add({ item: p.item.name, state: p.done.state, reason: p.done.reason, message: p.done.message });
+    if (p.done && p.done.state !== 'Ready' && p.done.reason !== 'ResourceSourcePending') add({ item: p.item.name, state: p.done.state, reason: p.done.reason, message: p.done.message });
   }
 }

@@ -10,7 +10,7 @@ import { outsideControlPlane } from '../../lib/config.ts';
 import { checkKymaRequest, EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
 import { background, post } from '../../lib/pipeline/fanout.ts';
-import { ownerOfSecret, resyncKyma, resyncSource } from '../../lib/pipeline/resync.ts';
+import { ownerOfSecret, resyncKyma, resyncResourceSource, resyncSource } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
@@ -19,6 +19,18 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
+  if ((event as unknown as { kind?: string }).kind === 'ConfigMap') {
+    return run(context, event, 'resolve-cluster', async (d, log) => {
+      // ConfigMaps outside the control-plane namespaces are never acted on; the text itself is read by apply-items.
+      if (outsideControlPlane(ref.namespace, d.config)) {
+        log.warn({ step: 'resolve-cluster', trigger: 'ConfigMap', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+        return undefined;
+      }
+      background(d, log, `configmap ${ref.namespace}/${ref.name}`, () => resyncResourceSource(d, ref.namespace, ref.name));
+      log.info({ step: 'resolve-cluster', trigger: 'source ConfigMap', object: `${ref.namespace}/${ref.name}` }, 'resync started');
+      return undefined;
+    });
+  }
   if ((event as unknown as { kind?: string }).kind === 'Secret') {
     return run(context, event, 'resolve-cluster', async (d, log) => {
       // Secrets outside the control-plane namespaces are never read.

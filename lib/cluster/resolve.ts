@@ -5,7 +5,7 @@ import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { isNotFound, TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_API_VERSION, KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
-import { readSource, type SourceSecret } from './sources.ts';
+import { readConfigMapSource, readSource, type SourceConfigMap, type SourceSecret } from './sources.ts';
 import { listObjects } from '../kube/objects.ts';
 import { TtlMemo } from '../util.ts';
 
@@ -158,5 +158,10 @@ export class Lookups {
    */
   source(namespace: string, name: string): Promise<SourceSecret | undefined> {
     return readSource(this.kcp, namespace, name);
+  }
+
+  /** configMap reads the ConfigMap of a resourceFrom item for one run, as source does a Secret. */
+  configMap(namespace: string, name: string): Promise<SourceConfigMap | undefined> {
+    return readConfigMapSource(this.kcp, namespace, name);
   }
 }

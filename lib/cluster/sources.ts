@@ -4,7 +4,8 @@
 // the Kyma it was labelled for, and never an access Secret (those never carry the
 // sync-source label; cluster resolution ignores Secrets that do). Refusals name the
 // Secret and the rule, never a value.
-import { resourcePath } from '../kube/discovery.ts';
+import { gunzipSync } from 'node:zlib';
+import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
@@ -38,4 +39,61 @@ export function sourceData(secret: SourceSecret | undefined, namespace: string, 
   }
   if (secret.metadata.deletionTimestamp) throw new SourceError(`${what} is being deleted`, 'SecretSourceNotFound');
   return { ...secret.data };
+}
+
+/** configMapInfo is the REST mapping of v1 ConfigMaps. */
+export const configMapInfo: ResourceInfo = { apiVersion: 'v1', kind: 'ConfigMap', resource: 'configmaps', namespaced: true, hasStatus: false };
+
+/** SourceConfigMap is the part of a KCP ConfigMap that a resourceFrom item needs. */
+export type SourceConfigMap = KubeObject & { data?: Record<string, string> | null; binaryData?: Record<string, string> | null };
+
+/** readConfigMapSource reads the ConfigMap namespace/name (a list by name), or undefined. */
+export async function readConfigMapSource(kcp: Cluster, namespace: string, name: string): Promise<SourceConfigMap | undefined> {
+  const list = await kcp.client.call<{ items: SourceConfigMap[] | null }>('GET', resourcePath(configMapInfo, namespace), {
+    query: { fieldSelector: `metadata.name=${name}` },
+  });
+  return list.items?.find((c) => c.metadata.name === name);
+}
+
+/**
+ * resourceText checks that configMap may give an item of kyma its text and returns the
+ * text of key: from data, or from binaryData as text or gzip-compressed text, at most
+ * maxBytes once decompressed (a bomb stops at the limit). A ConfigMap labelled for a
+ * Kyma serves only that Kyma; one without the label serves every Kyma of its namespace
+ * (a large CRD is the same for all).
+ */
+export function resourceText(configMap: SourceConfigMap | undefined, namespace: string, name: string, key: string, kyma: string, maxBytes: number): string {
+  const what = `ConfigMap ${namespace}/${name}`;
+  if (!configMap || configMap.metadata.deletionTimestamp) {
+    throw new SourceError(`${what} (resourceFrom.configMapKeyRef) does not exist`, 'ResourceSourceNotFound');
+  }
+  const labels = configMap.metadata.labels ?? {};
+  if (labels[SYNC_SOURCE_LABEL] !== 'true') {
+    throw new SourceError(`${what} is not a sync source: it needs the label ${SYNC_SOURCE_LABEL}="true"`, 'ResourceSourceRejected');
+  }
+  const forKyma = labels[KYMA_NAME_LABEL];
+  if (forKyma !== undefined && forKyma !== kyma) {
+    throw new SourceError(`${what} is labelled for Kyma ${forKyma}, not for ${kyma}`, 'ResourceSourceRejected');
+  }
+  const tooLarge = (n: number | string) =>
+    new SourceError(`${what} key ${key} is ${n} bytes, over the limit of ${maxBytes}`, 'ResourceSourceTooLarge');
+  const text = configMap.data?.[key];
+  if (text !== undefined) {
+    const bytes = Buffer.byteLength(text, 'utf8');
+    if (bytes > maxBytes) throw tooLarge(bytes);
+    return text;
+  }
+  const binary = configMap.binaryData?.[key];
+  if (binary === undefined) throw new SourceError(`${what} has no key ${key} in data or binaryData`, 'ResourceSourceNotFound');
+  const raw = Buffer.from(binary, 'base64');
+  if (raw[0] !== 0x1f || raw[1] !== 0x8b) {
+    if (raw.length > maxBytes) throw tooLarge(raw.length);
+    return raw.toString('utf8');
+  }
+  try {
+    return gunzipSync(raw, { maxOutputLength: maxBytes }).toString('utf8');
+  } catch (err) {
+    if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(`more than ${maxBytes}`);
+    throw new SourceError(`${what} key ${key} is not valid gzip: ${(err as Error).message}`, 'ResourceSourceRejected');
+  }
 }

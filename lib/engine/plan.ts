@@ -40,11 +40,49 @@ export type SourceReader = (name: string) => Promise<{ data: Record<string, stri
 const sameId = (a: ObjectId, b: ObjectId) =>
   a.apiVersion === b.apiVersion && a.kind === b.kind && a.name === b.name && (a.namespace ?? '') === (b.namespace ?? '');
 
-/** parseItems parses every item; problems stay on their item. */
-export function parseItems(items: SyncItem[], config: Config): PlanItem[] {
+/** ResourceSourceReader returns the text a resourceFrom item names, or throws a SourceError. */
+export type ResourceSourceReader = (name: string, key: string) => Promise<string>;
+
+/** ResourceTexts are the texts (or the reasons there is none) of the resourceFrom items of a run, by item name. */
+export type ResourceTexts = Map<string, string | SourceError>;
+
+/** readResourceTexts reads the text of every resourceFrom item; a failure to read the KCP is the run's (transient). */
+export async function readResourceTexts(items: SyncItem[], read: ResourceSourceReader | undefined, concurrency: number): Promise<ResourceTexts> {
+  const texts: ResourceTexts = new Map();
+  await mapLimit(items.filter((i) => i.resourceFrom !== undefined && i.resource === undefined), concurrency, async (i) => {
+    const { name, key } = i.resourceFrom!.configMapKeyRef;
+    if (!read) return void texts.set(i.name, new SourceError(`ConfigMap ${name} (resourceFrom) cannot be read here`, 'ResourceSourceNotFound'));
+    try {
+      texts.set(i.name, await read(name, key));
+    } catch (err) {
+      if (!(err instanceof SourceError)) throw err;
+      texts.set(i.name, err);
+    }
+  });
+  return texts;
+}
+
+/**
+ * parseItems parses every item; problems stay on their item. A resourceFrom item takes
+ * its text from texts (read in the KCP); without one (offline) it is left unparsed.
+ */
+export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTexts): PlanItem[] {
   const plan = items.map((item) => {
     const p: PlanItem = { item, opts: strategies[item.strategy] };
     try {
+      const referenced = item.resource === undefined && item.resourceFrom !== undefined ? texts?.get(item.name) : undefined;
+      if (item.resource === undefined && item.resourceFrom !== undefined) {
+        const ref = item.resourceFrom.configMapKeyRef;
+        if (referenced instanceof SourceError) {
+          p.done = result(item.name, 'Error', referenced.reason, referenced.message);
+          return p;
+        }
+        if (referenced === undefined) {
+          p.done = result(item.name, 'Processing', 'ResourceSourcePending', `the text is read from ConfigMap ${ref?.name} key ${ref?.key} in the KCP`);
+          return p;
+        }
+        p.object = parseManifest(referenced, 'resource', config.maxReferencedManifestBytes);
+      }
       if (item.resource !== undefined) p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
       if (item.subresource !== undefined) {
         p.status = parseManifest(item.subresource, 'subresource', config.maxManifestBytes);

@@ -12,7 +12,7 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical, mapLimit } from '../util.ts';
 import { entryOf, Inventory } from './inventory.ts';
 import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
-import { confirmSources, crdProvides, fillSources, markDuplicates, parseItems, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
+import { confirmSources, crdProvides, fillSources, markDuplicates, parseItems, readResourceTexts, type ResourceSourceReader, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
@@ -31,6 +31,8 @@ export interface ReconcileDeps {
   snapshotsSince?: number;
   /** sources reads the source Secrets of dataFrom items (KCP); without it such items fail. */
   sources?: SourceReader;
+  /** resourceSources reads the texts of resourceFrom items (KCP ConfigMaps); without it such items fail. */
+  resourceSources?: ResourceSourceReader;
   /** hooks let tests inject failures between the steps of a run. */
   hooks?: { afterInventoryWrite?: () => Promise<void> };
 }
@@ -108,7 +110,8 @@ async function kcpWrite<T>(fn: () => Promise<T>): Promise<T> {
 async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
   const { skr, config } = deps;
   const owner = ownerRef(sr);
-  const plan = parseItems(sr.spec.items ?? [], config);
+  const texts = await readResourceTexts(sr.spec.items ?? [], deps.resourceSources, config.applyConcurrency);
+  const plan = parseItems(sr.spec.items ?? [], config, texts);
   await fillSources(plan, deps.sources, config.applyConcurrency);
   const results = new Map<PlanItem, ItemResult>();
   const ctxOf = (p: PlanItem): DecideContext => ({ owner, fieldManager: config.fieldManager, entry: inventory.find(p.id!) });

@@ -1,7 +1,7 @@
 // apply.ts is the apply-items step: cluster resolved in, the engine run against the
 // SKR, the outcome out. The kubeconfig and the source Secrets of dataFrom items are read
 // here, used in this process, and never leave it.
-import { sourceData } from '../cluster/sources.ts';
+import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
@@ -104,7 +104,10 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   // the run's first write to the SKR (a no-op run writes nothing and reads nothing). Its
   // writes to the KCP test the listed resourceVersion anyway.
   if (data.listed) skr = confirmingWrites(skr, () => confirmCurrent(deps, data.listed!));
-  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
+  // Texts of resourceFrom items: read by this run from ConfigMaps of this namespace.
+  const resourceSources = (name: string, key: string) => deps.lookups.configMap(data.namespace, name)
+    .then((c) => resourceText(c, data.namespace, name, key, sr.spec.kyma, deps.config.maxReferencedManifestBytes));
+  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, resourceSources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);

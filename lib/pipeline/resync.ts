@@ -99,6 +99,23 @@ export async function resyncSource(deps: Deps, namespace: string, kyma: string, 
   return sent;
 }
 
+/**
+ * resyncResourceSource posts reconcile requests for the SyncResources of namespace whose
+ * resourceFrom items name the ConfigMap name: a changed text reaches only those. A
+ * ConfigMap may serve every Kyma, so the pages are of the namespace's labelled
+ * SyncResources (a new one runs on its creation anyway).
+ */
+export async function resyncResourceSource(deps: Deps, namespace: string, name: string): Promise<number> {
+  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
+  let sent = 0;
+  const since = new Date().toISOString();
+  await forEachPage<SyncResource>(deps, namespace, KYMA_NAME_LABEL, async (page) => {
+    const using = page.filter((sr) => (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name));
+    sent += await send(deps, using, 'secret', since);
+  }, true);
+  return sent;
+}
+
 /** SecretOwner is the Kyma a changed Secret is labelled for, and whether it is a sync source (else an access Secret). */
 export interface SecretOwner {
   kyma: string;
