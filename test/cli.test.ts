@@ -165,7 +165,7 @@ describe('kcp-sync diff', () => {
     expect(diffOf('changed')).toMatch(/^\+\s+a: '2'$/m);
     expect(diffOf('changed')).not.toMatch(/^[-+]\s+keep:/m);
     expect(diffOf('new')).toMatch(/^\+\s+a: '1'$/m);
-    expect(diffOf('adopt')).toMatch(/^\+\s+operator.kyma-project.io\/owned-by: kcp-system\//m);
+    expect(diffOf('adopt')).toMatch(/^\+\s+kcp-sync.kyma-project.io\/owned-by: kcp-system\//m);
     expect(out.syncResources[0]!.items.find((i) => i.item === 'typo')!.reason).toBe('UnknownKind');
     // Values by reference live in the KCP: compared as the cluster holds them, never shown.
     expect(out.syncResources[0]!.items.find((i) => i.item === 'byref')).toMatchObject({ message: expect.stringContaining('Secret btp-source in the KCP by reference') });
