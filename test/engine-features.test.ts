@@ -96,13 +96,14 @@ describe('engine', () => {
     expect(byName.two).toMatchObject({ state: 'Error', reason: 'InvalidManifest', message: 'resource holds 2 documents; an item takes exactly one object' });
     expect(byName.rejected).toMatchObject({ state: 'Error', reason: 'ApplyFailed' });
     expect(byName.rejected!.message).toMatch(/Not_A_DNS_Name.*(invalid|must consist)/i);
-    expect(byName.scoped).toMatchObject({ state: 'Error', reason: 'InvalidManifest', message: 'kind StorageClass is cluster-scoped; remove metadata.namespace' });
+    // A cluster-scoped object's namespace is ignored, as kubectl and the API server ignore it.
+    expect(byName.scoped).toMatchObject({ state: 'Ready', reason: 'Created' });
     expect(sr?.status?.state).toBe('Error');
     expect(sr?.status?.conditions?.[0]).toMatchObject({ type: 'Resources', status: 'False', reason: 'Error' });
     expect(await h.skrGet('v1', 'ConfigMap', 'good', h.ns)).toBeDefined();
     expect(await h.skrGet('v1', 'Secret', 's', h.ns)).toBeUndefined();
-    // The inventory holds exactly the one created object.
-    expect(sr?.status?.synced?.map((e) => e.name)).toEqual(['good']);
+    // The inventory holds exactly the created objects.
+    expect(sr?.status?.synced?.map((e) => e.name).sort()).toEqual(['good', `sc-${h.name}`].sort());
   });
 
   it('puts namespaced objects without a namespace into the default namespace', async () => {
