@@ -35,9 +35,10 @@ export interface Stack {
  * runtime for it. On Knative's own parts (knative: "real"), which install cluster-wide,
  * the stack gets a KCP and two SKRs of its own instead, and runs in kcp-system.
  */
-export async function startStack(prefix: string, opts: Partial<RuntimeOptions> = {}): Promise<Stack> {
+export async function startStack(prefix: string, opts: Partial<RuntimeOptions> = {}, own = { clusters: false }): Promise<Stack> {
   const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-${prefix}-`));
-  if (opts.knative === 'real') return startRealStack(stateDir, opts);
+  // own.clusters: a KCP and two SKRs of the stack's own, for tests that count every request an SKR serves.
+  if (opts.knative === 'real' || own.clusters) return startRealStack(stateDir, opts);
   const clusters = inject('clusters');
   const ns = uniqueName(prefix);
   const kcp = await cluster('kcp');
