@@ -23,6 +23,13 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
   ['sync-resolve-cluster', 'list', 'secrets', 'kcp-system', true],
   ['sync-apply-items', 'list', 'secrets', 'kcp-system', true],
   ['sync-resolve-cluster', 'list', 'secrets', 'default', false],
+  // Only apply-items reads the ConfigMaps of resourceFrom items, only in kcp-system, only by list.
+  ['sync-apply-items', 'list', 'configmaps', 'kcp-system', true],
+  ['sync-apply-items', 'get', 'configmaps', 'kcp-system', false],
+  ['sync-apply-items', 'list', 'configmaps', 'default', false],
+  ['sync-resolve-cluster', 'list', 'configmaps', 'kcp-system', false],
+  ['sync-write-status', 'list', 'configmaps', 'kcp-system', false],
+  ['sync-apiserversource', 'watch', 'configmaps', 'kcp-system', true],
   // apply-items also reads source Secrets (dataFrom), with the same list by name: no new verb.
   ['sync-apply-items', 'get', 'secrets', 'kcp-system', false],
   ['sync-apply-items', 'watch', 'secrets', 'kcp-system', false],

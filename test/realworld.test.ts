@@ -18,7 +18,7 @@ import { validateText } from '../lib/validate.ts';
 import { parseConfig } from '../lib/config.ts';
 import { syncResourceSpecSchema } from '../lib/crd.ts';
 import { readYamlDocuments } from '../lib/yaml.ts';
-import { kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
+import { getSr, kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually } from './helpers.ts';
 
 const corpusDir = join(import.meta.dirname, '..', '..', 'shared', 'realworld');
@@ -76,7 +76,9 @@ async function applyLikeKubectl(items: SyncItem[], texts: Map<string, string>): 
   for (const i of foundation) await kubectl(oracle, ['apply', '--server-side', '-f', '-'], texts.get(i.name)!).catch((e: Error) => refused.set(i.name, e.message));
   for (const i of foundation) {
     const o = objectOf(texts.get(i.name)!);
-    if (o.kind === 'CustomResourceDefinition' && !refused.has(i.name)) await kubectl(oracle, ['wait', '--for', 'condition=established', `crd/${o.metadata.name}`, '--timeout=60s']);
+    if (o.kind !== 'CustomResourceDefinition' || refused.has(i.name)) continue;
+    // kubectl wait fails on a CRD that has no conditions yet.
+    await eventually(() => kubectl(oracle, ['wait', '--for', 'condition=established', `crd/${o.metadata.name}`, '--timeout=60s']), 60_000, 250);
   }
   for (const i of rest) {
     // A custom resource's kind may take a moment to be served after its CRD is established.
@@ -86,16 +88,21 @@ async function applyLikeKubectl(items: SyncItem[], texts: Map<string, string>): 
   return refused;
 }
 
-/** applies counts the server-side applies and deletes an SKR has served (the product's only writes once settled). */
-async function applies(kubeconfig: string): Promise<number> {
+/** applies reads the server-side applies and deletes an SKR has served, by series (verb, resource, ...). */
+async function applies(kubeconfig: string): Promise<Map<string, number>> {
   const metrics = await kubectl(kubeconfig, ['get', '--raw', '/metrics']);
-  let n = 0;
+  const series = new Map<string, number>();
   for (const line of metrics.split('\n')) {
     if (!line.startsWith('apiserver_request_total{') || !/verb="(APPLY|DELETE)"/.test(line)) continue;
-    n += Number(line.split(' ').at(-1));
+    const at = line.lastIndexOf(' ');
+    series.set(line.slice(0, at), Number(line.slice(at + 1)));
   }
-  return n;
+  return series;
 }
+
+/** grown lists the series that grew from before to after. */
+const grown = (before: Map<string, number>, after: Map<string, number>) =>
+  [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k, v]) => `${k} +${v - (before.get(k) ?? 0)}`);
 
 beforeAll(async () => {
   s = await startStack('realworld', { env: { SYNC_PROTECTED_NAMESPACES: '' } }, { clusters: true });
@@ -135,42 +142,63 @@ describe('the real-world corpus', () => {
     sr.metadata.namespace = s.ns;
     const refused = await applyLikeKubectl(sr.spec.items, texts);
     await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
-    const settled = await waitSr(s, sr.metadata.name, (x) => {
-      expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
-      expect(x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting')).toEqual([]);
-      expect(x?.status?.items).toHaveLength(sr.spec.items.length);
-    }, 180_000);
-    for (const i of sr.spec.items) {
-      const status = settled?.status?.items?.find((x) => x.name === i.name);
-      const o = objectOf(texts.get(i.name)!);
-      if (refused.has(i.name)) {
-        expect({ item: i.name, state: status?.state, kubectl: 'refused' }).toEqual({ item: i.name, state: 'Error', kubectl: 'refused' });
-        continue;
-      }
-      expect({ item: i.name, state: status?.state, message: status?.state === 'Ready' ? '' : status?.message })
-        .toEqual({ item: i.name, state: 'Ready', message: '' });
-      const theirs = await get(oracle, o, true);
-      const ours = await get(product, o, true);
-      expect({ item: i.name, object: ours && comparable(ours) }).toEqual({ item: i.name, object: theirs && comparable(theirs) });
-    }
-    // Settled (the first resync reports Created as Unchanged): then three resync ticks (2 s
-    // apart) write nothing to the SKR and nothing to the status.
-    const quiet = await waitSr(s, sr.metadata.name, (x) => {
-      expect(x?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual([]);
-    }, 60_000);
-    const before = { writes: await applies(product), rv: quiet!.metadata.resourceVersion };
-    await new Promise((r) => setTimeout(r, 7_000));
-    const after = await waitSr(s, sr.metadata.name, () => undefined);
-    expect({ writes: (await applies(product)) - before.writes, rv: after?.metadata.resourceVersion }).toEqual({ writes: 0, rv: before.rv });
-    // The next revision of the same SyncResource (Flux's SSA inputs) is an update of it: kept for its own case.
-    if (file === 'fluxcd-pkg-ssa.yaml') return;
-    const synced = settled!.status!.synced!;
-    await kubectl(s.kcp, ['delete', 'syncresource', sr.metadata.name, '-n', s.ns, '--wait=false']);
-    await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 180_000);
-    for (const e of synced) {
-      const left = await get(product, { apiVersion: e.apiVersion, kind: e.kind, metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) } }, true);
-      expect({ object: `${e.kind}/${e.namespace ?? ''}/${e.name}`, left: left !== undefined && !left.metadata.deletionTimestamp })
-        .toEqual({ object: `${e.kind}/${e.namespace ?? ''}/${e.name}`, left: false });
+    try {
+      const settled = await waitSr(s, sr.metadata.name, (x) => {
+        expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
+        expect(x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting')).toEqual([]);
+        expect(x?.status?.items).toHaveLength(sr.spec.items.length);
+      }, 180_000);
+      await compare(sr, texts, refused, settled!);
+    } finally {
+      // Deleted also after a failed comparison: a failure stays this case's alone. The next
+      // revision of Flux's SSA inputs is an update of the same SyncResource.
+      if (file !== 'fluxcd-pkg-ssa.yaml') await removeAndCheck(sr);
     }
   }, 420_000);
 });
+
+/** compare checks every item against kubectl's outcome, then that three resync ticks write nothing. */
+async function compare(sr: SyncResource, texts: Map<string, string>, refused: Map<string, string>, settled: SyncResource): Promise<void> {
+  for (const i of sr.spec.items) {
+    const status = settled?.status?.items?.find((x) => x.name === i.name);
+    const o = objectOf(texts.get(i.name)!);
+    if (refused.has(i.name)) {
+      expect({ item: i.name, state: status?.state, kubectl: 'refused' }).toEqual({ item: i.name, state: 'Error', kubectl: 'refused' });
+      continue;
+    }
+    expect({ item: i.name, state: status?.state, message: status?.state === 'Ready' ? '' : status?.message })
+      .toEqual({ item: i.name, state: 'Ready', message: '' });
+    const theirs = await get(oracle, o, true);
+    const ours = await get(product, o, true);
+    expect({ item: i.name, object: ours && comparable(ours) }).toEqual({ item: i.name, object: theirs && comparable(theirs) });
+  }
+  // Settled (the first resync reports Created as Unchanged): then three resync ticks (2 s
+  // apart) write nothing to the SKR and nothing to the status.
+  const quiet = await waitSr(s, sr.metadata.name, (x) => {
+    expect(x?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual([]);
+  }, 60_000);
+  const before = { writes: await applies(product), rv: quiet!.metadata.resourceVersion };
+  await new Promise((r) => setTimeout(r, 7_000));
+  const after = await waitSr(s, sr.metadata.name, () => undefined);
+  expect({ writes: grown(before.writes, await applies(product)), rv: after?.metadata.resourceVersion }).toEqual({ writes: [], rv: before.rv });
+}
+
+/** removeAndCheck deletes the SyncResource and checks that nothing of what it synced is left. */
+async function removeAndCheck(sr: SyncResource): Promise<void> {
+  const synced = (await getSr(s, sr.metadata.name))?.status?.synced ?? [];
+  await kubectl(s.kcp, ['delete', 'syncresource', sr.metadata.name, '-n', s.ns, '--wait=false']);
+  await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 180_000);
+  // Gone, not only being deleted: a namespace's contents are deleted by the SKR's namespace
+  // controller, and the next case counts the deletes an SKR serves.
+  for (const e of synced) {
+    const object = `${e.kind}/${e.namespace ?? ''}/${e.name}`;
+    const id = { apiVersion: e.apiVersion, kind: e.kind, metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) } };
+    const deleting = async () => {
+      const left = await get(product, id, true);
+      expect({ object, left: left !== undefined && !left.metadata.deletionTimestamp }).toEqual({ object, left: false });
+      return left;
+    };
+    await deleting();
+    await eventually(async () => expect({ object, left: await deleting() }).toEqual({ object, left: undefined }), 120_000, 500);
+  }
+}
