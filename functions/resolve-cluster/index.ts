@@ -19,34 +19,30 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
-  if ((event as unknown as { kind?: string }).kind === 'ConfigMap') {
+  const kind = (event as unknown as { kind?: string }).kind;
+  if (kind === 'Secret' || kind === 'ConfigMap') {
     return run(context, event, 'resolve-cluster', async (d, log) => {
-      // ConfigMaps outside the control-plane namespaces are never acted on; the text itself is read by apply-items.
+      const object = `${ref.namespace}/${ref.name}`;
+      // Sources outside the control-plane namespaces are never read.
       if (outsideControlPlane(ref.namespace, d.config)) {
-        log.warn({ step: 'resolve-cluster', trigger: 'ConfigMap', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+        log.warn({ step: 'resolve-cluster', trigger: kind, object }, 'namespace not allowed');
         return undefined;
       }
-      background(d, log, `configmap ${ref.namespace}/${ref.name}`, () => resyncResourceSource(d, ref.namespace, ref.name));
-      log.info({ step: 'resolve-cluster', trigger: 'source ConfigMap', object: `${ref.namespace}/${ref.name}` }, 'resync started');
-      return undefined;
-    });
-  }
-  if ((event as unknown as { kind?: string }).kind === 'Secret') {
-    return run(context, event, 'resolve-cluster', async (d, log) => {
-      // Secrets outside the control-plane namespaces are never read.
-      if (outsideControlPlane(ref.namespace, d.config)) {
-        log.warn({ step: 'resolve-cluster', trigger: 'Secret', object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+      // The posts run after the answer (pipeline/fanout.ts).
+      if (kind === 'ConfigMap') {
+        // A source ConfigMap changes the SyncResources that reference it; apply-items reads the text.
+        background(d, log, `configmap ${object}`, () => resyncResourceSource(d, ref.namespace, ref.name));
+        log.info({ step: 'resolve-cluster', trigger: 'source ConfigMap', object }, 'resync started');
         return undefined;
       }
       // An access Secret changes every SyncResource of its Kyma; a source Secret those that reference it.
-      // The posts run after the answer (pipeline/fanout.ts).
       const owner = await ownerOfSecret(d, ref.namespace, ref.name);
       if (owner) {
-        background(d, log, `secret ${ref.namespace}/${ref.name}`, () => (owner.source
+        background(d, log, `secret ${object}`, () => (owner.source
           ? resyncSource(d, ref.namespace, owner.kyma, ref.name)
           : resyncKyma(d, ref.namespace, owner.kyma, 'secret')));
       }
-      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object: `${ref.namespace}/${ref.name}`, cluster: owner?.kyma }, owner ? 'resync started' : 'not labelled for a Kyma');
+      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object, cluster: owner?.kyma }, owner ? 'resync started' : 'not labelled for a Kyma');
       return undefined;
     });
   }

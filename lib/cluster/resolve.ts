@@ -5,7 +5,7 @@ import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { isNotFound, TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_API_VERSION, KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
-import { readConfigMapSource, readSource, type SourceConfigMap, type SourceSecret } from './sources.ts';
+import { configMapInfo, readSource, type SourceConfigMap, type SourceSecret } from './sources.ts';
 import { listObjects } from '../kube/objects.ts';
 import { TtlMemo } from '../util.ts';
 
@@ -157,11 +157,11 @@ export class Lookups {
    * just applied, and applying it would turn a rotation back until the next resync.
    */
   source(namespace: string, name: string): Promise<SourceSecret | undefined> {
-    return readSource(this.kcp, namespace, name);
+    return readSource(this.kcp, secretInfo, namespace, name);
   }
 
   /** configMap reads the ConfigMap of a resourceFrom item for one run, as source does a Secret. */
   configMap(namespace: string, name: string): Promise<SourceConfigMap | undefined> {
-    return readConfigMapSource(this.kcp, namespace, name);
+    return readSource(this.kcp, configMapInfo, namespace, name);
   }
 }

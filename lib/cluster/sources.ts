@@ -9,7 +9,6 @@ import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
-import { secretInfo } from './resolve.ts';
 
 /** SourceError is why a source Secret cannot be used: reason SecretSourceNotFound or SecretSourceRejected. */
 export class SourceError extends TerminalError {}
@@ -17,12 +16,12 @@ export class SourceError extends TerminalError {}
 /** SourceSecret is the part of a KCP Secret that a source check needs. */
 export type SourceSecret = KubeObject & { data?: Record<string, string> | null };
 
-/** readSource reads the Secret namespace/name (a list by name: the verb the Secret readers have), or undefined. */
-export async function readSource(kcp: Cluster, namespace: string, name: string): Promise<SourceSecret | undefined> {
-  const list = await kcp.client.call<{ items: SourceSecret[] | null }>('GET', resourcePath(secretInfo, namespace), {
+/** readSource reads the Secret or ConfigMap namespace/name of info (a list by name: the verb the source readers have), or undefined. */
+export async function readSource<T extends KubeObject>(kcp: Cluster, info: ResourceInfo, namespace: string, name: string): Promise<T | undefined> {
+  const list = await kcp.client.call<{ items: T[] | null }>('GET', resourcePath(info, namespace), {
     query: { fieldSelector: `metadata.name=${name}` },
   });
-  return list.items?.find((s) => s.metadata.name === name);
+  return list.items?.find((o) => o.metadata.name === name);
 }
 
 /** sourceData checks that secret may ship to kyma and returns its data (base64, as stored). */
@@ -46,14 +45,6 @@ export const configMapInfo: ResourceInfo = { apiVersion: 'v1', kind: 'ConfigMap'
 
 /** SourceConfigMap is the part of a KCP ConfigMap that a resourceFrom item needs. */
 export type SourceConfigMap = KubeObject & { data?: Record<string, string> | null; binaryData?: Record<string, string> | null };
-
-/** readConfigMapSource reads the ConfigMap namespace/name (a list by name), or undefined. */
-export async function readConfigMapSource(kcp: Cluster, namespace: string, name: string): Promise<SourceConfigMap | undefined> {
-  const list = await kcp.client.call<{ items: SourceConfigMap[] | null }>('GET', resourcePath(configMapInfo, namespace), {
-    query: { fieldSelector: `metadata.name=${name}` },
-  });
-  return list.items?.find((c) => c.metadata.name === name);
-}
 
 /**
  * resourceText checks that configMap may give an item of kyma its text and returns the
@@ -93,7 +84,7 @@ export function resourceText(configMap: SourceConfigMap | undefined, namespace: 
   try {
     return gunzipSync(raw, { maxOutputLength: maxBytes }).toString('utf8');
   } catch (err) {
-    if (err instanceof RangeError || (err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(`more than ${maxBytes}`);
+    if ((err as { code?: string }).code === 'ERR_BUFFER_TOO_LARGE') throw tooLarge(`more than ${maxBytes}`);
     throw new SourceError(`${what} key ${key} is not valid gzip: ${(err as Error).message}`, 'ResourceSourceRejected');
   }
 }

@@ -70,20 +70,20 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
   const plan = items.map((item) => {
     const p: PlanItem = { item, opts: strategies[item.strategy] };
     try {
-      const referenced = item.resource === undefined && item.resourceFrom !== undefined ? texts?.get(item.name) : undefined;
-      if (item.resource === undefined && item.resourceFrom !== undefined) {
-        const ref = item.resourceFrom.configMapKeyRef;
-        if (referenced instanceof SourceError) {
-          p.done = result(item.name, 'Error', referenced.reason, referenced.message);
+      if (item.resource !== undefined) p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
+      else if (item.resourceFrom !== undefined) {
+        const text = texts?.get(item.name);
+        if (text instanceof SourceError) {
+          p.done = result(item.name, 'Error', text.reason, text.message);
           return p;
         }
-        if (referenced === undefined) {
+        if (text === undefined) {
+          const ref = item.resourceFrom.configMapKeyRef;
           p.done = result(item.name, 'Processing', 'ResourceSourcePending', `the text is read from ConfigMap ${ref?.name} key ${ref?.key} in the KCP`);
           return p;
         }
-        p.object = parseManifest(referenced, 'resource', config.maxReferencedManifestBytes);
+        p.object = parseManifest(text, 'resource', config.maxReferencedManifestBytes);
       }
-      if (item.resource !== undefined) p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
       if (item.subresource !== undefined) {
         p.status = parseManifest(item.subresource, 'subresource', config.maxManifestBytes);
         if (p.status.status === undefined) throw new ManifestError('subresource has no status');

@@ -62,13 +62,11 @@ export async function reconcileRun(input: SyncResource, deps: ReconcileDeps): Pr
   try {
     if (input.metadata.deletionTimestamp) {
       await removeAll(ref, deps, inventory, res);
-    } else if (input.spec.suspend === true) {
-      // Suspended: no request to the SKR at all. The finalizer still guards the inventory.
-      ref.sr = await kcpWrite(() => deps.kcp.claim(ref.sr));
-      res.suspended = true;
     } else {
       ref.sr = await kcpWrite(() => deps.kcp.claim(ref.sr));
-      await applyItems(ref.sr, deps, inventory, res);
+      // Suspended: no request to the SKR at all. The finalizer still guards the inventory.
+      if (input.spec.suspend === true) res.suspended = true;
+      else await applyItems(ref.sr, deps, inventory, res);
     }
   } catch (err) {
     if (!(err instanceof ClusterUnreachableError)) throw err;

@@ -84,36 +84,36 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
 }
 
 /**
- * resyncSource posts reconcile requests for the SyncResources of kyma whose items take
- * their data from the source Secret name (dataFrom): a rotation reconciles only those.
- * Their specs are read in pages of the Kyma's SyncResources.
+ * resyncUsers posts reconcile requests for the SyncResources of namespace (pages of those
+ * matching labelSelector, specs read) that uses: a changed source reaches only them.
  */
-export async function resyncSource(deps: Deps, namespace: string, kyma: string, name: string): Promise<number> {
+async function resyncUsers(deps: Deps, namespace: string, labelSelector: string, uses: (sr: SyncResource) => boolean): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
-  await forEachPage<SyncResource>(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
-    const using = page.filter((sr) => sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
-    sent += await send(deps, using, 'secret', since);
+  await forEachPage<SyncResource>(deps, namespace, labelSelector, async (page) => {
+    sent += await send(deps, page.filter(uses), 'secret', since);
   }, true);
   return sent;
 }
 
 /**
- * resyncResourceSource posts reconcile requests for the SyncResources of namespace whose
- * resourceFrom items name the ConfigMap name: a changed text reaches only those. A
- * ConfigMap may serve every Kyma, so the pages are of the namespace's labelled
- * SyncResources (a new one runs on its creation anyway).
+ * resyncSource posts reconcile requests for the SyncResources of kyma whose items take
+ * their data from the source Secret name (dataFrom): a rotation reconciles only those.
  */
-export async function resyncResourceSource(deps: Deps, namespace: string, name: string): Promise<number> {
-  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
-  let sent = 0;
-  const since = new Date().toISOString();
-  await forEachPage<SyncResource>(deps, namespace, KYMA_NAME_LABEL, async (page) => {
-    const using = page.filter((sr) => (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name));
-    sent += await send(deps, using, 'secret', since);
-  }, true);
-  return sent;
+export function resyncSource(deps: Deps, namespace: string, kyma: string, name: string): Promise<number> {
+  return resyncUsers(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, (sr) =>
+    sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
+}
+
+/**
+ * resyncResourceSource posts reconcile requests for the SyncResources of namespace whose
+ * resourceFrom items name the ConfigMap name. A ConfigMap may serve every Kyma, so the
+ * pages are of the namespace's labelled SyncResources (a new one runs on its creation anyway).
+ */
+export function resyncResourceSource(deps: Deps, namespace: string, name: string): Promise<number> {
+  return resyncUsers(deps, namespace, KYMA_NAME_LABEL, (sr) =>
+    (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name));
 }
 
 /** SecretOwner is the Kyma a changed Secret is labelled for, and whether it is a sync source (else an access Secret). */
