@@ -1,5 +1,5 @@
 // binaries.ts finds or builds the Go programs the local stack runs: kube-apiserver,
-// kube-controller-manager and etcd (infra/kube), Knative Eventing's commands
+// kube-controller-manager and etcd (infra/kube), kube-scheduler and KWOK (infra/kwok), Knative Eventing's commands
 // (infra/knative) and Knative Serving's queue-proxy (infra/serving). Builds go to a cache outside the git tree, keyed by a
 // hash of each Go module's files and build script, so a version change rebuilds and
 // anything else reuses.
@@ -13,6 +13,7 @@ import { join } from 'node:path';
 const kubeModule = join(import.meta.dirname, 'kube');
 const knativeModule = join(import.meta.dirname, 'knative');
 const servingModule = join(import.meta.dirname, 'serving');
+const kwokModule = join(import.meta.dirname, 'kwok');
 
 /** Binaries are the paths of the three programs a local cluster runs. */
 export interface Binaries {
@@ -39,6 +40,15 @@ export interface ServingBinaries {
   versions: { serving: string };
 }
 
+/** WorkloadBinaries run the workloads of an SKR: kube-scheduler and KWOK (a simulated Node), with KWOK's stages. */
+export interface WorkloadBinaries {
+  kubeScheduler: string;
+  kwok: string;
+  /** stages is a YAML file of KWOK Stages (fast Node and Pod lifecycles, a chaos stage that fails a labelled Pod). */
+  stages: string;
+  versions: { kwok: string; kubernetes: string };
+}
+
 /** EVENTING_COMMANDS are the commands infra/knative/build.sh builds. */
 export const EVENTING_COMMANDS = ['apiserver_receive_adapter', 'controller', 'mtchannel_broker', 'channel_controller', 'channel_dispatcher', 'ingress', 'filter', 'mtping', 'webhook'];
 
@@ -48,8 +58,10 @@ export function cacheDir(module = kubeModule): string {
     ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'kcp-sync-resource', 'bin');
   const hash = createHash('sha256');
   for (const f of ['go.mod', 'go.sum', 'build.sh']) hash.update(readFileSync(join(module, f)));
+  // kube-scheduler comes from the kube module: its version is part of the key.
+  if (module === kwokModule) for (const f of ['go.mod', 'go.sum']) hash.update(readFileSync(join(kubeModule, f)));
   // The kube build keeps its historical key; others are told apart by their module's name.
-  const prefix = module === kubeModule ? '' : module === knativeModule ? 'knative-' : 'serving-';
+  const prefix = module === kubeModule ? '' : module === knativeModule ? 'knative-' : module === kwokModule ? 'kwok-' : 'serving-';
   return join(base, `${prefix}${hash.digest('hex').slice(0, 16)}`);
 }
 
@@ -108,7 +120,19 @@ export async function ensureServingBinaries(log: (line: string) => void = () => 
   return { queue: join(dir, 'queue'), config: join(dir, 'config'), versions: versionsIn<ServingBinaries['versions']>(dir)! };
 }
 
+/** ensureWorkloadBinaries returns the cached kube-scheduler, KWOK and its stages, building them first when missing. */
+export async function ensureWorkloadBinaries(log: (line: string) => void = () => {}): Promise<WorkloadBinaries> {
+  const dir = await build(kwokModule, 'kube-scheduler and KWOK', log);
+  return {
+    kubeScheduler: join(dir, 'kube-scheduler'), kwok: join(dir, 'kwok'), stages: join(dir, 'stages', 'stages.yaml'),
+    versions: versionsIn<WorkloadBinaries['versions']>(dir)!,
+  };
+}
+
 if (import.meta.main) {
   const log = (l: string) => console.log(l);
-  console.log(JSON.stringify({ kube: await ensureBinaries(log), knative: await ensureKnativeBinaries(log), serving: await ensureServingBinaries(log) }, null, 2));
+  console.log(JSON.stringify({
+    kube: await ensureBinaries(log), workloads: await ensureWorkloadBinaries(log),
+    knative: await ensureKnativeBinaries(log), serving: await ensureServingBinaries(log),
+  }, null, 2));
 }

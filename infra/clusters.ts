@@ -1,12 +1,14 @@
 // clusters.ts starts and stops a set of real local clusters: one KCP and N SKRs,
 // each a kube-apiserver (TLS, RBAC, admin client certificate) with its
-// kube-controller-manager, all backed by one etcd with a key prefix per cluster.
+// kube-controller-manager, all backed by one etcd with a key prefix per cluster. Each SKR
+// also runs Pods: kube-scheduler binds them to a Node that KWOK simulates (its stages move
+// Pods to Running and Ready, Jobs' Pods to Succeeded), so workloads become healthy for real.
 import { mkdtemp, mkdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ensureBinaries, type Binaries } from './binaries.ts';
+import { ensureBinaries, ensureWorkloadBinaries, type Binaries, type WorkloadBinaries } from './binaries.ts';
 import { renderKubeconfig } from './kubeconfig.ts';
-import { freePort, httpsGet, startOnFreePort, waitFor } from './net.ts';
+import { freePort, httpsGet, httpsRequest, startOnFreePort, waitFor } from './net.ts';
 import { makeClusterPki, type ClusterPki } from './pki.ts';
 import { reapDir, releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
 
@@ -22,7 +24,12 @@ export interface Cluster {
   kubeconfigFile: string;
   apiserver: Proc;
   controllerManager: Proc;
+  /** workloads are an SKR's kube-scheduler and KWOK (none for the KCP, or with workloads: false). */
+  workloads: Proc[];
 }
+
+/** NODE_NAME is the simulated Node of every SKR. */
+export const NODE_NAME = 'kwok-node-1';
 
 /** ClusterSetOptions configures start(). */
 export interface ClusterSetOptions {
@@ -31,6 +38,8 @@ export interface ClusterSetOptions {
   stateDir: string;
   log?: (line: string) => void;
   readyTimeoutMs?: number;
+  /** workloads: SKRs run kube-scheduler and a KWOK Node (default true). */
+  workloads?: boolean;
 }
 
 /** StateFile is the content of state.json: every process and every cluster's access. */
@@ -70,6 +79,7 @@ export class ClusterSet {
   static async start(opts: ClusterSetOptions): Promise<ClusterSet> {
     const log = opts.log ?? (() => {});
     const binaries = await ensureBinaries(log);
+    const workloads = opts.workloads === false ? undefined : await ensureWorkloadBinaries(log);
     const workDir = await mkdtemp(join(tmpdir(), 'kcp-sync-clusters-'));
     reapDir(workDir);
     const logDir = join(workDir, 'logs');
@@ -92,6 +102,10 @@ export class ClusterSet {
       const clusters = await Promise.all(names.map(async (name) => {
         const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout);
         started.push(c.apiserver, c.controllerManager);
+        if (name !== 'kcp' && workloads) {
+          c.workloads = await startWorkloads(c, workloads, workDir);
+          started.push(...c.workloads);
+        }
         return c;
       }));
       const set = new ClusterSet({
@@ -123,7 +137,7 @@ export class ClusterSet {
 
   /** state describes the processes and clusters, as written to state.json. */
   state(): StateFile {
-    const procs = [this.etcd, ...this.clusters.flatMap((c) => [c.apiserver, c.controllerManager]), ...this.extraProcesses];
+    const procs = [this.etcd, ...this.clusters.flatMap((c) => [c.apiserver, c.controllerManager, ...c.workloads]), ...this.extraProcesses];
     return {
       processes: procs.map(({ role, cluster, pid }) => ({ role, cluster, pid })),
       clusters: Object.fromEntries(this.clusters.map((c) => [c.name, { kubeconfig: c.kubeconfigFile, url: c.url }])),
@@ -156,6 +170,7 @@ export class ClusterSet {
   /** stop ends every process (extra ones first), removes the state files and the data. */
   async stop(): Promise<void> {
     await Promise.all(this.extraProcesses.map((p) => stopProcess(p)));
+    await Promise.all(this.clusters.flatMap((c) => c.workloads.map((p) => stopProcess(p))));
     await Promise.all(this.clusters.map((c) => stopProcess(c.controllerManager)));
     await Promise.all(this.clusters.map((c) => stopProcess(c.apiserver)));
     await stopProcess(this.etcd);
@@ -190,7 +205,7 @@ async function startCluster(
   let last: Proc | undefined;
   const c = await startOnFreePort(async (port) => {
     const url = `https://127.0.0.1:${port}`;
-    const c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile } as Cluster;
+    const c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile, workloads: [] } as unknown as Cluster;
     const logFrom = last ? (await stat(last.logFile)).size : 0;
     last = c.apiserver = launchApiServer(c, bin, etcdUrl);
     try {
@@ -213,6 +228,36 @@ async function startCluster(
     '--v=1',
   ], { logDir: join(workDir, 'logs') });
   return c;
+}
+
+/**
+ * startWorkloads starts an SKR's kube-scheduler and KWOK and registers the simulated Node.
+ * The Node is created without the not-ready taint the API server's admission adds (the
+ * local controller-manager runs no node-lifecycle controller to take it off); KWOK marks it
+ * Ready and keeps its lease.
+ */
+async function startWorkloads(c: Cluster, bin: WorkloadBinaries, workDir: string): Promise<Proc[]> {
+  const kubeconfig = join(c.dir, 'admin.kubeconfig');
+  const logDir = join(workDir, 'logs');
+  const scheduler = startProcess('kube-scheduler', c.name, bin.kubeScheduler, [
+    `--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--secure-port=0', '--v=1',
+  ], { logDir });
+  const kwok = startProcess('kwok', c.name, bin.kwok, [
+    `--kubeconfig=${kubeconfig}`, `--config=${bin.stages}`, '--manage-all-nodes=false',
+    '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake', '--node-lease-duration-seconds=40',
+    '--cidr=10.244.0.0/16', '--node-ip=10.0.0.10', '--server-address=127.0.0.1:0',
+  ], { logDir, env: { ...process.env, HOME: c.dir } });
+  const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
+  const node = {
+    apiVersion: 'v1', kind: 'Node',
+    metadata: { name: NODE_NAME, annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' }, labels: { 'kubernetes.io/hostname': NODE_NAME, type: 'kwok' } },
+    status: { allocatable: { cpu: '32', memory: '256Gi', pods: '500' }, capacity: { cpu: '32', memory: '256Gi', pods: '500' } },
+  };
+  const created = await httpsRequest('POST', `${c.url}/api/v1/nodes`, tls, { json: node });
+  if (created.status !== 201 && created.status !== 409) throw new Error(`creating Node ${NODE_NAME} in ${c.name}: ${created.status} ${created.body}`);
+  const untainted = await httpsRequest('PATCH', `${c.url}/api/v1/nodes/${NODE_NAME}`, tls, { json: { spec: { taints: null } }, contentType: 'application/merge-patch+json' });
+  if (untainted.status !== 200) throw new Error(`untainting Node ${NODE_NAME} in ${c.name}: ${untainted.status} ${untainted.body}`);
+  return [scheduler, kwok];
 }
 
 /** portTaken tells whether a process ended because its port was in use (its log after byte from says so). */

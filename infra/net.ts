@@ -61,16 +61,24 @@ export interface TlsClient { ca: string; cert?: string; key?: string }
 
 /** httpsGet performs one GET and resolves with status code and body. */
 export function httpsGet(url: string, tls: TlsClient, timeoutMs = 2000): Promise<{ status: number; body: string }> {
+  return httpsRequest('GET', url, tls, undefined, timeoutMs);
+}
+
+/** httpsRequest performs one request (a JSON body, or a patch with its content type) and resolves with status code and body. */
+export function httpsRequest(
+  method: string, url: string, tls: TlsClient, body?: { json: unknown; contentType?: string }, timeoutMs = 2000,
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { ...tls, timeout: timeoutMs, agent: false }, (res) => {
-      let body = '';
+    const headers = body ? { 'content-type': body.contentType ?? 'application/json' } : undefined;
+    const req = request(url, { ...tls, method, headers, timeout: timeoutMs, agent: false }, (res) => {
+      let text = '';
       res.setEncoding('utf8');
-      res.on('data', (c: string) => (body += c));
-      res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
+      res.on('data', (c: string) => (text += c));
+      res.on('end', () => resolve({ status: res.statusCode ?? 0, body: text }));
     });
     req.on('timeout', () => req.destroy(new Error(`timeout after ${timeoutMs} ms`)));
     req.on('error', reject);
-    req.end();
+    req.end(body ? JSON.stringify(body.json) : undefined);
   });
 }
 
