@@ -6,7 +6,7 @@
 import { createTwoFilesPatch } from 'diff';
 import { dump } from 'js-yaml';
 import type { Config } from './config.ts';
-import { decide, itemFailure, observe } from './engine/items.ts';
+import { decide, itemFailure, observe, sameValues } from './engine/items.ts';
 import { parseItems, resolveKind, type PlanItem } from './engine/plan.ts';
 import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
@@ -76,6 +76,10 @@ async function outcomeOf(p: PlanItem, live: KubeObject | undefined, owner: strin
     case 'create':
     case 'update': {
       const after = await applyObject(skr, p.info!, d.desired!, config.fieldManager, undefined, true);
+      // As the engine decides: the values the apply would store are there already (defaults, quantities as the server writes them).
+      if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, config.fieldManager)) {
+        return d.status ? { outcome: 'update', message: `the status of ${describeId(p.id!)} would be written` } : { outcome: 'unchanged' };
+      }
       const fields = mergeFields(ownedFields(live, config.fieldManager), ownedFields(after, config.fieldManager));
       const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
       const [before, next] = secretValues(p, live, d.desired!, live ? project(live, fields) : undefined, project(after, fields));

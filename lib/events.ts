@@ -3,6 +3,7 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
+import { MAX_FEEDBACK } from './feedback.ts';
 import type { SyncStatus } from './model.ts';
 import { isDnsLabel, isDnsSubdomain } from './identity.ts';
 import { isMap } from './util.ts';
@@ -94,6 +95,8 @@ export interface Seen {
   status?: Omit<SyncStatus, 'synced'>;
   /** labelled tells whether the kyma-name label equalled spec.kyma. */
   labelled: boolean;
+  /** progressing tells whether the progressing label was on. */
+  progressing?: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */
@@ -191,6 +194,8 @@ export function checkKymaResolved(data: unknown): KymaResolved {
 
 const STATES = new Set(['Ready', 'Processing', 'Error', 'Warning', 'Deleting']);
 
+const HEALTH = new Set(['Current', 'InProgress', 'Failed', 'Terminating', 'Unknown']);
+
 /** checkItemsApplied validates an items.applied event's data: identity and the shape of the result. */
 export function checkItemsApplied(data: unknown): ItemsApplied {
   checkRef(data);
@@ -205,13 +210,23 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
   }
   if (d.seen !== undefined) {
-    if (!isMap(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isMap(d.seen.status))) throw new EventDataError('data.seen is not valid');
+    if (!isMap(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isMap(d.seen.status)) ||
+      (d.seen.progressing !== undefined && typeof d.seen.progressing !== 'boolean')) throw new EventDataError('data.seen is not valid');
     str(d.seen, 'resourceVersion', undefined, 64);
     count(d.seen, 'generation');
   }
   for (const i of r.items as unknown[]) {
     if (!isMap(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {
       throw new EventDataError('data.result.items holds an entry that is not {name, state, reason, message}');
+    }
+    if (i.object !== undefined && typeof i.object !== 'string') throw new EventDataError('data.result.items[].object is not a string');
+    if (i.health !== undefined && !(isMap(i.health) && HEALTH.has(i.health.status as string) && typeof i.health.message === 'string' &&
+      (i.health.reason === undefined || typeof i.health.reason === 'string'))) {
+      throw new EventDataError('data.result.items[].health is not {status, reason, message}');
+    }
+    if (i.feedback !== undefined && !(Array.isArray(i.feedback) && i.feedback.length <= MAX_FEEDBACK && i.feedback.every((f: unknown) =>
+      isMap(f) && typeof f.name === 'string' && (f.value === undefined || typeof f.value === 'string') && (f.message === undefined || typeof f.message === 'string')))) {
+      throw new EventDataError('data.result.items[].feedback is not a list of {name, value, message}');
     }
   }
   return data as unknown as ItemsApplied;

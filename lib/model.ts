@@ -1,5 +1,7 @@
 // model.ts: the SyncResource API as TypeScript types, and the names (labels,
 // annotations, finalizer) the product writes.
+import type { FeedbackRule, FeedbackValue } from './feedback.ts';
+import type { Health, HealthRules } from './health.ts';
 import type { KubeObject } from './kube/objects.ts';
 
 /** Group and version of SyncResource. */
@@ -30,6 +32,8 @@ export const LEGACY_MARKS = {
 } as const;
 /** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
 export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
+/** PROGRESSING_LABEL (value "true") marks a SyncResource with objects on their way; the recheck tick lists only those (pipeline/resync.ts). */
+export const PROGRESSING_LABEL = 'operator.kyma-project.io/sync-progressing';
 /** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */
 export const SYNC_SOURCE_LABEL = 'operator.kyma-project.io/sync-source';
 
@@ -51,6 +55,10 @@ export interface SyncItem {
   resourceFrom?: { configMapKeyRef: { name: string; key: string } };
   /** onImmutableChange Recreate deletes and creates the object again when an apply changes an immutable field. */
   onImmutableChange?: 'Fail' | 'Recreate';
+  /** health replaces the kind's health rules with CEL expressions over the live object. */
+  health?: HealthRules;
+  /** feedback copies fields of the live object into status.items[].feedback. */
+  feedback?: FeedbackRule[];
 }
 
 /** InventoryEntry records one object this SyncResource has put into its SKR. */
@@ -74,6 +82,9 @@ export interface ItemStatus {
   state: State;
   reason: string;
   message: string;
+  /** health is the live object's, by kstatus's rules or the item's own (health.ts). */
+  health?: Health;
+  feedback?: FeedbackValue[];
 }
 
 /** Condition has the shape of metav1.Condition. */

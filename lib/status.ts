@@ -2,6 +2,7 @@
 // (kustomize-controller's finalizeStatus). Pure: the previous status and the clock
 // are inputs; nothing is read or written here.
 import { bounded, MAX_MESSAGE, type ApplyResult, type ItemResult } from './engine/result.ts';
+import { MAX_FEEDBACK } from './feedback.ts';
 import { canonical } from './util.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
 
@@ -21,12 +22,34 @@ function summary(items: ItemResult[]): string {
   return `${bad.length} of ${items.length} items not ready: ${shown}${bad.length > 5 ? '; ...' : ''}`;
 }
 
+/** HealthSummary sorts the items by their objects' health. */
+interface HealthSummary { failed: ItemStatus[]; progressing: ItemStatus[]; warned: ItemStatus[] }
+
+function healthSummary(items: ItemStatus[]): HealthSummary {
+  return {
+    failed: items.filter((i) => i.health?.status === 'Failed'),
+    progressing: items.filter((i) => i.health && ['InProgress', 'Terminating', 'Unknown'].includes(i.health.status)),
+    warned: items.filter((i) => i.health?.status === 'Current' && i.health.reason === 'Warning'),
+  };
+}
+
+/** named lists at most five objects with their health: "Deployment kyma-system/warden: ProgressDeadlineExceeded: Progress deadline exceeded". */
+function named(items: ItemStatus[], objects: Map<string, string | undefined>): string {
+  const shown = items.slice(0, 5).map((i) => [objects.get(i.name) ?? `item ${i.name}`, i.health!.reason, i.health!.message].filter(Boolean).join(': '));
+  return `${shown.join('; ')}${items.length > 5 ? `; and ${items.length - 5} more` : ''}`;
+}
+
 /** computeStatus derives the status from a run's result and the previous status. */
 export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, now: Date): WrittenStatus {
   let state: State;
   let reason: string;
   let message: string;
-  let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m }) => ({ name, state: s, reason: why, message: bounded(m) }));
+  let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m, health, feedback }) => ({
+    name, state: s, reason: why, message: bounded(m),
+    // Bounded as the CRD bounds them: a result is an event, and an event may lie.
+    ...(health ? { health: { ...health, message: bounded(health.message), ...(health.reason ? { reason: bounded(health.reason) } : {}) } } : {}),
+    ...(feedback ? { feedback: feedback.slice(0, MAX_FEEDBACK).map((f) => ({ ...f, name: bounded(f.name, 63), ...(f.value !== undefined ? { value: bounded(f.value) } : {}), ...(f.message !== undefined ? { message: bounded(f.message, 256) } : {}) })) } : {}),
+  }));
   const failed = r.failed ?? [];
   // Objects that could not be deleted or released, each named with the API's answer.
   const failedMessage = `${failed.length} synced objects could not be deleted or released: ${failed.slice(0, 5).map((f) => f.message).join('; ')}`;
@@ -39,7 +62,10 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
     state = 'Error';
     reason = r.clusterError.reason;
     message = r.clusterError.message;
-    items = (previous?.items ?? []).map((i) => ({ ...i, state: 'Error', reason, message: 'the SKR could not be reached' }));
+    items = (previous?.items ?? []).map((i) => ({
+      ...i, state: 'Error', reason, message: 'the SKR could not be reached',
+      ...(i.health ? { health: { status: 'Unknown', message: 'the SKR could not be reached' } } : {}),
+    }));
   } else if (r.deleting) {
     state = failed.length > 0 ? 'Error' : 'Deleting';
     reason = failed.length > 0 ? 'DeletionFailed' : 'Deleting';
@@ -61,18 +87,42 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
     }
     reason = state;
   }
+  const applied = state === 'Ready';
+  const appliedMessage = bounded(message, 4 * MAX_MESSAGE);
+  const objects = new Map(r.items.map((i) => [i.name, i.object]));
+  const health = healthSummary(items);
+  const unhealthy = `${health.failed.length} of ${items.length} objects are unhealthy: ${named(health.failed, objects)}`;
+  const waiting = `${health.progressing.length} of ${items.length} objects are not ready yet: ${named(health.progressing, objects)}`;
+  // Ready means applied and working: a failed object makes the SyncResource Error, one on its way Processing.
+  if (applied && health.failed.length > 0) {
+    [state, reason, message] = ['Error', 'Unhealthy', unhealthy];
+  } else if (applied && health.progressing.length > 0) {
+    [state, reason, message] = ['Processing', 'Progressing', waiting];
+  } else if (applied && health.warned.length > 0) {
+    [state, reason, message] = ['Warning', 'Degraded', `${health.warned.length} objects report a warning: ${named(health.warned, objects)}`];
+  }
   message = bounded(message, 4 * MAX_MESSAGE);
-  const status: Condition['status'] = state === 'Ready' ? 'True' : 'False';
-  const prev = previous?.conditions?.find((c) => c.type === 'Resources');
-  const condition: Condition = {
-    type: 'Resources', status, reason, message,
-    lastTransitionTime: prev && prev.status === status ? prev.lastTransitionTime : now.toISOString(),
-    observedGeneration: r.generation,
+  const condition = (type: string, status: Condition['status'], why: string, text: string): Condition => {
+    const prev = previous?.conditions?.find((c) => c.type === type);
+    return {
+      type, status, reason: why, message: bounded(text, 4 * MAX_MESSAGE),
+      lastTransitionTime: prev && prev.status === status ? prev.lastTransitionTime : now.toISOString(),
+      observedGeneration: r.generation,
+    };
   };
+  // Resources: every item applied. Healthy: every object works. Progressing: some object is on its way (or being deleted).
+  const resources = condition('Resources', applied ? 'True' : 'False', applied ? 'Ready' : reason, appliedMessage);
+  const healthy = health.failed.length > 0 ? condition('Healthy', 'False', 'Unhealthy', unhealthy)
+    : health.progressing.length > 0 ? condition('Healthy', 'False', 'Progressing', waiting)
+      : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
+  const moving = health.progressing.length > 0 || r.pending.length > 0 || (r.deleting !== undefined && !r.deleting.finalizerRemoved);
+  const progressing = moving
+    ? condition('Progressing', 'True', 'Progressing', health.progressing.length > 0 ? waiting : message)
+    : condition('Progressing', 'False', 'Settled', 'nothing is on its way');
   return {
     state,
     observedGeneration: r.generation,
-    conditions: [condition],
+    conditions: [resources, healthy, progressing],
     lastOperation: {
       operation: state === 'Ready' ? 'all resources successfully synced to skr' : message,
       lastUpdateTime: r.observedAt,
@@ -92,3 +142,7 @@ export function sameStatus(live: SyncStatus | undefined, next: WrittenStatus): b
   const { synced: _s, ...rest } = live;
   return strip(rest) === strip(next);
 }
+
+/** isMoving tells whether a status says objects are on their way (its Progressing condition is True). */
+export const isMoving = (s: WrittenStatus | undefined): boolean =>
+  s?.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True') === true;

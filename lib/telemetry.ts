@@ -69,6 +69,7 @@ function createInstruments() {
     statusWritesSkipped: meter.createCounter('sync.status.writes.skipped', { description: 'Status writes skipped because nothing changed' }),
     /** statusWrites: status writes done. */
     statusWrites: meter.createCounter('sync.status.writes', { description: 'Status writes' }),
+    healthTransitions: meter.createCounter('sync.health.transitions', { description: 'Objects whose health changed, by the new status (Current, InProgress, Failed, Terminating, Unknown)' }),
     /** cacheHits / cacheMisses / cacheEvictions: the SKR client cache. */
     cacheHits: meter.createCounter('sync.client_cache.hits', { description: 'SKR client cache hits' }),
     cacheMisses: meter.createCounter('sync.client_cache.misses', { description: 'SKR client cache misses' }),

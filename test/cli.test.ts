@@ -51,6 +51,8 @@ describe('kcp-sync validate', () => {
         { name: 'first', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n' },
         { name: 'second', strategy: 'Delete', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n' },
         { name: 'odd', strategy: 'Sync' as never, resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d, namespace: x}\n' },
+        { name: 'cel', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: x}\n', health: { current: "data.ready = 'yes'" } },
+        { name: 'path', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, namespace: x}\n', feedback: [{ name: 'a', jsonPath: '.data..x' }] },
       ]),
     ].join('---\n');
     const json = await cli(['validate', '-o', 'json', '-'], { stdin: input });
@@ -65,6 +67,8 @@ describe('kcp-sync validate', () => {
       secret: 'Warning/Restricted: kind v1/secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)',
       sys: 'Warning/Restricted: namespace kube-system is protected: nothing is created, changed or deleted in it',
       second: 'Error/DuplicateObject: ConfigMap x/c is already named by item first; an object belongs to one item',
+      cel: expect.stringMatching(/^Error\/InvalidManifest: health.current does not compile: /),
+      path: 'Error/InvalidManifest: feedback a: jsonPath ".data..x" is not supported at "..x" (fields, [\'key\'], [n] and [?(@.field=="value")] are)',
     });
     const text = await cli(['validate', '-'], { stdin: input });
     expect(text.code).toBe(1);

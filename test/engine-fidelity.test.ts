@@ -216,7 +216,7 @@ describe('engine: onImmutableChange and suspend', () => {
     let { sr } = await h.sync();
     expect(h.skr.client.requests - before.reads).toBe(0);
     expect(h.skr.client.writes - before.writes).toBe(0);
-    expect(sr?.status).toMatchObject({ state: 'Warning', conditions: [expect.objectContaining({ reason: 'Suspended' })] });
+    expect(sr?.status).toMatchObject({ state: 'Warning', conditions: expect.arrayContaining([expect.objectContaining({ type: 'Resources', reason: 'Suspended' })]) });
     expect((await h.skrGet('v1', 'ConfigMap', 'kept', h.ns))?.data).toEqual({ k: 'edited' });
     expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeDefined();
     await suspend(false);

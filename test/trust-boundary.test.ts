@@ -218,7 +218,8 @@ describe('trust boundary', () => {
     });
     expect(pruneFailed?.status?.synced?.map((e) => e.name)).toEqual(['undeletable-b']);
     const deleteFailed = await waitSr(s, `${P}-undeletable-delete`, (x) => {
-      expect(x?.status).toMatchObject({ state: 'Error', conditions: [{ reason: 'DeletionFailed' }] });
+      expect(x?.status).toMatchObject({ state: 'Error' });
+      expect(x?.status?.conditions?.[0]).toMatchObject({ type: 'Resources', reason: 'DeletionFailed' });
       expect(x?.status?.conditions?.[0]?.message).toMatch(new RegExp(`ConfigMap ${A}/undeletable-a: .*undeletable ConfigMaps may not be deleted`));
     });
     expect(deleteFailed?.metadata.finalizers).toContain('operator.kyma-project.io/sync-resource');
@@ -237,8 +238,10 @@ describe('trust boundary', () => {
     for (const k of [...released, `ClusterRole//${P}-role`, 'Namespace//kyma-system']) {
       const [kind, ns, name] = k.split('/');
       const o = JSON.parse(await kubectl(iso, ['get', kind!, name!, ...(ns ? ['-n', ns] : []), '-o', 'json'])) as SyncResource;
-      expect(Object.keys(o.metadata.labels ?? {}).filter((l) => l.startsWith('operator.kyma-project.io')), k).toEqual([]);
-      expect(Object.keys(o.metadata.annotations ?? {}).filter((a) => a.startsWith('operator.kyma-project.io')), k).toEqual([]);
+      // Neither the product's marks nor those of versions before 0.2.
+      const ours = (key: string) => key.startsWith('kcp-sync.kyma-project.io/') || key.startsWith('operator.kyma-project.io/');
+      expect(Object.keys(o.metadata.labels ?? {}).filter(ours), k).toEqual([]);
+      expect(Object.keys(o.metadata.annotations ?? {}).filter(ours), k).toEqual([]);
     }
     expect(JSON.parse(await kubectl(iso, ['get', 'configmap', 'pre1', '-n', A, '-o', 'json'])).data).toEqual({ origin: 'sync' });
 

@@ -17,7 +17,7 @@ import { ApiProxy } from './apiproxy.ts';
 import type { CloudEvent } from 'cloudevents';
 import { Broker, type BrokerStats, type Chaos, type Observed } from './broker.ts';
 import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
-import { cronIntervalMs, loadRouting, type Delivery, type Doc } from './knative.ts';
+import { loadRouting, pingSchedule, type Delivery, type Doc } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
 
 const root = join(import.meta.dirname, '..', '..');
@@ -29,8 +29,10 @@ export interface RuntimeOptions {
   /** stateDir receives logs/ and dead-letters.log. */
   stateDir: string;
   knativeYaml?: string;
-  /** pingIntervalMs overrides the PingSource schedule (e.g. seconds in tests). */
+  /** pingIntervalMs overrides the resync PingSource's schedule (e.g. seconds in tests). */
   pingIntervalMs?: number;
+  /** recheckIntervalMs overrides the recheck PingSource's schedule (every 5 s). */
+  recheckIntervalMs?: number;
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
   /** envFor adds per-process environment (e.g. a metrics port of its own), by Service and replica. */
@@ -235,10 +237,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     functions.push(...started);
     await startSources();
     for (const p of routing.pingSources) {
+      const { intervalMs, data } = pingSchedule(p, opts);
       const t = new PingTimer({
         source: `/apis/v1/namespaces/${routing.namespace}/pingsources/${p.name}`,
-        intervalMs: opts.pingIntervalMs ?? cronIntervalMs(p.schedule),
-        ...(p.data ? { data: p.data } : {}), ...(p.contentType ? { contentType: p.contentType } : {}),
+        intervalMs, ...(data ? { data } : {}), ...(p.contentType ? { contentType: p.contentType } : {}),
         emit: (e) => broker.publish(e),
       });
       t.start();

@@ -108,10 +108,25 @@ export function isoDurationMs(d: string): number {
   return ((Number(m[1] ?? 0) * 60 + Number(m[2] ?? 0)) * 60 + Number(m[3] ?? 0)) * 1000;
 }
 
-/** cronIntervalMs understands the "every N minutes" schedules PingSource is used with here. */
+/** cronIntervalMs understands the schedules PingSource is used with here: every N minutes, every N seconds (a seconds field). */
 export function cronIntervalMs(schedule: string): number {
   const m = /^\*\/(\d+) \* \* \* \*$/.exec(schedule.trim());
   if (m) return Number(m[1]) * 60_000;
   if (schedule.trim() === '* * * * *') return 60_000;
-  throw new Error(`unsupported schedule "${schedule}" (use */N * * * * or set a local interval)`);
+  const sec = /^\*\/(\d+) \* \* \* \* \*$/.exec(schedule.trim());
+  if (sec) return Number(sec[1]) * 1000;
+  throw new Error(`unsupported schedule "${schedule}" (use */N * * * *, */N * * * * * or set a local interval)`);
+}
+
+/**
+ * pingSchedule is a PingSource's local period: a seconds schedule (the recheck tick) keeps
+ * its own unless recheckIntervalMs is given; a minutes one (the resync tick) takes
+ * pingIntervalMs. Data that states the period (intervalSeconds) is made to say the local one.
+ */
+export function pingSchedule(p: { schedule: string; data?: string }, opts: { pingIntervalMs?: number; recheckIntervalMs?: number }): { intervalMs: number; data?: string } {
+  const seconds = p.schedule.trim().split(/\s+/).length === 6;
+  const intervalMs = (seconds ? opts.recheckIntervalMs : opts.pingIntervalMs) ?? cronIntervalMs(p.schedule);
+  let data = p.data;
+  if (data?.includes('intervalSeconds')) data = JSON.stringify({ ...JSON.parse(data) as object, intervalSeconds: Math.max(1, Math.round(intervalMs / 1000)) });
+  return { intervalMs, ...(data !== undefined ? { data } : {}) };
 }

@@ -24,7 +24,7 @@ import { ApiProxy } from './apiproxy.ts';
 import { ClusterNet, type Passage } from './clusternet.ts';
 import { EVENTING_NAMESPACE, installEventing, waitEventingReady } from './eventing.ts';
 import { applyRbac } from './identities.ts';
-import { loadRouting, type Doc, type Routing } from './knative.ts';
+import { cronIntervalMs, loadRouting, pingSchedule, type Doc, type Routing } from './knative.ts';
 import { Kubelet, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
 
@@ -175,7 +175,12 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {
       if (d.kind === 'Broker' && opts.delivery) (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
-      if (d.kind === 'PingSource' && opts.pingIntervalMs) (d as unknown as Doc).spec.schedule = `@every ${Math.max(1, Math.round(opts.pingIntervalMs / 1000))}s`;
+      if (d.kind === 'PingSource') {
+        const spec = (d as unknown as Doc).spec as { schedule: string; data?: string };
+        const { intervalMs, data } = pingSchedule(spec, opts);
+        if (intervalMs !== cronIntervalMs(spec.schedule)) spec.schedule = `@every ${Math.max(1, Math.round(intervalMs / 1000))}s`;
+        if (data !== undefined) spec.data = data;
+      }
     }
     await applyObjects(kcp, docs.filter((d) => d.kind === 'Service'));
     await servingRt.start();

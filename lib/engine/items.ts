@@ -14,6 +14,8 @@ import type { InventoryEntry } from '../model.ts';
 import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
 import type { PlanItem } from './plan.ts';
 import { hasLegacyMarks, release, stamp } from './marks.ts';
+import { readFeedback } from '../feedback.ts';
+import { healthOf, type Health } from '../health.ts';
 import { immutableSummary, isImmutableRefusal, mayRecreate, recreate } from './recreate.ts';
 import { result, type ItemResult } from './result.ts';
 
@@ -183,7 +185,7 @@ export async function guard<T>(fn: () => Promise<T>): Promise<T> {
  * server stored after our apply (or of what it holds unchanged) go to p.applied for the inventory.
  */
 export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, owner: string, config: Config): Promise<ItemResult> {
-  if (d.done) return d.done;
+  if (d.done) return d.done.state === 'Error' ? d.done : observed(p, d.done, live);
   const name = p.item.name;
   const what = describeId(p.id!);
   const fm = config.fieldManager;
@@ -247,6 +249,7 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
       case 'delete': {
         await guard(() => deleteObject(skr, p.info!, live!));
         const after = await observe(skr, p);
+        current = after;
         res = after && after.metadata.uid === live?.metadata.uid
           ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, { change: change(p, 'deleted') })
           : result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'deleted') });
@@ -263,19 +266,36 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
     if (d.status) {
       const body = { apiVersion: p.status!.apiVersion, kind: p.status!.kind, metadata: { name: p.id!.name, ...(p.id!.namespace ? { namespace: p.id!.namespace } : {}) }, status: p.status!.status };
       const after = await guard(() => applyObject(skr, p.info!, body as KubeObject, fm, 'status'));
+      current = after;
       p.applied = { ...p.applied, statusDigest: statusDigest(p.status!.status, after, fm) };
       if (res.reason === 'Unchanged') res = result(name, 'Ready', 'Applied', p.object ? 'resource has been synced' : 'status has been synced', { change: change(p, 'configured') });
     } else if (p.status && current && p.opts.status === 'always') {
       p.applied = { ...p.applied, statusDigest: statusDigest(p.status.status, current, fm) };
     }
-    return res;
+    return observed(p, res, current ?? (res.reason === 'Recreating' ? live : undefined));
   } catch (err) {
-    return itemFailure(p, err);
+    return observed(p, itemFailure(p, err), live);
   }
 }
 
+/**
+ * observed adds to an item's result the health and feedback of its object as the run left
+ * it (undefined: not there). A Delete item is healthy once its object is gone; an item
+ * whose object does not exist and is never created has nothing to report.
+ */
+export function observed(p: PlanItem, r: ItemResult, obj: KubeObject | undefined): ItemResult {
+  let health: Health | undefined;
+  if (p.opts.remove) {
+    health = obj ? { status: 'Terminating', message: obj.metadata.deletionTimestamp ? 'Resource scheduled for deletion' : 'Resource is still there' } : { status: 'Current', message: 'Resource is gone' };
+  } else if (obj) {
+    health = healthOf(obj, p.rules);
+  }
+  const feedback = p.feedback && obj ? readFeedback(p.feedback, obj) : undefined;
+  return { ...r, ...(health ? { health, object: describeId(p.id!) } : {}), ...(feedback ? { feedback } : {}) };
+}
+
 /** sameValues tells whether live holds, in every field the dry run says we would own, the values the dry run would store. */
-function sameValues(dry: KubeObject, live: KubeObject, manager: string): boolean {
+export function sameValues(dry: KubeObject, live: KubeObject, manager: string): boolean {
   const fields = ownedFields(dry, manager);
   return canonical(project(dry, fields) ?? null) === canonical(project(live, fields) ?? null);
 }

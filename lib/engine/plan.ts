@@ -11,6 +11,8 @@ import { SourceError } from '../cluster/sources.ts';
 import { TransientError } from '../kube/errors.ts';
 import { mapLimit } from '../util.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
+import { compileFeedback, type FeedbackPath } from '../feedback.ts';
+import { compileRules, type CompiledRules } from '../health.ts';
 import { guard } from './items.ts';
 import { result, type ItemResult } from './result.ts';
 
@@ -32,6 +34,10 @@ export interface PlanItem {
   secrets?: string[];
   /** sourceVersion is the resourceVersion of the source Secret a dataFrom item was filled from. */
   sourceVersion?: string;
+  /** rules are the item's own health expressions, compiled. */
+  rules?: CompiledRules;
+  /** feedback are the item's feedback paths, compiled. */
+  feedback?: FeedbackPath[];
 }
 
 /** SourceReader returns the data and resourceVersion of the source Secret name for this SyncResource, or throws a SourceError. */
@@ -95,6 +101,8 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
       if (!obj) throw new ManifestError('item has neither resource nor subresource');
       p.id = idOf(obj);
       if (item.dataFrom !== undefined) checkDataFrom(p);
+      if (item.health !== undefined) p.rules = compileRules(item.health);
+      if (item.feedback !== undefined) p.feedback = compileFeedback(item.feedback, p.id);
       const restricted = restriction(p.id, config, byReference(p));
       if (restricted) p.done = result(item.name, 'Warning', 'Restricted', restricted);
     } catch (err) {
@@ -165,9 +173,12 @@ export async function confirmSources(plan: PlanItem[], read: SourceReader | unde
 /** redacted replaces any source value (or its base64) in an item's message: API errors may quote what was sent. */
 export function redacted(r: ItemResult, secrets: string[] | undefined): ItemResult {
   if (!secrets?.length) return r;
-  let message = r.message;
-  for (const v of secrets) message = message.split(v).join('***');
-  return message === r.message ? r : { ...r, message };
+  const redact = (text: string) => secrets.reduce((t, v) => t.split(v).join('***'), text);
+  return {
+    ...r, message: redact(r.message),
+    ...(r.health ? { health: { ...r.health, message: redact(r.health.message) } } : {}),
+    ...(r.feedback ? { feedback: r.feedback.map((f) => ({ ...f, ...(f.value !== undefined ? { value: redact(f.value) } : {}) })) } : {}),
+  };
 }
 
 /** byReference tells whether p is a v1 Secret whose values come by reference (dataFrom): the one Secret that is not restricted. */

@@ -146,7 +146,7 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
       inSpan('apply item', itemAttributes(p), async (span) => {
         let r = await execute(skr, p, decisions[i]!, lives[i], owner, config);
         // An adopted object says so on every run, not only the one that adopted it.
-        if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = adopted(p, r.change);
+        if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = { ...r, ...adopted(p, r.change) };
         span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
         if (r.change?.cause) span.setAttributes({ 'sync.drift.paths': r.change.cause.paths, 'sync.drift.managers': r.change.cause.managers });
         return r;

@@ -1,5 +1,7 @@
 // result.ts: the outcome of one item and of one run, as the engine reports them.
 import type { Change } from '../changeset.ts';
+import type { FeedbackValue } from '../feedback.ts';
+import type { Health } from '../health.ts';
 import type { InventoryEntry, State } from '../model.ts';
 
 /** ItemResult is the outcome for one spec item. */
@@ -12,6 +14,11 @@ export interface ItemResult {
   /** transient marks a failure a later run may overcome. */
   transient?: boolean;
   change?: Change;
+  /** object names the item's object ("Deployment kyma-system/warden"), for messages. */
+  object?: string;
+  /** health is the object's as this run last read or wrote it. */
+  health?: Health;
+  feedback?: FeedbackValue[];
 }
 
 /** ApplyResult is the outcome of one reconcile of a SyncResource. */

@@ -4,10 +4,10 @@
 import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
-import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, PROGRESSING_LABEL, type SyncResource } from '../model.ts';
 import { TerminalError, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
-import { computeStatus, sameStatus } from '../status.ts';
+import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue, mapLimit } from '../util.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -128,6 +128,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const seen: Seen | undefined = result.deleting?.finalizerRemoved ? undefined : {
     resourceVersion: last.metadata.resourceVersion!, generation: last.metadata.generation ?? 0,
     labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma, ...(last.status ? { status } : {}),
+    ...(last.metadata.labels?.[PROGRESSING_LABEL] === 'true' ? { progressing: true } : {}),
   };
   const out: ItemsApplied = {
     namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
@@ -230,5 +231,6 @@ export function needsStatusStep(data: ItemsApplied): boolean {
   const seen = data.seen;
   if (!seen?.status || !seen.labelled || r.clusterError || r.deleting || r.generation !== seen.generation) return true;
   if (r.changes.some((c) => c.action !== 'unchanged')) return true;
-  return !sameStatus(seen.status, computeStatus(r, seen.status, new Date()));
+  const next = computeStatus(r, seen.status, new Date());
+  return !sameStatus(seen.status, next) || isMoving(next) !== (seen.progressing === true);
 }

@@ -6,7 +6,7 @@ import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '
 import { METADATA_ONLY, secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
 import { isDnsSubdomain } from '../identity.ts';
 import { mapLimit } from '../util.ts';
 import type { Deps } from './deps.ts';
@@ -114,6 +114,47 @@ export function resyncSource(deps: Deps, namespace: string, kyma: string, name: 
 export function resyncResourceSource(deps: Deps, namespace: string, name: string): Promise<number> {
   return resyncUsers(deps, namespace, KYMA_NAME_LABEL, (sr) =>
     (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name));
+}
+
+/** RECHECK_OFFSETS_S are the checks after a SyncResource started progressing (seconds), then every RECHECK_MAX_S. */
+const RECHECK_OFFSETS_S = [2, 5, 10, 20];
+export const RECHECK_MAX_S = 30;
+
+/**
+ * recheckDue tells whether a SyncResource that has been progressing for elapsedS seconds
+ * has a check in the tick interval (elapsedS - tickS, elapsedS]: the schedule is a
+ * function of the time alone, so that no check needs a write to be remembered.
+ */
+export function recheckDue(elapsedS: number, tickS: number): boolean {
+  const from = elapsedS - tickS;
+  if (RECHECK_OFFSETS_S.some((o) => o > from && o <= elapsedS)) return true;
+  const last = RECHECK_OFFSETS_S.at(-1)!;
+  if (elapsedS < last + RECHECK_MAX_S) return false;
+  // Every RECHECK_MAX_S after the last offset: is a multiple of it in the interval?
+  return Math.floor((elapsedS - last) / RECHECK_MAX_S) > Math.floor(Math.max(0, from - last) / RECHECK_MAX_S);
+}
+
+/**
+ * recheck posts reconcile requests for the SyncResources that are on their way (an object
+ * rolling out, objects being deleted): those labelled progressing by the status step, each
+ * when its schedule (recheckDue, from the Progressing condition's transition) says so. A
+ * settled SyncResource costs nothing: the label-selected list does not return it.
+ */
+export async function recheck(deps: Deps, tickS: number, now = Date.now()): Promise<number> {
+  let sent = 0;
+  const since = new Date(now).toISOString();
+  for (const ns of deps.config.controlPlaneNamespaces) {
+    await forEachPage<SyncResource>(deps, ns, `${PROGRESSING_LABEL}=true`, async (page) => {
+      const due = page.filter((sr) => {
+        const c = sr.status?.conditions?.find((x) => x.type === 'Progressing' && x.status === 'True');
+        const at = Date.parse(c?.lastTransitionTime ?? '');
+        // A label without a time (written by hand) is checked at the longest interval (counted from the epoch).
+        return recheckDue((now - (Number.isNaN(at) ? 0 : at)) / 1000, tickS);
+      });
+      sent += await send(deps, due, 'resync', since);
+    }, true);
+  }
+  return sent;
 }
 
 /** SecretOwner is the Kyma a changed Secret is labelled for, and whether it is a sync source (else an access Secret). */

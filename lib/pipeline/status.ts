@@ -11,8 +11,8 @@ import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { isConflict, isNotFound, KubeApiError } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
-import { computeStatus, sameStatus } from '../status.ts';
+import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
+import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { gateFor, type Deps } from './deps.ts';
 
@@ -62,7 +62,7 @@ function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
     apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
     metadata: {
       name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion, generation: seen.generation,
-      labels: seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {},
+      labels: { ...(seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {}), ...(seen.progressing ? { [PROGRESSING_LABEL]: 'true' } : {}) },
       // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
       ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
     },
@@ -119,15 +119,27 @@ async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: D
   }
   Metrics.statusWrites.add(1, { state: next.state! });
   // The label after the status: its watch event then finds the SyncResource settled.
-  await syncLabel(deps, base);
+  await syncLabel(deps, base, next);
   await recordEvents(deps, base, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }
 
-async function syncLabel(deps: Deps, sr: SyncResource): Promise<void> {
-  if (sr.metadata.labels?.[KYMA_NAME_LABEL] === sr.spec.kyma || sr.metadata.deletionTimestamp) return;
+/**
+ * syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is
+ * what counts then) and the progressing label on while the status says objects are on
+ * their way (the recheck tick lists those), in one patch when either is off.
+ */
+async function syncLabel(deps: Deps, sr: SyncResource, status = sr.status): Promise<void> {
+  const labels: Record<string, string | null> = {};
+  if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma && !sr.metadata.deletionTimestamp) labels[KYMA_NAME_LABEL] = sr.spec.kyma;
+  const moving = isMoving(status);
+  if (moving !== (sr.metadata.labels?.[PROGRESSING_LABEL] === 'true')) labels[PROGRESSING_LABEL] = moving ? 'true' : null;
+  if (Object.keys(labels).length === 0) return;
   await deps.kcp.client.call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
-    body: { metadata: { labels: { [KYMA_NAME_LABEL]: sr.spec.kyma } } }, contentType: PatchType.merge,
+    body: { metadata: { labels } }, contentType: PatchType.merge,
+  }).catch((err: unknown) => {
+    // Deleted meanwhile (the finalizer gone): nothing left to label.
+    if (!isNotFound(err)) throw err;
   });
 }
 
@@ -144,7 +156,27 @@ async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, st
       await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
     }
   }
+  await recordHealth(deps, sr, data);
   await recordChanges(deps, sr, data);
+}
+
+/**
+ * recordHealth records objects whose health changed: one that failed (Warning Unhealthy),
+ * one that became healthy again or at last (Healthy), one that was healthy and is on its
+ * way again (Progressing). A new object that is healthy at once is no news.
+ */
+async function recordHealth(deps: Deps, sr: SyncResource, data: ItemsApplied): Promise<void> {
+  const before = new Map((sr.status?.items ?? []).map((i) => [i.name, i.health?.status]));
+  for (const i of data.result.items) {
+    const was = before.get(i.name);
+    const now = i.health?.status;
+    if (!now || now === was) continue;
+    Metrics.healthTransitions.add(1, { status: now });
+    const what = `${i.object ?? `item ${i.name}`}: ${[i.health!.reason, i.health!.message].filter(Boolean).join(': ')}`;
+    if (now === 'Failed') await deps.recorder.event(sr, 'Warning', 'Unhealthy', 'Health', what);
+    else if (now === 'Current' && was !== undefined) await deps.recorder.event(sr, 'Normal', 'Healthy', 'Health', what);
+    else if (now === 'InProgress' && (was === 'Current' || was === 'Failed')) await deps.recorder.event(sr, 'Normal', 'Progressing', 'Health', what);
+  }
 }
 
 /** recordChanges records the run's drift corrections and pruned objects (the recorder drops repeats). */
