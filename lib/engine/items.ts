@@ -313,12 +313,27 @@ export function adopted(p: PlanItem, c?: Change): ItemResult {
  */
 export function requestFailure(what: string, err: unknown): { reason: string; message: string; transient: boolean } {
   if (err instanceof KubeApiError && !(err.code === 0 || err.authFailure)) {
-    return { reason: 'ApplyFailed', message: `${what}: ${err.status?.message ?? err.message}`, transient: err.transient };
+    return { reason: 'ApplyFailed', message: `${what}: ${stableMessage(err.status?.message ?? err.message)}`, transient: err.transient };
   }
   if (err instanceof IdentityError || err instanceof UnsafePathError || err instanceof IdentityMismatchError) {
     return { reason: 'InvalidManifest', message: `${what}: ${err.message}`, transient: false };
   }
   throw err;
+}
+
+/**
+ * stableMessage sorts the lines of an "errors:" list in an API server message: the server
+ * builds it from a Go map, in an order that changes from request to request, and a status
+ * that quotes it would be written anew on every run.
+ */
+export function stableMessage(message: string): string {
+  const at = message.indexOf('errors:\n');
+  if (at < 0) return message;
+  const head = message.slice(0, at + 'errors:\n'.length);
+  const rest = message.slice(head.length);
+  const end = rest.search(/\n(?! )/);
+  const list = end < 0 ? rest : rest.slice(0, end);
+  return head + list.split('\n').sort().join('\n') + (end < 0 ? '' : rest.slice(end));
 }
 
 /** itemFailure turns a failed request of one item into that item's result (see requestFailure). */
