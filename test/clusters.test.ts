@@ -22,6 +22,8 @@ describe('local clusters', () => {
       'etcd/shared',
       'kube-apiserver/kcp', 'kube-apiserver/skr-1', 'kube-apiserver/skr-2', 'kube-apiserver/skr-3',
       'kube-controller-manager/kcp', 'kube-controller-manager/skr-1', 'kube-controller-manager/skr-2', 'kube-controller-manager/skr-3',
+      // Each SKR runs Pods: a scheduler and a KWOK Node.
+      'kube-scheduler/skr-1', 'kube-scheduler/skr-2', 'kube-scheduler/skr-3', 'kwok/skr-1', 'kwok/skr-2', 'kwok/skr-3',
     ]);
     for (const p of state.processes) expect(() => process.kill(p.pid, 0)).not.toThrow();
   });

@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { FINALIZER, OWNER_ANNOTATION, MANAGED_BY_LABEL } from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
+import { eventually } from './helpers.ts';
 
 const item = Harness.item;
 
@@ -211,10 +212,14 @@ describe('request budget', () => {
     let before = count();
     let { sr } = await h.sync();
     const first = delta(before, count());
-    expect(sr?.status?.state).toBe('Ready');
+    // Written, not yet working: the Deployment has just been created.
+    expect(sr?.status).toMatchObject({ state: 'Processing', conditions: [{ type: 'Resources', status: 'True' }, { type: 'Healthy', reason: 'Progressing' }, { type: 'Progressing', status: 'True' }] });
     // 5 reads, 5 applies; finalizer, inventory and status in the KCP (plus the harness' own reads).
     expect(first.skrWrites).toBe(5);
-    await h.sync(); // second run: item reasons go from Created to Unchanged (one status write)
+    // The SKR's KWOK Node runs its Pod; the second run sees it Available (and reasons go from Created to Unchanged: one status write).
+    await eventually(async () => expect((await h.skrGet('apps/v1', 'Deployment', 'app', h.ns) as { status?: { availableReplicas?: number } })?.status?.availableReplicas).toBe(1), 60_000);
+    ({ sr } = await h.sync());
+    expect(sr?.status?.state).toBe('Ready');
     before = count();
     ({ sr } = await h.sync());
     const rerun = delta(before, count());

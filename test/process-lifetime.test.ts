@@ -37,7 +37,7 @@ describe('process lifetime', () => {
   it.each(['SIGKILL', 'SIGTERM'] as const)('a runner ended by %s leaves no cluster process behind', async (signal) => {
     const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-lifetime-'));
     const { runner, pids } = await startRunner(stateDir);
-    expect(pids).toHaveLength(5); // etcd, 2 x (apiserver + controller manager)
+    expect(pids).toHaveLength(7); // etcd, 2 x (apiserver + controller manager), the SKR's scheduler and KWOK
     expect(pids.every(alive)).toBe(true);
     runner.kill(signal);
     await eventually(async () => expect(pids.filter(alive)).toEqual([]), 20_000);
