@@ -195,7 +195,7 @@ try {
         const list = await skr.client.call<{ items: KubeObject[] }>('GET', '/apis/apps/v1/namespaces/bench-health/deployments');
         for (const d of list.items) {
           const i = Number(d.metadata.name.slice(4));
-          if (kymaOf(i) === `kyma-${k + 1}` && !available.has(i) && healthOf(d).status === 'Current') available.set(i, now);
+          if (kymaOf(i) === `kyma-${k + 1}` && !available.has(i) && healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current') available.set(i, now);
         }
       }));
       for (const x of await srs()) {

@@ -288,7 +288,8 @@ export function observed(p: PlanItem, r: ItemResult, obj: KubeObject | undefined
   if (p.opts.remove) {
     health = obj ? { status: 'Terminating', message: obj.metadata.deletionTimestamp ? 'Resource scheduled for deletion' : 'Resource is still there' } : { status: 'Current', message: 'Resource is gone' };
   } else if (obj) {
-    health = healthOf(obj, p.rules);
+    // Items of a list carry no apiVersion and kind: the item's own say which rules apply.
+    health = healthOf({ ...obj, apiVersion: obj.apiVersion ?? p.id!.apiVersion, kind: obj.kind ?? p.id!.kind }, p.rules);
   }
   const feedback = p.feedback && obj ? readFeedback(p.feedback, obj) : undefined;
   return { ...r, ...(health ? { health, object: describeId(p.id!) } : {}), ...(feedback ? { feedback } : {}) };
