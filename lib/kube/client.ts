@@ -164,8 +164,10 @@ export class KubeClient {
       throw new KubeApiError(this.name, 'GET', path, res.statusCode, parseStatus(await res.body.text(), res.statusCode));
     }
     let buf = '';
+    // One decoder for the stream: a UTF-8 character may be split across two chunks.
+    const utf8 = new TextDecoder();
     for await (const chunk of res.body) {
-      buf += chunk.toString();
+      buf += utf8.decode(chunk as Uint8Array, { stream: true });
       let nl: number;
       while ((nl = buf.indexOf('\n')) >= 0) {
         const line = buf.slice(0, nl);
