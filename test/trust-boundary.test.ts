@@ -349,12 +349,24 @@ describe('trust boundary', () => {
     const kyma = uniqueName('nosr');
     const secret = accessSecretName(kyma);
     const clusters = inject('clusters');
-    await applyObjects(await cluster('kcp'), kymaObjects(kyma, clusters.isolated.kubeconfig, s.ns).slice(1));
-    await kubectl(s.kcp, ['label', 'secret', secret, '-n', s.ns, 'rotated=yes']);
-    await kubectl(s.kcp, ['delete', 'secret', secret, '-n', s.ns]);
-    await eventually(async () => expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.attempts).toBeGreaterThanOrEqual(3));
-    await s.runtime.broker.idle();
-    expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.failures).toBe(0);
+    s.runtime.broker.observe = true;
+    const requested = () => s.runtime.broker.observed.filter((e) => e.attributes.type === EventTypes.reconcileKyma &&
+      (e.data as { name?: string; trigger?: string }).name === kyma && (e.data as { trigger?: string }).trigger === 'secret').length;
+    try {
+      await applyObjects(await cluster('kcp'), kymaObjects(kyma, clusters.isolated.kubeconfig, s.ns).slice(1));
+      // Created, then changed: each maps to its Kyma and requests that Kyma's reconcile (which finds no SyncResource).
+      await eventually(async () => expect(requested()).toBe(1));
+      await kubectl(s.kcp, ['label', 'secret', secret, '-n', s.ns, 'rotated=yes']);
+      await eventually(async () => expect(requested()).toBe(2));
+      await kubectl(s.kcp, ['delete', 'secret', secret, '-n', s.ns]);
+      await eventually(async () => expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.attempts).toBeGreaterThanOrEqual(3));
+      await s.runtime.broker.idle();
+      // Deleted: no Secret left to map to a Kyma, nothing requested.
+      expect(requested()).toBe(2);
+      expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.failures).toBe(0);
+    } finally {
+      s.runtime.broker.observe = false;
+    }
   });
 });
 
