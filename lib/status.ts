@@ -115,7 +115,9 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
   const healthy = health.failed.length > 0 ? condition('Healthy', 'False', 'Unhealthy', unhealthy)
     : health.progressing.length > 0 ? condition('Healthy', 'False', 'Progressing', waiting)
       : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
-  const moving = health.progressing.length > 0 || r.pending.length > 0 || (r.deleting !== undefined && !r.deleting.finalizerRemoved);
+  // Suspended or unreachable, nothing can move on its own: the resync tick tries again, not the recheck.
+  const moving = !r.suspended && !r.clusterError &&
+    (health.progressing.length > 0 || r.pending.length > 0 || (r.deleting !== undefined && !r.deleting.finalizerRemoved));
   const progressing = moving
     ? condition('Progressing', 'True', 'Progressing', health.progressing.length > 0 ? waiting : message)
     : condition('Progressing', 'False', 'Settled', 'nothing is on its way');
