@@ -6,6 +6,7 @@ import { spawn } from 'node:child_process';
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
+import { parseArgs } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { ClusterSet, NODE_NAME } from '../infra/clusters.ts';
 import { applyObjects, connect, installCrds, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
@@ -20,15 +21,26 @@ import { mapLimit } from '../lib/util.ts';
 import { metrics, QUIET_MS, scaleScenario, settle as settleBroker, type ScaleContext } from './scale.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
-const quick = process.argv.includes('--quick');
-/** --scale runs scenario 10 alone at S=10,000 SyncResources over K=1,000 Kymas (with --quick: 1,000 over 100; bench/scale.ts). */
-const scaleOnly = process.argv.includes('--scale');
-/** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
-const brokerMode = process.argv.includes('--broker=async') || process.argv.join(' ').includes('--broker async') ? 'async' : 'channel';
-/** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
-const knative = process.argv.includes('--knative=real') || process.argv.join(' ').includes('--knative real') ? 'real' : 'emulated';
-/** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
-const keep = process.argv.includes('--keep');
+const { values: args } = parseArgs({
+  options: {
+    quick: { type: 'boolean', default: false },
+    /** --scale runs scenario 10 alone at S=10,000 SyncResources over K=1,000 Kymas (with --quick: 1,000 over 100; bench/scale.ts). */
+    scale: { type: 'boolean', default: false },
+    /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
+    broker: { type: 'string', default: 'channel' },
+    /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
+    knative: { type: 'string', default: 'emulated' },
+    /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
+    keep: { type: 'boolean', default: false },
+  },
+});
+if (!['channel', 'async'].includes(args.broker)) throw new Error(`--broker is channel or async, not ${args.broker}`);
+if (!['emulated', 'real'].includes(args.knative)) throw new Error(`--knative is emulated or real, not ${args.knative}`);
+const quick = args.quick;
+const scaleOnly = args.scale;
+const brokerMode = args.broker as 'channel' | 'async';
+const knative = args.knative as 'emulated' | 'real';
+const keep = args.keep;
 const S = quick ? 60 : 300;
 const K = quick ? 2 : 3;
 // A p99 needs 100 samples to be more than the maximum.
