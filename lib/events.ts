@@ -4,6 +4,7 @@ import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
+import { HEALTH_STATUSES } from './health.ts';
 import type { SyncStatus } from './model.ts';
 import { isDnsLabel, isDnsSubdomain } from './identity.ts';
 import { isMap } from './util.ts';
@@ -194,7 +195,7 @@ export function checkKymaResolved(data: unknown): KymaResolved {
 
 const STATES = new Set(['Ready', 'Processing', 'Error', 'Warning', 'Deleting']);
 
-const HEALTH = new Set(['Current', 'InProgress', 'Failed', 'Terminating', 'Unknown']);
+const HEALTH: ReadonlySet<string> = new Set(HEALTH_STATUSES);
 
 /** checkItemsApplied validates an items.applied event's data: identity and the shape of the result. */
 export function checkItemsApplied(data: unknown): ItemsApplied {

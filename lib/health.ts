@@ -8,8 +8,9 @@ import type { KubeObject } from './kube/objects.ts';
 import { bounded } from './engine/result.ts';
 import { ManifestError } from './manifest.ts';
 
-/** HealthStatus is kstatus's status of an object. */
-export type HealthStatus = 'Current' | 'InProgress' | 'Failed' | 'Terminating' | 'Unknown';
+/** HEALTH_STATUSES are kstatus's statuses of an object. */
+export const HEALTH_STATUSES = ['Current', 'InProgress', 'Failed', 'Terminating', 'Unknown'] as const;
+export type HealthStatus = (typeof HEALTH_STATUSES)[number];
 
 /** Health is an item's health as status.items[].health shows it. */
 export interface Health {
@@ -18,6 +19,9 @@ export interface Health {
   reason?: string;
   message: string;
 }
+
+/** describeHealth renders an object's health for messages and Events: "Deployment ns/x: ProgressDeadlineExceeded: Progress deadline exceeded". */
+export const describeHealth = (object: string, h: Health): string => [object, h.reason, h.message].filter(Boolean).join(': ');
 
 /** HealthRules are an item's own CEL expressions over the live object (items[].health). */
 export interface HealthRules {
@@ -54,14 +58,21 @@ const conditions = (o: KubeObject): Cond[] => {
   return Array.isArray(c) ? c.filter((x): x is Cond => x !== null && typeof x === 'object') : [];
 };
 
-/** generic are kstatus's checks for every kind: deletion, the latest generation observed, Reconciling and Stalled. */
-function generic(o: KubeObject): Health | undefined {
-  if (o.metadata.deletionTimestamp) return { status: 'Terminating', message: 'Resource scheduled for deletion' };
+/** notObserved is kstatus's checkGeneration: InProgress while status.observedGeneration is behind metadata.generation. */
+function notObserved(o: KubeObject): Health | undefined {
   const generation = o.metadata.generation;
   const observed = field(o, 'status.observedGeneration');
   if (typeof generation === 'number' && typeof observed === 'number' && observed !== generation) {
     return inProgress('LatestGenerationNotObserved', `${o.kind} generation is ${generation}, but latest observed generation is ${observed}`);
   }
+  return undefined;
+}
+
+/** generic are kstatus's checks for every kind: deletion, the latest generation observed, Reconciling and Stalled. */
+function generic(o: KubeObject): Health | undefined {
+  if (o.metadata.deletionTimestamp) return { status: 'Terminating', message: 'Resource scheduled for deletion' };
+  const behind = notObserved(o);
+  if (behind) return behind;
   for (const c of conditions(o)) {
     if (c.type === 'Reconciling' && c.status === 'True') return inProgress(c.reason ?? '', c.message ?? '');
     if (c.type === 'Stalled' && c.status === 'True') return failed(c.reason ?? '', c.message ?? '');
@@ -335,11 +346,8 @@ function celValue(v: unknown): unknown {
  * not true.
  */
 function evaluateRules(rules: CompiledRules, o: KubeObject): Health {
-  const generation = o.metadata.generation;
-  const observed = field(o, 'status.observedGeneration');
-  if (typeof generation === 'number' && typeof observed === 'number' && observed !== generation) {
-    return inProgress('LatestGenerationNotObserved', `${o.kind} generation is ${generation}, but latest observed generation is ${observed}`);
-  }
+  const behind = notObserved(o);
+  if (behind) return behind;
   const ctx = Object.fromEntries(CEL_FIELDS.map((f) => [f, celValue((o as Obj)[f] ?? null)]));
   const errors: string[] = [];
   const holds = (name: keyof HealthRules, p: Program | undefined) => {

@@ -3,6 +3,7 @@
 // are inputs; nothing is read or written here.
 import { bounded, MAX_MESSAGE, type ApplyResult, type ItemResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
+import { describeHealth } from './health.ts';
 import { canonical } from './util.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
 
@@ -35,7 +36,7 @@ function healthSummary(items: ItemStatus[]): HealthSummary {
 
 /** named lists at most five objects with their health: "Deployment kyma-system/warden: ProgressDeadlineExceeded: Progress deadline exceeded". */
 function named(items: ItemStatus[], objects: Map<string, string | undefined>): string {
-  const shown = items.slice(0, 5).map((i) => [objects.get(i.name) ?? `item ${i.name}`, i.health!.reason, i.health!.message].filter(Boolean).join(': '));
+  const shown = items.slice(0, 5).map((i) => describeHealth(objects.get(i.name) ?? `item ${i.name}`, i.health!));
   return `${shown.join('; ')}${items.length > 5 ? `; and ${items.length - 5} more` : ''}`;
 }
 

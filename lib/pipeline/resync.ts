@@ -85,14 +85,17 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
 
 /**
  * resyncUsers posts reconcile requests for the SyncResources of namespace (pages of those
- * matching labelSelector, specs read) that uses: a changed source reaches only them.
+ * matching labelSelector, specs read) that uses: a changed source reaches only them, a
+ * recheck only those due.
  */
-async function resyncUsers(deps: Deps, namespace: string, labelSelector: string, uses: (sr: SyncResource) => boolean): Promise<number> {
+async function resyncUsers(
+  deps: Deps, namespace: string, labelSelector: string, uses: (sr: SyncResource) => boolean, trigger: ReconcileRequest['trigger'] = 'secret',
+): Promise<number> {
   if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
   await forEachPage<SyncResource>(deps, namespace, labelSelector, async (page) => {
-    sent += await send(deps, page.filter(uses), 'secret', since);
+    sent += await send(deps, page.filter(uses), trigger, since);
   }, true);
   return sent;
 }
@@ -141,19 +144,14 @@ export function recheckDue(elapsedS: number, tickS: number): boolean {
  * settled SyncResource costs nothing: the label-selected list does not return it.
  */
 export async function recheck(deps: Deps, tickS: number, now = Date.now()): Promise<number> {
+  const due = (sr: SyncResource) => {
+    const c = sr.status?.conditions?.find((x) => x.type === 'Progressing' && x.status === 'True');
+    const at = Date.parse(c?.lastTransitionTime ?? '');
+    // A label without a time (written by hand) is checked at the longest interval (counted from the epoch).
+    return recheckDue((now - (Number.isNaN(at) ? 0 : at)) / 1000, tickS);
+  };
   let sent = 0;
-  const since = new Date(now).toISOString();
-  for (const ns of deps.config.controlPlaneNamespaces) {
-    await forEachPage<SyncResource>(deps, ns, `${PROGRESSING_LABEL}=true`, async (page) => {
-      const due = page.filter((sr) => {
-        const c = sr.status?.conditions?.find((x) => x.type === 'Progressing' && x.status === 'True');
-        const at = Date.parse(c?.lastTransitionTime ?? '');
-        // A label without a time (written by hand) is checked at the longest interval (counted from the epoch).
-        return recheckDue((now - (Number.isNaN(at) ? 0 : at)) / 1000, tickS);
-      });
-      sent += await send(deps, due, 'resync', since);
-    }, true);
-  }
+  for (const ns of deps.config.controlPlaneNamespaces) sent += await resyncUsers(deps, ns, `${PROGRESSING_LABEL}=true`, due, 'resync');
   return sent;
 }
 

@@ -12,6 +12,7 @@ import { resourcePath } from '../kube/discovery.ts';
 import { isConflict, isNotFound, KubeApiError } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
+import { describeHealth } from '../health.ts';
 import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { gateFor, type Deps } from './deps.ts';
@@ -172,7 +173,7 @@ async function recordHealth(deps: Deps, sr: SyncResource, data: ItemsApplied): P
     const now = i.health?.status;
     if (!now || now === was) continue;
     Metrics.healthTransitions.add(1, { status: now });
-    const what = `${i.object ?? `item ${i.name}`}: ${[i.health!.reason, i.health!.message].filter(Boolean).join(': ')}`;
+    const what = describeHealth(i.object ?? `item ${i.name}`, i.health!);
     if (now === 'Failed') await deps.recorder.event(sr, 'Warning', 'Unhealthy', 'Health', what);
     else if (now === 'Current' && was !== undefined) await deps.recorder.event(sr, 'Normal', 'Healthy', 'Health', what);
     else if (now === 'InProgress' && (was === 'Current' || was === 'Failed')) await deps.recorder.event(sr, 'Normal', 'Progressing', 'Health', what);
