@@ -93,8 +93,11 @@ describe('Secret values by reference', () => {
     await kubectl(s.skr[0]!, ['patch', 'secret', 'sap-btp-manager', '-n', NS, '--type=merge', '-p', JSON.stringify({ data: { clientsecret: b64('tampered') } })]);
     s.runtime.ping[0]!.fire();
     await eventually(async () => expect(decode((await skrSecret('sap-btp-manager'))?.data)).toEqual(rotated), 30_000, 250);
-    const events = await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '--field-selector', `regarding.name=${name}`, '-o', 'json']);
-    expect(events).toMatch(/Secret [^ ]+\/sap-btp-manager: data\.clientsecret changed by kubectl-patch; reverted/);
+    // The Event is written by the status step, after the apply that reverted the Secret.
+    await eventually(async () => {
+      const out = await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '--field-selector', `regarding.name=${name}`, '-o', 'json']);
+      expect(out).toMatch(/Secret [^ ]+\/sap-btp-manager: data\.clientsecret changed by kubectl-patch; reverted/);
+    }, 30_000, 250);
 
     // Removing the item prunes the SKR Secret like any other object.
     await applySr(name, [{ name: 'other', strategy: 'CreateAndSync', resource: dump({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${P}-cm`, namespace: NS } }) }]);
