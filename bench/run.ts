@@ -19,6 +19,7 @@ import { healthOf } from '../lib/health.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/util.ts';
 import { metrics, QUIET_MS, scaleScenario, settle as settleBroker, type ScaleContext } from './scale.ts';
+import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 
 const { values: args } = parseArgs({
@@ -32,6 +33,8 @@ const { values: args } = parseArgs({
     knative: { type: 'string', default: 'emulated' },
     /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
     keep: { type: 'boolean', default: false },
+    /** --json FILE writes the run (commit, machine, options, every row) as JSON; bench/render.ts makes BENCHMARKS.md's table of it. */
+    json: { type: 'string' },
   },
 });
 if (!['channel', 'async'].includes(args.broker)) throw new Error(`--broker is channel or async, not ${args.broker}`);
@@ -56,6 +59,7 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)]!;
 const median = (xs: number[]) => pct(xs, 50);
 
+const startedAt = new Date();
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
 console.log(`bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`);
 const set = await ClusterSet.start({ skrs: K, stateDir });
@@ -555,6 +559,7 @@ try {
   }
   console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
+  if (args.json) await writeRun(args.json, startedAt, { quick, scale: scaleOnly, broker: brokerMode, knative }, rows);
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
 } finally {
   await runtime?.stop();

@@ -5,10 +5,11 @@
 // anything else reuses.
 import { createHash } from 'node:crypto';
 import { spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { mkdir, rename, rm } from 'node:fs/promises';
 import { homedir } from 'node:os';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
+import { createInterface } from 'node:readline';
 
 const kubeModule = join(import.meta.dirname, 'kube');
 const knativeModule = join(import.meta.dirname, 'knative');
@@ -70,25 +71,68 @@ function versionsIn<V>(dir: string): V | undefined {
   return existsSync(versions) ? JSON.parse(readFileSync(versions, 'utf8')) as V : undefined;
 }
 
-/** build runs module's build.sh into its cache directory once (minutes, first run only). */
-async function build(module: string, what: string, log: (line: string) => void): Promise<string> {
+/** STEPS are the binaries each module's build.sh builds, in the order its "::step NAME" lines name them. */
+const STEPS: Record<string, string[]> = {
+  [kubeModule]: ['kube-apiserver', 'kube-controller-manager', 'etcd'],
+  [kwokModule]: ['kwok', 'kube-scheduler'],
+  [knativeModule]: EVENTING_COMMANDS,
+  [servingModule]: ['queue-proxy'],
+};
+
+let firstBuildAt: number | undefined;
+const soFar = () => {
+  const s = Math.round((performance.now() - firstBuildAt!) / 1000);
+  return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s so far`;
+};
+
+/**
+ * build runs module's build.sh into its cache directory once (minutes, first run only). It
+ * logs one line per binary (which, n of m, the time so far) and one a minute while a binary
+ * builds; the Go tool's own output goes to a log beside the cache directory, whose tail is
+ * in the error when the build fails. steps are the binaries its "::step NAME" lines name.
+ */
+export async function build(module: string, what: string, log: (line: string) => void, steps = STEPS[module] ?? []): Promise<string> {
   const dir = cacheDir(module);
   if (versionsIn(dir)) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
   await rm(tmp, { recursive: true, force: true });
   await mkdir(tmp, { recursive: true });
-  log(`building ${what} into ${dir} (first run only)`);
-  await new Promise<void>((resolve, reject) => {
-    const child = spawn(join(module, 'build.sh'), [tmp], { stdio: ['ignore', 'inherit', 'inherit'] });
-    child.on('error', reject);
-    child.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`${module}/build.sh exited with ${code}`))));
-  });
+  firstBuildAt ??= performance.now();
+  const logFile = `${dir}.log`;
+  const name = `infra/${basename(module)}`;
+  log(`building ${what} from ${name} into ${dir} (first run only; the Go tool's output goes to ${logFile})`);
+  const out = createWriteStream(logFile);
+  const tail: string[] = [];
+  let current = '';
+  const tick = setInterval(() => log(`  still building ${current} (${name}), ${soFar()}`), 60_000);
+  try {
+    await new Promise<void>((resolve, reject) => {
+      const child = spawn(join(module, 'build.sh'), [tmp], { stdio: ['ignore', 'pipe', 'pipe'] });
+      for (const stream of [child.stdout, child.stderr]) {
+        createInterface({ input: stream }).on('line', (line) => {
+          out.write(`${line}\n`);
+          const step = /^::step (\S+)$/.exec(line)?.[1];
+          if (step) {
+            current = step;
+            log(`  building ${step} (${steps.indexOf(step) + 1} of ${steps.length} of ${name}), ${soFar()}`);
+          } else if (tail.push(line) > 30) tail.shift();
+        });
+      }
+      child.on('error', reject);
+      child.on('close', (code) => (code === 0 ? resolve()
+        : reject(new Error(`${name}/build.sh exited with ${code}; the end of ${logFile}:\n${tail.join('\n')}`))));
+    });
+  } finally {
+    clearInterval(tick);
+    out.end();
+  }
   await rename(tmp, dir).catch(async (err: unknown) => {
     // Another process finished the same build first: keep theirs.
     if (!versionsIn(dir)) throw err;
     await rm(tmp, { recursive: true, force: true });
   });
   if (!versionsIn(dir)) throw new Error(`build finished but ${dir} holds no versions.json`);
+  log(`  built ${name}, ${soFar()}`);
   return dir;
 }
 

@@ -19,6 +19,9 @@ eventing=$(go list -m -f '{{.Version}}' knative.dev/eventing)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp go.mod go.sum tools.go "$work/"
+# "::step NAME" lines tell infra/binaries.ts which binary is being built (its progress line);
+# the first one also vendors the module.
+echo "::step apiserver_receive_adapter"
 (cd "$work" && go mod vendor)
 v=$work/vendor
 
@@ -39,16 +42,13 @@ patch "$d/controller.go" '/^\s+http(s)?Port\s+= [0-9]+$/d'
 
 mkdir -p "$out"
 export CGO_ENABLED=0
-(cd "$work" && go build -mod=vendor -trimpath -ldflags "-s -w" -o "$out/" \
-  knative.dev/eventing/cmd/apiserver_receive_adapter \
-  knative.dev/eventing/cmd/controller \
-  knative.dev/eventing/cmd/mtchannel_broker \
-  knative.dev/eventing/cmd/in_memory/channel_controller \
-  knative.dev/eventing/cmd/in_memory/channel_dispatcher \
-  knative.dev/eventing/cmd/broker/ingress \
-  knative.dev/eventing/cmd/broker/filter \
-  knative.dev/eventing/cmd/mtping \
-  knative.dev/eventing/cmd/webhook)
+first=1
+for cmd in apiserver_receive_adapter controller mtchannel_broker in_memory/channel_controller \
+  in_memory/channel_dispatcher broker/ingress broker/filter mtping webhook; do
+  [ $first = 1 ] || echo "::step ${cmd##*/}"
+  first=0
+  (cd "$work" && go build -mod=vendor -trimpath -ldflags "-s -w" -o "$out/" "knative.dev/eventing/cmd/$cmd")
+done
 # Knative's own configuration of these parts, which the runtime installs into the KCP.
 for d in core channels/in-memory-channel brokers/mt-channel-broker; do
   mkdir -p "$out/config/$d" && cp -r "$(go list -m -f '{{.Dir}}' knative.dev/eventing)/config/$d/." "$out/config/$d/"

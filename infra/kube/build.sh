@@ -14,7 +14,11 @@ kflags="-s -w -X $cv.gitVersion=$kube -X $cv.gitMajor=$major -X $cv.gitMinor=$mi
 kflags="$kflags -X k8s.io/client-go/pkg/version.gitVersion=$kube -X k8s.io/client-go/pkg/version.gitMajor=$major -X k8s.io/client-go/pkg/version.gitMinor=$minor"
 mkdir -p "$out"
 export CGO_ENABLED=0
+# "::step NAME" lines tell infra/binaries.ts which binary is being built (its progress line).
+echo "::step kube-apiserver"
 go build -trimpath -ldflags "$kflags" -o "$out/kube-apiserver" k8s.io/kubernetes/cmd/kube-apiserver
+echo "::step kube-controller-manager"
 go build -trimpath -ldflags "$kflags" -o "$out/kube-controller-manager" k8s.io/kubernetes/cmd/kube-controller-manager
+echo "::step etcd"
 go build -trimpath -ldflags "-s -w" -o "$out/etcd" go.etcd.io/etcd/server/v3
 printf '{"kubernetes":"%s","etcd":"%s"}\n' "$kube" "$etcd" > "$out/versions.json"

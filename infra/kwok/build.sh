@@ -10,6 +10,8 @@ kwok=$(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
 dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
 mkdir -p "$out/stages"
 export CGO_ENABLED=0
+# "::step NAME" lines tell infra/binaries.ts which binary is being built (its progress line).
+echo "::step kwok"
 go build -trimpath -ldflags "-s -w" -o "$out/kwok" sigs.k8s.io/kwok/cmd/kwok
 # Fast stages: a Node is Ready at once, a Pod Running and Ready, a Job's Pod Succeeded; a Pod
 # labelled pod-container-running-failed.stage.kwok.x-k8s.io=true fails (chaos).
@@ -21,6 +23,7 @@ done
   kube=$(go list -m -f '{{.Version}}' k8s.io/kubernetes)
   major=${kube#v}; minor=${major#*.}; major=${major%%.*}; minor=${minor%%.*}
   cv=k8s.io/component-base/version
+  echo "::step kube-scheduler"
   go build -trimpath -ldflags "-s -w -X $cv.gitVersion=$kube -X $cv.gitMajor=$major -X $cv.gitMinor=$minor -X $cv.gitTreeState=clean" \
     -o "$out/kube-scheduler" k8s.io/kubernetes/cmd/kube-scheduler
   printf '{"kwok":"%s","kubernetes":"%s"}\n' "$kwok" "$kube" > "$out/versions.json"

@@ -13,6 +13,7 @@ serving=$(go list -m -f '{{.Version}}' knative.dev/serving)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cp go.mod go.sum tools.go "$work/"
+echo "::step queue-proxy" # "::step NAME" lines are infra/binaries.ts's progress line
 (cd "$work" && go mod vendor)
 q=$work/vendor/knative.dev/serving/pkg/queue/sharedmain
 patch() { # FILE SED_EXPR: fails when the expression changed nothing
