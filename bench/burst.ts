@@ -16,7 +16,7 @@ import type { Passage } from '../infra/runtime/clusternet.ts';
 import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import type { SyncResource } from '../lib/model.ts';
-import { mapLimit } from '../lib/util.ts';
+import { mapLimit } from '../lib/concurrency.ts';
 
 const { values } = parseArgs({
   options: {

@@ -17,7 +17,7 @@ import { getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { healthOf } from '../lib/health.ts';
 import type { SyncResource } from '../lib/model.ts';
-import { mapLimit } from '../lib/util.ts';
+import { mapLimit } from '../lib/concurrency.ts';
 import { metrics, QUIET_MS, scaleScenario, settle as settleBroker, type ScaleContext } from './scale.ts';
 import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';

@@ -12,7 +12,7 @@ import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { getObject, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
-import { mapLimit } from '../lib/util.ts';
+import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceFor } from './workload.ts';
 
 /** ScaleContext is what the scenario needs of the benchmark's stack. */

@@ -7,11 +7,11 @@ import { createTwoFilesPatch } from 'diff';
 import { dump } from 'js-yaml';
 import type { Config } from './config.ts';
 import { decide, itemFailure, observe, sameValues } from './engine/items.ts';
-import { parseItems, resolveKind, type PlanItem } from './engine/plan.ts';
+import { isResolved, parseItems, resolveKind, type PlanItem, type ResolvedItem } from './engine/plan.ts';
 import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
 import { describeId } from './manifest.ts';
-import { ownerRef, type SyncResource } from './model.ts';
+import { ownerKey, type SyncResource } from './model.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
 export type Outcome = 'create' | 'update' | 'adopt' | 'delete' | 'unchanged' | 'conflict' | 'restricted' | 'not found' | 'error';
@@ -32,7 +32,7 @@ export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt
 
 /** diffSyncResource computes every item's outcome for sr in the cluster skr; nothing is written. */
 export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: Config): Promise<ItemDiff[]> {
-  const owner = ownerRef(sr);
+  const owner = ownerKey(sr);
   const plan = parseItems(sr.spec.items ?? [], config);
   const out: ItemDiff[] = [];
   for (const p of plan) {
@@ -40,14 +40,15 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
     const base = { item: p.item.name, ...(object ? { object } : {}) };
     try {
       await resolveKind(p, plan, skr, config);
-      if (p.done) {
-        out.push({ ...base, outcome: p.done.reason === 'Restricted' ? 'restricted' : 'error', reason: p.done.reason, message: p.done.message });
+      if (!isResolved(p)) {
+        const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
+        out.push({ ...base, outcome: done.reason === 'Restricted' ? 'restricted' : 'error', reason: done.reason, message: done.message });
         continue;
       }
       const live = await observe(skr, p);
-      if (p.item.dataFrom) {
+      if (p.item.dataFrom && p.object) {
         // Values by reference live in the KCP: compared as they are in the cluster, never shown.
-        p.object = { ...p.object!, data: { ...(live?.data as Record<string, string> | undefined) } };
+        p.object = { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } };
         const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
         const o = await outcomeOf(p, live, owner, skr, config);
         out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
@@ -62,7 +63,7 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
   return out;
 }
 
-async function outcomeOf(p: PlanItem, live: KubeObject | undefined, owner: string, skr: Cluster, config: Config): Promise<Omit<ItemDiff, 'item' | 'object'>> {
+async function outcomeOf(p: ResolvedItem, live: KubeObject | undefined, owner: string, skr: Cluster, config: Config): Promise<Omit<ItemDiff, 'item' | 'object'>> {
   const d = decide(p, live, { owner, fieldManager: config.fieldManager });
   if (d.done) {
     const outcome: Outcome = d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
@@ -70,26 +71,26 @@ async function outcomeOf(p: PlanItem, live: KubeObject | undefined, owner: strin
   }
   switch (d.op) {
     case 'delete':
-      return { outcome: 'delete', message: `${describeId(p.id!)} would be deleted` };
+      return { outcome: 'delete', message: `${describeId(p.id)} would be deleted` };
     case 'adopt':
-      return { outcome: 'adopt', message: `${describeId(p.id!)} exists without an owner and would be adopted (our label and owner annotation only)` };
+      return { outcome: 'adopt', message: `${describeId(p.id)} exists without an owner and would be adopted (our label and owner annotation only)` };
     case 'create':
     case 'update': {
-      const after = await applyObject(skr, p.info!, d.desired!, config.fieldManager, undefined, true);
+      const after = await applyObject(skr, p.info, d.desired, config.fieldManager, undefined, true);
       // As the engine decides: the values the apply would store are there already (defaults, quantities as the server writes them).
       if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, config.fieldManager)) {
-        return d.status ? { outcome: 'update', message: `the status of ${describeId(p.id!)} would be written` } : { outcome: 'unchanged' };
+        return d.status ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` } : { outcome: 'unchanged' };
       }
       const fields = mergeFields(ownedFields(live, config.fieldManager), ownedFields(after, config.fieldManager));
       const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
-      const [before, next] = secretValues(p, live, d.desired!, live ? project(live, fields) : undefined, project(after, fields));
+      const [before, next] = secretValues(p, live, d.desired, live ? project(live, fields) : undefined, project(after, fields));
       return { outcome, diff: unified(p, before, next) };
     }
     case 'unchanged':
     case 'ignore':
     case 'none':
       return d.status
-        ? { outcome: 'update', message: `the status of ${describeId(p.id!)} would be written` }
+        ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
         : { outcome: 'unchanged' };
   }
 }
@@ -112,11 +113,11 @@ function secretValues(p: PlanItem, live: KubeObject | undefined, desired: KubeOb
   return [live ? b : undefined, a];
 }
 
-function unified(p: PlanItem, before: unknown, after: unknown): string {
+function unified(p: ResolvedItem, before: unknown, after: unknown): string {
   const secret = p.info?.apiVersion === 'v1' && p.info.kind === 'Secret';
   const [b, a] = secret ? mask(before, after) : [before, after];
   const text = (v: unknown) => (v === undefined ? '' : dump(v, { sortKeys: true, lineWidth: -1 }));
-  const name = describeId(p.id!);
+  const name = describeId(p.id);
   return createTwoFilesPatch(`${name} (live)`, `${name} (after apply)`, text(b), text(a), undefined, undefined, { context: 3 });
 }
 

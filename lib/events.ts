@@ -4,10 +4,10 @@ import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
-import { HEALTH_STATUSES } from './health.ts';
+import { HEALTH_STATUSES } from './model.ts';
 import type { SyncStatus } from './model.ts';
 import { isDnsLabel, isDnsSubdomain } from './identity.ts';
-import { isMap } from './util.ts';
+import { isMap } from './values.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;

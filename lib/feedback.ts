@@ -7,19 +7,7 @@
 // JSONPath library evaluates scripts and is unmaintained; this subset needs neither.
 import { ManifestError } from './manifest.ts';
 import type { KubeObject } from './kube/objects.ts';
-
-/** FeedbackRule is one entry of items[].feedback. */
-export interface FeedbackRule {
-  name: string;
-  jsonPath: string;
-}
-
-/** FeedbackValue is one entry of status.items[].feedback: the value as text (JSON for lists and maps), or why there is none. */
-export interface FeedbackValue {
-  name: string;
-  value?: string;
-  message?: string;
-}
+import type { FeedbackRule, FeedbackValue } from './model.ts';
 
 /** MAX_FEEDBACK is the most values an item may ask for; MAX_FEEDBACK_VALUE bounds each value (bytes of its text). */
 export const MAX_FEEDBACK = 8;

@@ -1,7 +1,7 @@
 // fields.ts reads server-side apply's field sets (metadata.managedFields, fieldsV1): the
 // fields one manager owns, and an object projected onto them, so a diff can show exactly
 // the fields the product sets and nothing it leaves to others.
-import { isMap } from './util.ts';
+import { isMap } from './values.ts';
 
 /** FieldSet is a fieldsV1 tree: "f:<name>", "k:<json keys>", "v:<json value>", "i:<index>", "." for the node itself. */
 export type FieldSet = { [key: string]: FieldSet };

@@ -7,28 +7,10 @@ import { Environment } from '@marcbachmann/cel-js';
 import type { KubeObject } from './kube/objects.ts';
 import { bounded } from './engine/result.ts';
 import { ManifestError } from './manifest.ts';
-
-/** HEALTH_STATUSES are kstatus's statuses of an object. */
-export const HEALTH_STATUSES = ['Current', 'InProgress', 'Failed', 'Terminating', 'Unknown'] as const;
-export type HealthStatus = (typeof HEALTH_STATUSES)[number];
-
-/** Health is an item's health as status.items[].health shows it. */
-export interface Health {
-  status: HealthStatus;
-  /** reason is kstatus's (the Reconciling or Stalled condition's) or the rule's. */
-  reason?: string;
-  message: string;
-}
+import type { Health, HealthRules } from './model.ts';
 
 /** describeHealth renders an object's health for messages and Events: "Deployment ns/x: ProgressDeadlineExceeded: Progress deadline exceeded". */
 export const describeHealth = (object: string, h: Health): string => [object, h.reason, h.message].filter(Boolean).join(': ');
-
-/** HealthRules are an item's own CEL expressions over the live object (items[].health). */
-export interface HealthRules {
-  current: string;
-  failed?: string;
-  inProgress?: string;
-}
 
 type Obj = Record<string, unknown>;
 type Cond = { type?: string; status?: string; reason?: string; message?: string };

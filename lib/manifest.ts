@@ -5,7 +5,7 @@
 import { checkIdentity, IdentityError } from './identity.ts';
 import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
-import { deepFreeze, isMap } from './util.ts';
+import { deepFreeze, isMap } from './values.ts';
 import { readYamlDocuments, YamlError } from './yaml.ts';
 
 /** ManifestError is a problem with an item's text; it stays on that item (reason InvalidManifest). */

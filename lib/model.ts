@@ -1,7 +1,5 @@
 // model.ts: the SyncResource API as TypeScript types, and the names (labels,
 // annotations, finalizer) the product writes.
-import type { FeedbackRule, FeedbackValue } from './feedback.ts';
-import type { Health, HealthRules } from './health.ts';
 import type { KubeObject } from './kube/objects.ts';
 
 /** Group and version of SyncResource. */
@@ -113,8 +111,8 @@ export interface SyncResource extends KubeObject {
   status?: SyncStatus;
 }
 
-/** ownerRef is the value of OWNER_ANNOTATION for a SyncResource. */
-export const ownerRef = (sr: { metadata: { namespace?: string; name: string } }): string =>
+/** ownerKey is the value of OWNER_ANNOTATION for a SyncResource: "<namespace>/<name>". */
+export const ownerKey = (sr: { metadata: { namespace?: string; name: string } }): string =>
   `${sr.metadata.namespace ?? ''}/${sr.metadata.name}`;
 
 /** ObjectId identifies an object in an SKR. */
@@ -130,3 +128,36 @@ export function objectKey(id: ObjectId): string {
   const group = id.apiVersion.includes('/') ? id.apiVersion.split('/')[0] : '';
   return `${id.kind}${group ? `.${group}` : ''}/${id.namespace ?? ''}/${id.name}`;
 }
+
+/** HEALTH_STATUSES are kstatus's statuses of an object. */
+export const HEALTH_STATUSES = ['Current', 'InProgress', 'Failed', 'Terminating', 'Unknown'] as const;
+export type HealthStatus = (typeof HEALTH_STATUSES)[number];
+
+/** Health is an item's health as status.items[].health shows it. */
+export interface Health {
+  status: HealthStatus;
+  /** reason is kstatus's (the Reconciling or Stalled condition's) or the rule's. */
+  reason?: string;
+  message: string;
+}
+
+/** HealthRules are an item's own CEL expressions over the live object (items[].health). */
+export interface HealthRules {
+  current: string;
+  failed?: string;
+  inProgress?: string;
+}
+
+/** FeedbackRule is one entry of items[].feedback. */
+export interface FeedbackRule {
+  name: string;
+  jsonPath: string;
+}
+
+/** FeedbackValue is one entry of status.items[].feedback: the value as text (JSON for lists and maps), or why there is none. */
+export interface FeedbackValue {
+  name: string;
+  value?: string;
+  message?: string;
+}
+

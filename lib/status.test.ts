@@ -1,7 +1,7 @@
 // The status a run's result computes to, with health: Ready only when applied and healthy.
 import { describe, expect, it } from 'vitest';
 import type { ApplyResult, ItemResult } from './engine/result.ts';
-import type { HealthStatus } from './health.ts';
+import type { HealthStatus } from './model.ts';
 import { computeStatus, isMoving } from './status.ts';
 
 const now = new Date('2026-12-02T00:00:00Z');

@@ -4,7 +4,7 @@
 import { bounded, MAX_MESSAGE, type ApplyResult, type ItemResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
 import { describeHealth } from './health.ts';
-import { canonical } from './util.ts';
+import { canonical } from './values.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
 
 const rank: Record<State, number> = { Ready: 0, Processing: 1, Deleting: 1, Warning: 2, Error: 3 };

@@ -9,7 +9,7 @@ import { parseItems } from './engine/plan.ts';
 import { SYNC_API_VERSION, type State, type SyncItem } from './model.ts';
 import { checkSchema, type Schema } from './schema.ts';
 import { isDnsSubdomain } from './identity.ts';
-import { isMap } from './util.ts';
+import { isMap } from './values.ts';
 import { readYamlDocuments } from './yaml.ts';
 
 /** Finding is one problem of a SyncResource, or of one of its items. */

@@ -5,7 +5,7 @@ import { reconcile, type ReconcileDeps } from '../lib/engine/reconcile.ts';
 import type { ApplyResult } from '../lib/engine/result.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { isConflict } from '../lib/kube/errors.ts';
-import { getObject, mustFind, applyObject, deleteObject, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
+import { getObject, mustFind, applyObject, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
 import { SYNC_API_VERSION, type SyncItem, type SyncResource } from '../lib/model.ts';
 import { computeStatus, sameStatus } from '../lib/status.ts';

@@ -16,7 +16,7 @@ import { RestMapper } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
 import { isConflict, TransientError } from '../lib/kube/errors.ts';
 import { OWNER_ANNOTATION, type Strategy, type SyncItem } from '../lib/model.ts';
-import { mapLimit } from '../lib/util.ts';
+import { mapLimit } from '../lib/concurrency.ts';
 import { Harness } from './engine-harness.ts';
 
 const SEQUENCES = 200;

@@ -17,7 +17,7 @@ import { resourcePath } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { MANAGED_BY_LABEL, SYNC_API_VERSION, type SyncResource } from '../lib/model.ts';
-import { mapLimit } from '../lib/util.ts';
+import { mapLimit } from '../lib/concurrency.ts';
 import { credentialFragments, eventually, uniqueName } from './helpers.ts';
 
 let set: ClusterSet;

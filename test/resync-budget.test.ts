@@ -49,7 +49,7 @@ async function replica(): Promise<Counted> {
   // A client of its own, so its requests are this replica's.
   const kcp = await connect(inject('clusters').kcp.kubeconfig, 'kcp');
   const skr = { reads: 0, writes: 0 };
-  const cache = new ClientCache(config, (info) => { if (info.write) skr.writes++; else skr.reads++; });
+  const cache = new ClientCache(config, { onRequest: (info) => { if (info.write) skr.writes++; else skr.reads++; } });
   const deps: Deps = {
     config, kcp, store: new KcpStore(kcp, config.fieldManager), cache, lookups: new Lookups(kcp),
     recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },

@@ -9,7 +9,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { dump, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import { accessSecretName, applyObjects } from '../infra/kcp-setup.ts';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../lib/model.ts';
 import { otelEnv, startCollector, type Collector } from './collector.ts';

@@ -8,7 +8,7 @@ import type { Logger } from '../../lib/pipeline/deps.ts';
 import { summarize } from '../../lib/changeset.ts';
 import { applyKymaStep, applyStep } from '../../lib/pipeline/apply.ts';
 import { Metrics } from '../../lib/telemetry.ts';
-import { mapLimit } from '../../lib/util.ts';
+import { mapLimit } from '../../lib/concurrency.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
 const POSTS = 8;

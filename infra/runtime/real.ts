@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
-import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Ping, type Runtime, type RuntimeOptions } from './index.ts';
+import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Ping, type Runtime, type RuntimeOptions } from './types.ts';
 import { loadAll } from 'js-yaml';
 import { ProxyAgent, request } from 'undici';
 import { KubeClient } from '../../lib/kube/client.ts';

@@ -4,7 +4,7 @@
 // bounded: beyond maxClusterClients the least recently used client is closed (its
 // requests in flight finish first) and counted; a later run connects afresh.
 import type { Config } from '../config.ts';
-import { KubeClient, type RequestInfo } from '../kube/client.ts';
+import { KubeClient, type ClientOptions } from '../kube/client.ts';
 import { RestMapper } from '../kube/discovery.ts';
 import { ListCache } from '../kube/listcache.ts';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
@@ -27,17 +27,21 @@ export interface CacheStats {
   evictions: number;
 }
 
+/** ClientHooks are the options of a client that the pipeline, not the cluster, decides. */
+export type ClientHooks = Pick<ClientOptions, 'onRequest' | 'beforeRequest'>;
+
 /** ClientCache maps access Secrets to connected SKR clusters. */
 export class ClientCache {
   /** entries by Secret; kyma is the Kyma the Secret version was resolved for. */
   private readonly entries = new Map<string, { version: string; kyma: string; cluster: Promise<Cluster> }>();
   private readonly config: Config;
-  private readonly onRequest: ((info: RequestInfo) => void) | undefined;
+  private readonly hooks: ClientHooks;
   readonly stats: CacheStats = { hits: 0, misses: 0, evictions: 0 };
 
-  constructor(config: Config, onRequest?: (info: RequestInfo) => void) {
+  /** hooks are given to every client: onRequest sees each request, beforeRequest paces them (the pipeline's scheduler). */
+  constructor(config: Config, hooks: ClientHooks = {}) {
     this.config = config;
-    this.onRequest = onRequest;
+    this.hooks = hooks;
   }
 
   /** get returns the cluster for secret, validating and connecting on first use of this version. */
@@ -57,7 +61,7 @@ export class ClientCache {
     const cluster = (async () => {
       const creds = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
       const client = KubeClient.create(creds, {
-        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, keepAliveMs: SKR_KEEPALIVE_MS, ...(this.onRequest ? { onRequest: this.onRequest } : {}),
+        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, keepAliveMs: SKR_KEEPALIVE_MS, ...this.hooks,
       });
       return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
     })();

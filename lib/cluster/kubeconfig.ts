@@ -5,7 +5,7 @@
 import { load } from 'js-yaml';
 import { fromData, staticToken, type Credentials } from '../kube/credentials.ts';
 import { TerminalError } from '../kube/errors.ts';
-import { isMap } from '../util.ts';
+import { isMap } from '../values.ts';
 
 /** InvalidKubeconfigError is a rejected kubeconfig (reason InvalidKubeconfig). */
 export class InvalidKubeconfigError extends TerminalError {

@@ -7,7 +7,7 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_API_VERSION, KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
 import { configMapInfo, readSource, type SourceConfigMap, type SourceSecret } from './sources.ts';
 import { listObjects } from '../kube/objects.ts';
-import { TtlMemo } from '../util.ts';
+import { TtlMemo } from '../memo.ts';
 
 /** METADATA_ONLY asks a LIST for names and labels only (PartialObjectMetadataList). */
 export const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' };

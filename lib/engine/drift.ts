@@ -8,7 +8,8 @@
 import { createHash, createHmac } from 'node:crypto';
 import { managedFieldsOf, ownedFields, ownsPath, project } from '../fields.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { canonical, isMap, Memo } from '../util.ts';
+import { canonical, isMap } from '../values.ts';
+import { Memo } from '../memo.ts';
 
 const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
 

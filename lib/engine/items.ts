@@ -8,29 +8,32 @@ import { KubeApiError } from '../kube/errors.ts';
 import { applyObject, deleteObject, getObject, IdentityMismatchError, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
-import { canonical, deepFreeze, isSubset } from '../util.ts';
+import { canonical, deepFreeze, isSubset } from '../values.ts';
 import { ownedFields, project } from '../fields.ts';
-import type { InventoryEntry } from '../model.ts';
+import type { Health, InventoryEntry } from '../model.ts';
 import { appliedDigest, driftCause, statusDigest, type DriftCause } from './drift.ts';
-import type { PlanItem } from './plan.ts';
+import type { ParsedItem, PlanItem, ResolvedItem } from './plan.ts';
 import { hasLegacyMarks, release, stamp } from './marks.ts';
 import { readFeedback } from '../feedback.ts';
-import { healthOf, type Health } from '../health.ts';
+import { healthOf } from '../health.ts';
 import { immutableSummary, isImmutableRefusal, mayRecreate, recreate } from './recreate.ts';
 import { result, type ItemResult } from './result.ts';
+import { ClusterUnreachableError, guard, isClusterFailure } from './unreachable.ts';
 
-/** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
-export class ClusterUnreachableError extends Error {
-  constructor(cause: KubeApiError) {
-    super(`SKR ${cause.cluster} is unreachable: ${cause.message}`, { cause });
-    this.name = 'ClusterUnreachableError';
-  }
-}
+/**
+ * Decision is what an item needs in this run: an op on the object itself (adopt puts only
+ * our marks on an object we did not create, marks.ts), with the body to apply for create
+ * and update and the live object for every op that acts on one.
+ */
+export type Decision = DecisionFlags & (
+  | { op: 'create'; desired: KubeObject; live?: undefined }
+  | { op: 'update'; desired: KubeObject; live: KubeObject }
+  | { op: 'adopt' | 'unchanged' | 'delete'; desired?: undefined; live: KubeObject }
+  | { op: 'ignore' | 'none'; desired?: undefined; live?: KubeObject }
+);
 
-/** Decision is what an item needs in this run. */
-export interface Decision {
-  /** op on the object itself; adopt puts only our marks on an object we did not create (marks.ts). */
-  op: 'create' | 'update' | 'adopt' | 'unchanged' | 'ignore' | 'delete' | 'none';
+/** DecisionFlags say what goes with a decision's op. */
+export interface DecisionFlags {
   /** status: write the subresource. */
   status: boolean;
   /** record: the object must be in the inventory before the write (write-ahead). */
@@ -46,8 +49,6 @@ export interface Decision {
   recreate?: boolean;
   /** confirm: no digest of our last apply is known; a dry run tells whether the values really differ before anything is written. */
   confirm?: boolean;
-  /** desired is the body to apply for create/update. */
-  desired?: KubeObject;
   /** done is the result when nothing is to be written. */
   done?: ItemResult;
 }
@@ -56,14 +57,14 @@ export interface Decision {
 const desiredMemo = new WeakMap<KubeObject, Map<string, KubeObject>>();
 
 /** desiredObject is the body we apply: the manifest plus our marks (and without status when /status exists); shared and frozen. */
-export function desiredObject(p: PlanItem, owner: string): KubeObject {
-  const src = p.object!;
-  const key = `${owner}\n${p.info?.hasStatus ?? false}\n${p.opts.own}`;
+export function desiredObject(p: ResolvedItem & { object: KubeObject }, owner: string): KubeObject {
+  const src = p.object;
+  const key = `${owner}\n${p.info.hasStatus}\n${p.opts.own}`;
   let bodies = desiredMemo.get(src);
   const hit = bodies?.get(key);
   if (hit) return hit;
   const o = structuredClone(src);
-  if (p.info?.hasStatus) delete o.status;
+  if (p.info.hasStatus) delete o.status;
   const digest = createHash('sha256').update(canonical({ o, own: p.opts.own })).digest('hex').slice(0, 32);
   o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: digest };
   if (p.opts.own) {
@@ -89,10 +90,10 @@ export interface DecideContext {
 }
 
 /** decide computes the decision for an item from its live object (undefined: absent). */
-export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideContext): Decision {
+export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: DecideContext): Decision {
   const { owner, entry, fieldManager } = ctx;
   const name = p.item.name;
-  const what = describeId(p.id!);
+  const what = describeId(p.id);
   const none = (done: ItemResult): Decision => ({ op: 'none', status: false, record: false, drift: false, done });
   const liveOwner = ownerOf(live);
   if (live && liveOwner && liveOwner !== owner) {
@@ -100,19 +101,19 @@ export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideCon
   }
   // The status is written again when its text changed or a field of ours in it changed (digest);
   // without a digest (first run, an object we do not own) when it is not contained in the live status.
-  const statusDrifted = () => (entry?.statusDigest
-    ? entry.statusDigest !== statusDigest(p.status!.status, live!, fieldManager)
-    : !isSubset(p.status!.status, live?.status));
-  const wantStatus = (creating: boolean) =>
-    p.status !== undefined && (p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating)) &&
-    (creating || statusDrifted());
+  const wantStatus = (creating: boolean) => {
+    const want = p.status?.status;
+    if (want === undefined || !(p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating))) return false;
+    if (creating || !live) return true;
+    return entry?.statusDigest ? entry.statusDigest !== statusDigest(want, live, fieldManager) : !isSubset(want, live.status);
+  };
   if (p.opts.remove) {
     if (!live) return none(result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }));
     if (live.metadata.deletionTimestamp) return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
-    return { op: 'delete', status: false, record: false, drift: false };
+    return { op: 'delete', status: false, record: false, drift: false, live };
   }
   if (!live) {
-    if (!p.opts.create || !p.object) {
+    if (!p.opts.create || !hasObject(p)) {
       return p.object
         ? none(result(name, 'Ready', 'NotFound', `${what} does not exist; strategy ${p.item.strategy} never creates it`))
         : none(result(name, 'Warning', 'NotFound', `${what} does not exist; an item with only a subresource never creates it`));
@@ -122,21 +123,22 @@ export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideCon
   if (p.opts.stopOnDeletion && live.metadata.deletionTimestamp) {
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
   }
-  if (!p.object) return { op: 'none', status: wantStatus(false), record: false, drift: false };
+  if (!hasObject(p)) return { op: 'none', status: wantStatus(false), record: false, drift: false, live };
   // An object without an owner annotation was not created by us: we may adopt it, never delete it.
   const adopting = p.opts.own && liveOwner === undefined;
   if (!p.opts.sync) {
     return adopting
-      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false }
-      : { op: 'ignore', status: false, record: false, drift: false };
+      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false, live }
+      : { op: 'ignore', status: false, record: false, drift: false, live };
   }
   const desired = desiredObject(p, owner);
   const release = !p.opts.own && liveOwner === owner;
   const recreate = mayRecreate(p, adopting || entry?.adopted === true);
-  const update = { op: 'update', status: wantStatus(false), record: adopting, adopt: adopting, desired, release, recreate } as const;
+  const status = wantStatus(false);
+  const update = { op: 'update', status, record: adopting, adopt: adopting, desired, live, release, recreate } as const;
   const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
   if (!sameManifest || adopting) return { ...update, drift: false };
-  const unchanged: Decision = { op: 'unchanged', status: wantStatus(false), record: false, drift: false, release };
+  const unchanged: Decision = { op: 'unchanged', status, record: false, drift: false, release, live };
   // Drift is decided on what our field manager owns, as the server stores it (drift.ts).
   if (entry?.digest) {
     return entry.digest === appliedDigest(live, fieldManager) ? unchanged : { ...update, drift: true, cause: driftCause(desired, live, fieldManager) };
@@ -145,8 +147,10 @@ export function decide(p: PlanItem, live: KubeObject | undefined, ctx: DecideCon
   return { ...update, drift: true, confirm: true, cause: driftCause(desired, live, fieldManager) };
 }
 
-function change(p: PlanItem, action: Change['action'], cause?: DriftCause): Change {
-  return { subject: subjectOf(p.id!), action, item: p.item.name, ...(cause ? { drift: true, cause } : {}) };
+const hasObject = <P extends PlanItem>(p: P): p is P & { object: KubeObject } => p.object !== undefined;
+
+function change(p: ParsedItem, action: Change['action'], cause?: DriftCause): Change {
+  return { subject: subjectOf(p.id), action, item: p.item.name, ...(cause ? { drift: true, cause } : {}) };
 }
 
 /**
@@ -154,11 +158,12 @@ function change(p: PlanItem, action: Change['action'], cause?: DriftCause): Chan
  * context and a list cache, a recent snapshot (taken at since or later) that shows nothing
  * to do stands in for the read.
  */
-export async function observe(skr: Cluster, p: PlanItem, ctx?: DecideContext, since?: number): Promise<KubeObject | undefined> {
-  if (ctx && skr.lists && p.object && p.opts.own) {
+export async function observe(skr: Cluster, p: ResolvedItem, ctx?: DecideContext, since?: number): Promise<KubeObject | undefined> {
+  const lists = skr.lists;
+  if (ctx && lists && p.object && p.opts.own) {
     // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
     // reason to fail: the live read below decides.
-    const snap = await guard(() => skr.lists!.get(p.info!, p.id!.namespace, p.id!.name, since)).catch((err: unknown) => {
+    const snap = await guard(() => lists.get(p.info, p.id.namespace, p.id.name, since)).catch((err: unknown) => {
       if (err instanceof ClusterUnreachableError) throw err;
       return undefined;
     });
@@ -167,58 +172,52 @@ export async function observe(skr: Cluster, p: PlanItem, ctx?: DecideContext, si
       if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
     }
   }
-  return guard(() => getObject(skr, p.info!, p.id!.namespace, p.id!.name));
-}
-
-/** guard turns cluster-level failures into ClusterUnreachableError. */
-export async function guard<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    if (err instanceof KubeApiError && (err.code === 0 || err.authFailure)) throw new ClusterUnreachableError(err);
-    throw err;
-  }
+  return guard(() => getObject(skr, p.info, p.id.namespace, p.id.name));
 }
 
 /**
  * execute carries out a decision and returns the item's result; the digests of what the
  * server stored after our apply (or of what it holds unchanged) go to p.applied for the inventory.
  */
-export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: KubeObject | undefined, owner: string, config: Config): Promise<ItemResult> {
-  if (d.done) return d.done.state === 'Error' ? d.done : observed(p, d.done, live);
+export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner: string, config: Config): Promise<ItemResult> {
+  if (d.done) return d.done.state === 'Error' ? d.done : observed(p, d.done, d.live);
   const name = p.item.name;
-  const what = describeId(p.id!);
+  const what = describeId(p.id);
   const fm = config.fieldManager;
+  const { info } = p;
   const applied = (obj: KubeObject) => (p.applied = { ...p.applied, digest: appliedDigest(obj, fm) });
+  const unmark = (obj: KubeObject) => (d.release ? guard(() => release(skr, info, obj, config, false)) : undefined);
   try {
     let res: ItemResult;
-    let current = live;
+    let current = d.live;
     switch (d.op) {
       case 'create':
-        current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+        current = await guard(() => applyObject(skr, info, d.desired, fm));
         applied(current);
         res = result(name, 'Ready', 'Created', 'resource has been created', { change: change(p, 'created') });
         break;
       case 'update': {
+        const { live, desired } = d;
         // Without a digest of our last apply, a dry run tells whether the values really differ.
         // A dry run refused for an immutable field goes on to the apply, which recreates.
-        const dry = d.confirm ? await guard(() => applyObject(skr, p.info!, d.desired!, fm, undefined, true)).catch((err: unknown) => {
+        const dry = d.confirm ? await guard(() => applyObject(skr, info, desired, fm, undefined, true)).catch((err: unknown) => {
           if (d.recreate && isImmutableRefusal(err)) return undefined;
           throw err;
         }) : undefined;
-        if (dry && sameValues(dry, live!, fm)) {
+        if (dry && sameValues(dry, live, fm)) {
           // Nothing to write but, for a strategy that does not own it, our marks to take off.
-          if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
-          applied(live!);
+          await unmark(live);
+          applied(live);
           res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
           break;
         }
+        let after: KubeObject;
         try {
-          current = await guard(() => applyObject(skr, p.info!, d.desired!, fm));
+          after = await guard(() => applyObject(skr, info, desired, fm));
         } catch (err) {
           if (!d.recreate || !isImmutableRefusal(err)) throw err;
           const why = immutableSummary(err);
-          current = await guard(() => recreate(skr, p, live!, d.desired!, config));
+          current = await guard(() => recreate(skr, p, live, desired, config));
           if (!current) {
             res = result(name, 'Processing', 'Recreating', `${what} is being deleted to be created again: ${why}`, { change: change(p, 'deleted') });
             break;
@@ -227,30 +226,32 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
           res = result(name, 'Ready', 'Recreated', `${what} was deleted and created again: ${why}`, { change: change(p, 'recreated') });
           break;
         }
-        applied(current);
-        if (d.release) await guard(() => release(skr, p.info!, current!, config, false));
+        current = after;
+        applied(after);
+        await unmark(after);
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
           : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.cause) });
         break;
       }
       case 'adopt':
-        await guard(() => stamp(skr, p.info!, live!, owner, undefined, config));
+        await guard(() => stamp(skr, info, d.live, owner, undefined, config));
         res = adopted(p, change(p, 'configured'));
         break;
       case 'unchanged':
-        if (d.release) await guard(() => release(skr, p.info!, live!, config, false));
-        applied(live!);
+        await unmark(d.live);
+        applied(d.live);
         res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
         break;
       case 'ignore':
         res = result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', { change: change(p, 'skipped') });
         break;
       case 'delete': {
-        await guard(() => deleteObject(skr, p.info!, live!));
+        const { live } = d;
+        await guard(() => deleteObject(skr, info, live));
         const after = await observe(skr, p);
         current = after;
-        res = after && after.metadata.uid === live?.metadata.uid
+        res = after && after.metadata.uid === live.metadata.uid
           ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, { change: change(p, 'deleted') })
           : result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'deleted') });
         break;
@@ -260,21 +261,25 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
         break;
     }
     // An object marked by an earlier version keeps no former mark once it is ours again.
-    if (current && ['update', 'unchanged', 'ignore'].includes(d.op) && !d.release && hasLegacyMarks(current)) {
-      await guard(() => stamp(skr, p.info!, current!, p.opts.own ? owner : undefined, d.desired, config));
+    const marked = current;
+    if (marked && ['update', 'unchanged', 'ignore'].includes(d.op) && !d.release && hasLegacyMarks(marked)) {
+      await guard(() => stamp(skr, info, marked, p.opts.own ? owner : undefined, d.desired, config));
     }
-    if (d.status) {
-      const body = { apiVersion: p.status!.apiVersion, kind: p.status!.kind, metadata: { name: p.id!.name, ...(p.id!.namespace ? { namespace: p.id!.namespace } : {}) }, status: p.status!.status };
-      const after = await guard(() => applyObject(skr, p.info!, body as KubeObject, fm, 'status'));
+    const sub = p.status;
+    const status = sub?.status;
+    if (d.status && sub && status !== undefined) {
+      const metadata = { name: p.id.name, ...(p.id.namespace ? { namespace: p.id.namespace } : {}) };
+      const body = { apiVersion: sub.apiVersion, kind: sub.kind, metadata, status };
+      const after = await guard(() => applyObject(skr, info, body as KubeObject, fm, 'status'));
       current = after;
-      p.applied = { ...p.applied, statusDigest: statusDigest(p.status!.status, after, fm) };
+      p.applied = { ...p.applied, statusDigest: statusDigest(status, after, fm) };
       if (res.reason === 'Unchanged') res = result(name, 'Ready', 'Applied', p.object ? 'resource has been synced' : 'status has been synced', { change: change(p, 'configured') });
-    } else if (p.status && current && p.opts.status === 'always') {
-      p.applied = { ...p.applied, statusDigest: statusDigest(p.status.status, current, fm) };
+    } else if (status !== undefined && current && p.opts.status === 'always') {
+      p.applied = { ...p.applied, statusDigest: statusDigest(status, current, fm) };
     }
-    return observed(p, res, current ?? (res.reason === 'Recreating' ? live : undefined));
+    return observed(p, res, current ?? (res.reason === 'Recreating' ? d.live : undefined));
   } catch (err) {
-    return observed(p, itemFailure(p, err), live);
+    return observed(p, itemFailure(p, err), d.live);
   }
 }
 
@@ -283,16 +288,16 @@ export async function execute(skr: Cluster, p: PlanItem, d: Decision, live: Kube
  * it (undefined: not there). A Delete item is healthy once its object is gone; an item
  * whose object does not exist and is never created has nothing to report.
  */
-export function observed(p: PlanItem, r: ItemResult, obj: KubeObject | undefined): ItemResult {
+export function observed(p: ParsedItem, r: ItemResult, obj: KubeObject | undefined): ItemResult {
   let health: Health | undefined;
   if (p.opts.remove) {
     health = obj ? { status: 'Terminating', message: obj.metadata.deletionTimestamp ? 'Resource scheduled for deletion' : 'Resource is still there' } : { status: 'Current', message: 'Resource is gone' };
   } else if (obj) {
     // Items of a list carry no apiVersion and kind: the item's own say which rules apply.
-    health = healthOf({ ...obj, apiVersion: obj.apiVersion ?? p.id!.apiVersion, kind: obj.kind ?? p.id!.kind }, p.rules);
+    health = healthOf({ ...obj, apiVersion: obj.apiVersion ?? p.id.apiVersion, kind: obj.kind ?? p.id.kind }, p.rules);
   }
   const feedback = p.feedback && obj ? readFeedback(p.feedback, obj) : undefined;
-  return { ...r, ...(health ? { health, object: describeId(p.id!) } : {}), ...(feedback ? { feedback } : {}) };
+  return { ...r, ...(health ? { health, object: describeId(p.id) } : {}), ...(feedback ? { feedback } : {}) };
 }
 
 /** sameValues tells whether live holds, in every field the dry run says we would own, the values the dry run would store. */
@@ -302,9 +307,9 @@ export function sameValues(dry: KubeObject, live: KubeObject, manager: string): 
 }
 
 /** adopted is the result of an item whose object existed before this SyncResource took it over. */
-export function adopted(p: PlanItem, c?: Change): ItemResult {
+export function adopted(p: ParsedItem, c?: Change): ItemResult {
   return result(p.item.name, 'Ready', 'Adopted',
-    `${describeId(p.id!)} existed before and was adopted; removing the item releases it, never deletes it`, c ? { change: c } : {});
+    `${describeId(p.id)} existed before and was adopted; removing the item releases it, never deletes it`, c ? { change: c } : {});
 }
 
 /**
@@ -313,7 +318,7 @@ export function adopted(p: PlanItem, c?: Change): ItemResult {
  * (InvalidManifest). Cluster-level failures and bugs are rethrown.
  */
 export function requestFailure(what: string, err: unknown): { reason: string; message: string; transient: boolean } {
-  if (err instanceof KubeApiError && !(err.code === 0 || err.authFailure)) {
+  if (err instanceof KubeApiError && !isClusterFailure(err)) {
     return { reason: 'ApplyFailed', message: `${what}: ${stableMessage(err.status?.message ?? err.message)}`, transient: err.transient };
   }
   if (err instanceof IdentityError || err instanceof UnsafePathError || err instanceof IdentityMismatchError) {

@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
-import { pointerToken } from '../util.ts';
+import { pointerToken } from '../values.ts';
 import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 
 function patch(skr: Cluster, info: ResourceInfo, live: KubeObject, ops: object[], config: Pick<Config, 'fieldManager'>): Promise<unknown> {

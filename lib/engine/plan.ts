@@ -9,14 +9,19 @@ import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
 import { isDnsSubdomain, parseApiVersion } from '../identity.ts';
 import { SourceError } from '../cluster/sources.ts';
 import { TransientError } from '../kube/errors.ts';
-import { mapLimit } from '../util.ts';
+import { mapLimit } from '../concurrency.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { compileFeedback, type FeedbackPath } from '../feedback.ts';
 import { compileRules, type CompiledRules } from '../health.ts';
-import { guard } from './items.ts';
+import { guard } from './unreachable.ts';
 import { result, type ItemResult } from './result.ts';
 
-/** PlanItem is one spec item on its way through a run. */
+/**
+ * PlanItem is one spec item on its way through a run, in stages: parsed (its text read, so
+ * its object's identity is known: ParsedItem), then resolved (its kind mapped to a REST
+ * resource in the SKR: ResolvedItem). An item whose outcome is known before it reaches the
+ * SKR is settled (done) at whichever stage that happens, and goes no further.
+ */
 export interface PlanItem {
   item: SyncItem;
   opts: StrategyOptions;
@@ -39,6 +44,19 @@ export interface PlanItem {
   /** feedback are the item's feedback paths, compiled. */
   feedback?: FeedbackPath[];
 }
+
+/** ParsedItem is an item whose text was read: the object it names is known. */
+export interface ParsedItem extends PlanItem {
+  id: ObjectId;
+}
+
+/** ResolvedItem is a parsed item whose kind the SKR serves: the engine reads and writes its object (isResolved: and it is not settled). */
+export interface ResolvedItem extends ParsedItem {
+  info: ResourceInfo;
+}
+
+export const isParsed = (p: PlanItem): p is ParsedItem => p.id !== undefined;
+export const isResolved = (p: PlanItem): p is ResolvedItem => p.id !== undefined && p.info !== undefined && p.done === undefined;
 
 /** SourceReader returns the data and resourceVersion of the source Secret name for this SyncResource, or throws a SourceError. */
 export type SourceReader = (name: string) => Promise<{ data: Record<string, string>; version: string }>;
@@ -231,9 +249,9 @@ export function markDuplicates(plan: PlanItem[], config: Config): void {
 }
 
 /** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
-export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string): PlanItem | undefined {
+export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string): (PlanItem & { object: KubeObject }) | undefined {
   const [group, version] = apiVersion.split('/');
-  return plan.find((p) => {
+  return plan.find((p): p is PlanItem & { object: KubeObject } => {
     if (p.object?.kind !== 'CustomResourceDefinition') return false;
     const spec = p.object.spec as { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
     return spec?.group === group && spec?.names?.kind === kind && (spec?.versions ?? []).some((v) => v.name === version);
@@ -247,12 +265,12 @@ export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string):
  * SyncResource defines it (then the item waits for it).
  */
 export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, config: Config): Promise<void> {
-  if (p.done || !p.id) return;
-  const info = await guard(() => skr.mapper.find(p.id!.apiVersion, p.id!.kind));
+  if (p.done || !isParsed(p)) return;
+  const info = await guard(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
   if (!info) {
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
     p.done = crd
-      ? result(p.item.name, 'Processing', 'WaitingForCRD', `waiting for CustomResourceDefinition ${crd.object!.metadata.name} to be established`)
+      ? result(p.item.name, 'Processing', 'WaitingForCRD', `waiting for CustomResourceDefinition ${crd.object.metadata.name} to be established`)
       : result(p.item.name, 'Error', 'UnknownKind', `the SKR does not serve kind ${p.id.kind} in ${p.id.apiVersion}`);
     return;
   }

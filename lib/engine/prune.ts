@@ -10,8 +10,9 @@ import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
 import { installRank } from '../strategies.ts';
-import { mapLimit } from '../util.ts';
-import { guard, ownerOf, requestFailure } from './items.ts';
+import { mapLimit } from '../concurrency.ts';
+import { ownerOf, requestFailure } from './items.ts';
+import { guard } from './unreachable.ts';
 import { release } from './marks.ts';
 
 /** PruneOutcome says, per entry, whether it may leave the inventory. */

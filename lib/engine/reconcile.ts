@@ -6,13 +6,18 @@ import type { Config } from '../config.ts';
 import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { isConflict, TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
-import { FINALIZER, objectKey, ownerRef, type InventoryEntry, type SyncResource } from '../model.ts';
+import { FINALIZER, objectKey, ownerKey, type InventoryEntry, type SyncResource } from '../model.ts';
 import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
-import { canonical, mapLimit } from '../util.ts';
+import { canonical } from '../values.ts';
+import { mapLimit } from '../concurrency.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { adopted, ClusterUnreachableError, decide, execute, guard, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
-import { confirmSources, crdProvides, fillSources, markDuplicates, parseItems, readResourceTexts, type ResourceSourceReader, redacted, resolveKind, type PlanItem, type SourceReader } from './plan.ts';
+import { adopted, decide, execute, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
+import {
+  confirmSources, crdProvides, fillSources, isParsed, isResolved, markDuplicates, parseItems, readResourceTexts, redacted, resolveKind,
+  type ParsedItem, type PlanItem, type ResolvedItem, type ResourceSourceReader, type SourceReader,
+} from './plan.ts';
+import { ClusterUnreachableError, guard } from './unreachable.ts';
 import { deleteEntries } from './prune.ts';
 import type { ApplyResult, ItemResult } from './result.ts';
 
@@ -105,78 +110,150 @@ async function kcpWrite<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
+/** Run is one application of a SyncResource's items, shared by its phases. */
+interface Run {
+  sr: SyncResource;
+  deps: ReconcileDeps;
+  inventory: Inventory;
+  owner: string;
+  plan: PlanItem[];
+  /** results of the items the run took to the SKR (settled items carry theirs in done). */
+  results: Map<PlanItem, ItemResult>;
+  /** refused are the keys of objects whose create the SKR refused for good: their write-ahead entries go. */
+  refused: Set<string>;
+}
+
+/** Step is a resolved item with its live object and what it needs. */
+interface Step {
+  p: ResolvedItem;
+  live: KubeObject | undefined;
+  decision: Decision;
+}
+
+/**
+ * applyItems makes the SKR match sr's items, in phases: plan the items (read, parse, fill
+ * values by reference); take them to the SKR stage by stage (installOrder); confirm the
+ * sources did not change meanwhile; collect the results; prune what no item claims.
+ */
 async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
-  const { skr, config } = deps;
-  const owner = ownerRef(sr);
+  const run: Run = { sr, deps, inventory, owner: ownerKey(sr), plan: await planItems(sr, deps), results: new Map(), refused: new Set() };
+  const [foundation, rest, statusOnly] = installOrder(run.plan);
+  await applyStage(run, foundation);
+  await waitForCrds(run.plan, [...rest, ...statusOnly], deps.skr, deps.config);
+  await applyStage(run, rest);
+  await applyStage(run, statusOnly);
+  await confirmSources(run.plan, deps.sources);
+  collectResults(run, res);
+  await pruneUnclaimed(run, res);
+}
+
+/** planItems reads the texts of resourceFrom items, parses every item and fills the values of dataFrom items. */
+async function planItems(sr: SyncResource, deps: ReconcileDeps): Promise<PlanItem[]> {
+  const { config } = deps;
   const texts = await readResourceTexts(sr.spec.items ?? [], deps.resourceSources, config.applyConcurrency);
   const plan = parseItems(sr.spec.items ?? [], config, texts);
   await fillSources(plan, deps.sources, config.applyConcurrency);
-  const results = new Map<PlanItem, ItemResult>();
-  const ctxOf = (p: PlanItem): DecideContext => ({ owner, fieldManager: config.fieldManager, entry: inventory.find(p.id!) });
-  const refused = new Set<string>();
-  // Phases: Namespaces and CRDs; then every other object; then items that only write a
-  // status, so that an object created by another item of this run is there for them.
+  return plan;
+}
+
+/**
+ * installOrder splits the plan into its stages: Namespaces and CRDs; then every other
+ * object; then items that only write a status, so that an object created by another item
+ * of this run is there for them.
+ */
+function installOrder(plan: PlanItem[]): [PlanItem[], PlanItem[], PlanItem[]] {
   const foundation = plan.filter((p) => p.id && isFoundation(p.id.kind));
   const statusOnly = plan.filter((p) => !p.object && !foundation.includes(p));
   const rest = plan.filter((p) => !foundation.includes(p) && !statusOnly.includes(p));
-  for (const phase of [foundation, rest, statusOnly]) {
-    if (phase === rest) await waitForCrds(plan, [...rest, ...statusOnly], skr, config);
-    // A failed request stays on its item (itemFailure); only cluster-level failures end the run.
-    await mapLimit(phase, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config).catch((err: unknown) => {
+  return [foundation, rest, statusOnly];
+}
+
+/**
+ * applyStage takes one stage's items to the SKR: resolve their kinds, read their objects,
+ * decide, rehearse creates refused before, record what will be ours (write-ahead), execute,
+ * and record objects found ours but missing from the inventory. A failed request stays on
+ * its item (itemFailure); only cluster-level failures end the run.
+ */
+async function applyStage(run: Run, stage: PlanItem[]): Promise<void> {
+  const { deps: { skr, config }, plan, inventory } = run;
+  await mapLimit(stage, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config).catch((err: unknown) => {
+    p.done = itemFailure(p, err);
+  }));
+  markDuplicates(plan.filter((p) => p.info), config);
+  const candidates = stage.filter(isResolved).sort((a, b) => installRank(a.id.kind) - installRank(b.id.kind));
+  const steps = await observeAll(run, candidates);
+  await rehearseRefusedCreates(run, steps);
+  // Write-ahead: every object we are about to stamp as ours is recorded first.
+  await inventory.record(steps.flatMap(({ p, decision: d }) => (d.record ? [entryOf(p.item.name, p.id, d.adopt)] : [])));
+  const done = await mapLimit(steps, config.applyConcurrency, (step) => executeStep(run, step));
+  steps.forEach(({ p, decision }, i) => {
+    const r = done[i]!;
+    run.results.set(p, r);
+    // A create the API server refused for good created nothing: its write-ahead entry goes.
+    if (decision.op === 'create' && r.reason === 'ApplyFailed' && !r.transient) run.refused.add(objectKey(p.id));
+  });
+  await adoptOwned(run, steps);
+}
+
+const contextOf = (run: Run, p: ResolvedItem): DecideContext =>
+  ({ owner: run.owner, fieldManager: run.deps.config.fieldManager, entry: run.inventory.find(p.id) });
+
+/** observeAll reads each item's live object (or a snapshot that shows nothing to do) and decides what it needs; an item whose read fails is settled. */
+async function observeAll(run: Run, items: ResolvedItem[]): Promise<Step[]> {
+  const { deps } = run;
+  const steps = await mapLimit(items, deps.config.applyConcurrency, async (p): Promise<Step | undefined> => {
+    try {
+      const live = await observe(deps.skr, p, deps.snapshots === false ? undefined : contextOf(run, p), deps.snapshotsSince);
+      return { p, live, decision: decide(p, live, contextOf(run, p)) };
+    } catch (err) {
       p.done = itemFailure(p, err);
-    }));
-    markDuplicates(plan.filter((p) => p.info), config);
-    const candidates = phase.filter((p) => !p.done).sort((a, b) => installRank(a.id!.kind) - installRank(b.id!.kind));
-    const observed = await mapLimit(candidates, config.applyConcurrency, async (p) => {
-      try {
-        return { p, live: await observe(skr, p, deps.snapshots === false ? undefined : ctxOf(p), deps.snapshotsSince) };
-      } catch (err) {
-        p.done = itemFailure(p, err);
-        return undefined;
-      }
-    });
-    const present = observed.filter((o) => o !== undefined);
-    const active = present.map((o) => o.p);
-    const lives = present.map((o) => o.live);
-    const decisions = active.map((p, i) => decide(p, lives[i], ctxOf(p)));
-    await rehearseRefusedCreates(skr, active, decisions, sr, config);
-    // Write-ahead: every object we are about to stamp as ours is recorded first.
-    await inventory.record(active.flatMap((p, i) => (decisions[i]!.record ? [entryOf(p.item.name, p.id!, decisions[i]!.adopt)] : [])));
-    const done = await mapLimit(active, config.applyConcurrency, (p, i) =>
-      inSpan('apply item', itemAttributes(p), async (span) => {
-        let r = await execute(skr, p, decisions[i]!, lives[i], owner, config);
-        // An adopted object says so on every run, not only the one that adopted it.
-        if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && inventory.find(p.id!)?.adopted) r = { ...r, ...adopted(p, r.change) };
-        span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
-        if (r.change?.cause) span.setAttributes({ 'sync.drift.paths': r.change.cause.paths, 'sync.drift.managers': r.change.cause.managers });
-        return r;
-      }));
-    active.forEach((p, i) => {
-      results.set(p, done[i]!);
-      // A create the API server refused for good created nothing: its write-ahead entry goes.
-      if (decisions[i]!.op === 'create' && done[i]!.reason === 'ApplyFailed' && !done[i]!.transient) refused.add(objectKey(p.id!));
-    });
-    await adoptOwned(active, decisions, lives, owner, inventory);
-  }
-  await confirmSources(plan, deps.sources);
-  for (const p of plan) {
+      return undefined;
+    }
+  });
+  return steps.filter((s) => s !== undefined);
+}
+
+/** executeStep carries out one item's decision in its span. */
+function executeStep(run: Run, { p, decision }: Step): Promise<ItemResult> {
+  return inSpan('apply item', itemAttributes(p), async (span) => {
+    let r = await execute(run.deps.skr, p, decision, run.owner, run.deps.config);
+    // An adopted object says so on every run, not only the one that adopted it.
+    if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && run.inventory.find(p.id)?.adopted) r = { ...r, ...adopted(p, r.change) };
+    span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
+    if (r.change?.cause) span.setAttributes({ 'sync.drift.paths': r.change.cause.paths, 'sync.drift.managers': r.change.cause.managers });
+    return r;
+  });
+}
+
+/** collectResults puts every item's result in spec order into res, with no value of a source Secret in it. */
+function collectResults(run: Run, res: ApplyResult): void {
+  for (const p of run.plan) {
     // Items settled without touching the SKR get their span too: one span per item.
     if (p.done) tracer.startSpan('apply item', { attributes: { ...itemAttributes(p), 'sync.item.reason': p.done.reason, 'sync.item.state': p.done.state } }).end();
+    const r = p.done ?? run.results.get(p);
+    if (!r) throw new Error(`item ${p.item.name} has no result`);
     // API errors may quote what was sent: no value of a source Secret leaves the run.
-    const r = redacted(p.done ?? results.get(p)!, p.secrets);
-    res.items.push(r);
-    if (r.change) res.changes.push(r.change);
+    const shown = redacted(r, p.secrets);
+    res.items.push(shown);
+    if (shown.change) res.changes.push(shown.change);
   }
-  // Prune what no current item claims; keep entries of items whose text cannot be read now.
+}
+
+/**
+ * pruneUnclaimed deletes what no current item claims (keeping the entries of items whose
+ * text cannot be read now) and writes the inventory as the run leaves the SKR.
+ */
+async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
+  const { plan, inventory, deps } = run;
   // An object is claimed by its item; an item with a resource wins over a status-only one.
-  const claimed = new Map<string, PlanItem>();
   // A duplicate claims nothing: the first item naming an object owns it.
-  for (const p of plan) {
-    if (p.id && p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
+  const claimed = new Map<string, ParsedItem>();
+  for (const p of plan.filter(isParsed)) {
+    if (p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
   }
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
   const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
-  const pruned = await deleteEntries(skr, orphans, owner, config);
+  const pruned = await deleteEntries(deps.skr, orphans, run.owner, deps.config);
   res.changes.push(...pruned.changes);
   res.pending = pruned.pending.map(objectKey);
   res.failed = pruned.failed;
@@ -184,16 +261,15 @@ async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inve
   const next: InventoryEntry[] = [];
   for (const e of inventory.entries) {
     const key = objectKey(e);
-    if (goneKeys.has(key) || refused.has(key)) continue;
+    if (goneKeys.has(key) || run.refused.has(key)) continue;
     const p = claimed.get(key);
-    const r = p && (p.done ?? results.get(p));
     if (p && !p.done && !p.opts.own) {
       // Delete keeps its entry until the object is gone; UpdateAndDelete never owns.
-      if (p.opts.remove && r?.state !== 'Ready') next.push({ ...e, item: p.item.name });
+      if (p.opts.remove && run.results.get(p)?.state !== 'Ready') next.push({ ...e, item: p.item.name });
       continue;
     }
     // The digests of what the server holds after this run; an entry whose item wrote nothing keeps its own.
-    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id!.apiVersion, ...p.applied } : e);
+    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id.apiVersion, ...p.applied } : e);
   }
   await inventory.replace(next);
 }
@@ -210,16 +286,17 @@ function itemAttributes(p: PlanItem): Record<string, string> {
  * (ApplyFailed): one refused again fails now, before its write-ahead inventory entry is
  * written and removed again, so a permanently refused item costs no KCP writes per run.
  */
-async function rehearseRefusedCreates(skr: Cluster, active: PlanItem[], decisions: Decision[], sr: SyncResource, config: Config): Promise<void> {
-  const refusedBefore = new Set((sr.status?.items ?? []).filter((i) => i.reason === 'ApplyFailed').map((i) => i.name));
-  await mapLimit(active, config.applyConcurrency, async (p, i) => {
-    const d = decisions[i]!;
-    if (d.op !== 'create' || !refusedBefore.has(p.item.name)) return;
+async function rehearseRefusedCreates(run: Run, steps: Step[]): Promise<void> {
+  const { deps: { skr, config } } = run;
+  const refusedBefore = new Set((run.sr.status?.items ?? []).filter((i) => i.reason === 'ApplyFailed').map((i) => i.name));
+  await mapLimit(steps, config.applyConcurrency, async (step) => {
+    const d = step.decision;
+    if (d.op !== 'create' || !refusedBefore.has(step.p.item.name)) return;
     try {
-      await guard(() => applyObject(skr, p.info!, d.desired!, config.fieldManager, undefined, true));
+      await guard(() => applyObject(skr, step.p.info, d.desired, config.fieldManager, undefined, true));
     } catch (err) {
-      const r = itemFailure(p, err);
-      if (!r.transient) decisions[i] = { op: 'none', status: false, record: false, drift: false, done: r };
+      const r = itemFailure(step.p, err);
+      if (!r.transient) step.decision = { op: 'none', status: false, record: false, drift: false, done: r };
     }
   });
 }
@@ -228,11 +305,10 @@ async function rehearseRefusedCreates(skr: Cluster, active: PlanItem[], decision
 const keepsAdoption = new Set(['Unchanged', 'Applied', 'Ignored']);
 
 /** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
-async function adoptOwned(active: PlanItem[], decisions: Decision[], lives: (KubeObject | undefined)[], owner: string, inventory: Inventory) {
-  const missing = active.flatMap((p, i) =>
-    p.opts.own && ownerOf(lives[i]) === owner && !decisions[i]!.done && !inventory.find(p.id!)
-      ? [entryOf(p.item.name, p.id!)] : []);
-  await inventory.record(missing);
+async function adoptOwned(run: Run, steps: Step[]): Promise<void> {
+  const missing = steps.flatMap(({ p, live, decision }) =>
+    p.opts.own && ownerOf(live) === run.owner && !decision.done && !run.inventory.find(p.id) ? [entryOf(p.item.name, p.id)] : []);
+  await run.inventory.record(missing);
 }
 
 /**
@@ -303,7 +379,7 @@ async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, invento
   // Delete deletes what we created; either policy releases what we adopted.
   const handled = policy === 'Delete' ? [...inventory.entries] : inventory.entries.filter((e) => e.adopted);
   if (handled.length > 0) {
-    const out = await deleteEntries(deps.skr, handled, ownerRef(sr), deps.config);
+    const out = await deleteEntries(deps.skr, handled, ownerKey(sr), deps.config);
     res.changes.push(...out.changes);
     res.pending = out.pending.map(objectKey);
     res.failed = out.failed;

@@ -8,7 +8,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
-import type { PlanItem } from './plan.ts';
+import type { ResolvedItem } from './plan.ts';
 
 // The API server's words for a change it refuses because the field is fixed: "field is
 // immutable", "may not change once set", "updates to parameters are forbidden", "spec is
@@ -36,8 +36,8 @@ export function immutableSummary(err: KubeApiError): string {
 const NEVER_RECREATED = new Set(['Namespace', 'CustomResourceDefinition']);
 
 /** mayRecreate tells whether an item's object may be deleted and created anew: asked for, ours, and not a container of others. */
-export function mayRecreate(p: PlanItem, adopted: boolean): boolean {
-  return p.item.onImmutableChange === 'Recreate' && p.opts.own && !adopted && !NEVER_RECREATED.has(p.id!.kind);
+export function mayRecreate(p: ResolvedItem, adopted: boolean): boolean {
+  return p.item.onImmutableChange === 'Recreate' && p.opts.own && !adopted && !NEVER_RECREATED.has(p.id.kind);
 }
 
 /**
@@ -46,13 +46,13 @@ export function mayRecreate(p: PlanItem, adopted: boolean): boolean {
  * is still being deleted (the next run creates it).
  */
 export async function recreate(
-  skr: Cluster, p: PlanItem, live: KubeObject, desired: KubeObject, config: Pick<Config, 'fieldManager'>, waitMs = 5_000,
+  skr: Cluster, p: ResolvedItem, live: KubeObject, desired: KubeObject, config: Pick<Config, 'fieldManager'>, waitMs = 5_000,
 ): Promise<KubeObject | undefined> {
-  const info = p.info!;
+  const { info } = p;
   if (!live.metadata.deletionTimestamp) await deleteObject(skr, info, live);
   const deadline = Date.now() + waitMs;
   for (;;) {
-    const now = await getObject(skr, info, p.id!.namespace, p.id!.name);
+    const now = await getObject(skr, info, p.id.namespace, p.id.name);
     if (!now || now.metadata.uid !== live.metadata.uid) break;
     if (Date.now() > deadline) return undefined;
     await sleep(200);

@@ -1,8 +1,6 @@
 // result.ts: the outcome of one item and of one run, as the engine reports them.
 import type { Change } from '../changeset.ts';
-import type { FeedbackValue } from '../feedback.ts';
-import type { Health } from '../health.ts';
-import type { InventoryEntry, State } from '../model.ts';
+import type { FeedbackValue, Health, InventoryEntry, State } from '../model.ts';
 
 /** ItemResult is the outcome for one spec item. */
 export interface ItemResult {

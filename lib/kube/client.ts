@@ -9,7 +9,6 @@ import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
 import { checkPath } from '../identity.ts';
 import { TokenBucket } from './ratelimit.ts';
-import { yieldToUrgent } from '../util.ts';
 
 /** RequestInfo is what an observer learns about each finished request (no bodies, no credentials). */
 export interface RequestInfo {
@@ -36,6 +35,11 @@ export interface ClientOptions {
   /** keepAliveMs is how long an idle connection stays open (default 30 s). */
   keepAliveMs?: number;
   onRequest?: (info: RequestInfo) => void;
+  /**
+   * beforeRequest, when set, is awaited before each request: the pipeline's scheduler
+   * (yieldToUrgent) pauses bulk work there while an edit runs. Undefined: nothing to wait for.
+   */
+  beforeRequest?: () => Promise<void> | undefined;
 }
 
 /** RequestOptions describe one API call. */
@@ -63,6 +67,7 @@ export class KubeClient {
   private readonly throttleRetries: number;
   private readonly timeoutMs: number;
   private readonly onRequest: ((info: RequestInfo) => void) | undefined;
+  private readonly beforeRequest: (() => Promise<void> | undefined) | undefined;
   /** requests and writes count calls made (writes: all but GET), for tests and benchmarks. */
   requests = 0;
   writes = 0;
@@ -76,6 +81,7 @@ export class KubeClient {
     this.throttleRetries = opts.throttleRetries ?? 3;
     this.timeoutMs = opts.timeoutMs ?? 30_000;
     this.onRequest = opts.onRequest;
+    this.beforeRequest = opts.beforeRequest;
   }
 
   /** create builds a client for creds. */
@@ -113,8 +119,8 @@ export class KubeClient {
   private async once<T>(method: string, path: string, opts: CallOptions): Promise<T> {
     // Second line of defence: identities are validated before paths are built from them.
     checkPath(path);
-    const yielding = yieldToUrgent();
-    if (yielding) await yielding;
+    const paused = this.beforeRequest?.();
+    if (paused) await paused;
     await this.limiter?.take();
     this.requests++;
     const url = new URL(this.server + path);

@@ -5,11 +5,11 @@
 // needs doing; every other decision reads the live object.
 import type { ResourceInfo } from './discovery.ts';
 import type { KubeClient } from './client.ts';
-import { listObjects, type Cluster, type KubeObject } from './objects.ts';
-import { TtlMemo } from '../util.ts';
+import { listObjects, type Cluster, type KubeObject, type Snapshots } from './objects.ts';
+import { TtlMemo } from '../memo.ts';
 
 /** ListCache holds snapshots for ttlMs. */
-export class ListCache {
+export class ListCache implements Snapshots {
   private readonly cluster: Pick<Cluster, 'client'>;
   private readonly selector: string;
   // An expired snapshot is dropped, so an idle client holds no copy of a large list.

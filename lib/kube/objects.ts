@@ -4,7 +4,6 @@ import type { KubeClient } from './client.ts';
 import { PatchType } from './client.ts';
 import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
 import { isNotFound } from './errors.ts';
-import type { ListCache } from './listcache.ts';
 
 /** KubeObject is any Kubernetes object as plain JSON. */
 export interface KubeObject {
@@ -29,8 +28,13 @@ export interface KubeObject {
 export interface Cluster {
   client: KubeClient;
   mapper: RestMapper;
-  /** lists, when present, serves recent snapshots to confirm objects are unchanged. */
-  lists?: ListCache;
+  /** lists, when present, serves recent snapshots to confirm objects are unchanged (a ListCache). */
+  lists?: Snapshots;
+}
+
+/** Snapshots serve an object as a recent list saw it, no older than since (ms since the epoch). */
+export interface Snapshots {
+  get(info: ResourceInfo, namespace: string | undefined, name: string, since?: number): Promise<KubeObject | undefined>;
 }
 
 /** UnknownKindError says the cluster does not serve apiVersion/kind. */

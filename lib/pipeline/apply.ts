@@ -9,8 +9,8 @@ import { TerminalError, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
-import { KeyedQueue, mapLimit } from '../util.ts';
-import { gateFor, type Deps } from './deps.ts';
+import { KeyedQueue, mapLimit } from '../concurrency.ts';
+import { runGate, type Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { forEachPage } from './resync.ts';
 
@@ -57,7 +57,7 @@ const queues = new WeakMap<Deps, KeyedQueue<RunRequest, ApplyOutcome>>();
 function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
   let q = queues.get(deps);
   if (!q) {
-    const gate = gateFor(deps);
+    const gate = runGate(deps);
     const work = (data: RunRequest) =>
       isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data));
     queues.set(deps, q = new KeyedQueue(work, mergeRequests));

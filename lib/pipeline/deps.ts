@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import type { KcpStore } from '../kcp.ts';
 import type { Cluster } from '../kube/objects.ts';
 import type { Recorder } from '../kube/recorder.ts';
-import { PriorityGate } from '../util.ts';
+import { PriorityGate } from '../concurrency.ts';
 
 /** Logger is the structured logger of the handler context: a constant message plus fields. */
 export interface Logger {
@@ -31,8 +31,8 @@ export interface Deps {
 
 const gates = new WeakMap<Deps, PriorityGate>();
 
-/** gateFor returns the gate that bounds a process's runs (apply-items) or status writes (write-status). */
-export function gateFor(deps: Deps): PriorityGate {
+/** runGate returns the gate that bounds a process's runs (apply-items) or status writes (write-status). */
+export function runGate(deps: Deps): PriorityGate {
   let g = gates.get(deps);
   if (!g) gates.set(deps, g = new PriorityGate(deps.config.reconcileConcurrency));
   return g;

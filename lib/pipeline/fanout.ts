@@ -8,7 +8,7 @@
 // runs it once more afterwards (coalesced). A fan-out cut short (the process ends, the
 // broker stays unreachable after retries) is caught up by the next resync tick.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PriorityGate } from '../util.ts';
+import { PriorityGate } from '../concurrency.ts';
 import type { Deps, Logger } from './deps.ts';
 
 const ATTEMPTS = 3;

@@ -10,7 +10,7 @@ import type { ClusterResolved, ItemsApplied, KymaRequest, KymaResolved, SyncRef 
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
 import { FINALIZER, KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { forEachPage } from './resync.ts';
-import { PriorityGate } from '../util.ts';
+import { PriorityGate } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
 
 /** ResolveOutcome is what the step replies with. */
@@ -54,7 +54,8 @@ export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): b
 // would compete with all of it at once.
 const BULK_RUNS = 12;
 const gates = new WeakMap<Deps, PriorityGate>();
-function gateFor(deps: Deps): PriorityGate {
+/** resolveGate is the gate of one process's resolutions (BULK_RUNS at a time, changes at once). */
+function resolveGate(deps: Deps): PriorityGate {
   let g = gates.get(deps);
   if (!g) gates.set(deps, g = new PriorityGate(BULK_RUNS, { braked: BULK_RUNS, headroom: Infinity }));
   return g;
@@ -73,7 +74,7 @@ export interface ResolveOptions {
 
 /** resolveStep resolves the target cluster of ref. */
 export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
-  return gateFor(deps).run(opts.change === true, () => resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since));
+  return resolveGate(deps).run(opts.change === true, () => resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since));
 }
 
 async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger'], since: string | undefined): Promise<ResolveOutcome> {
@@ -115,7 +116,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;
-    if (sr.metadata.deletionTimestamp) return release(deps, sr, err);
+    if (sr.metadata.deletionTimestamp) return letGoOfDeleted(deps, sr, err);
     return { kind: 'failed', data: failure(sr, err) };
   }
 }
@@ -134,7 +135,7 @@ export type KymaOutcome =
  * being deleted, is released).
  */
 export function resolveKymaStep(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
-  return gateFor(deps).run(false, () => resolveKymaOnce(deps, req));
+  return resolveGate(deps).run(false, () => resolveKymaOnce(deps, req));
 }
 
 async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
@@ -152,7 +153,7 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
     await forEachPage<SyncResource>(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
       for (const sr of page) {
         if (sr.spec.kyma !== kyma) continue;
-        if (sr.metadata.deletionTimestamp) await release(deps, sr, err);
+        if (sr.metadata.deletionTimestamp) await letGoOfDeleted(deps, sr, err);
         else failed.push(failure(sr, err));
       }
     }, true);
@@ -172,7 +173,8 @@ export function failure(sr: SyncResource, err: TerminalError): ItemsApplied {
   };
 }
 
-async function release(deps: Deps, sr: SyncResource, err: TerminalError | ResolutionError): Promise<ResolveOutcome> {
+/** letGoOfDeleted removes the finalizer of a SyncResource being deleted whose cluster is gone: its objects stay as they are. */
+async function letGoOfDeleted(deps: Deps, sr: SyncResource, err: TerminalError | ResolutionError): Promise<ResolveOutcome> {
   if (sr.metadata.finalizers?.includes(FINALIZER)) {
     await deps.recorder.event(sr, 'Warning', 'ClusterGone', 'Delete',
       `target cluster is gone (${err.message}); finalizer removed, synced objects are left as they are`);

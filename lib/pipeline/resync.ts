@@ -8,7 +8,7 @@ import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
 import { isDnsSubdomain } from '../identity.ts';
-import { mapLimit } from '../util.ts';
+import { mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
 
 const FANOUT_CONCURRENCY = 16;

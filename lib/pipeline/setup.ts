@@ -12,6 +12,7 @@ import { KubeClient, type RequestInfo } from '../kube/client.ts';
 import { credentialsFromFile, inClusterCredentials } from '../kube/credentials.ts';
 import { RestMapper } from '../kube/discovery.ts';
 import { Recorder } from '../kube/recorder.ts';
+import { yieldToUrgent } from '../concurrency.ts';
 import { recordRequest } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 
@@ -44,7 +45,7 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
   const onRequest = opts.onRequest ?? recordRequest;
   const config: Config = parseConfig(env);
   const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
-  const client = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst, onRequest });
+  const client = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst, onRequest, beforeRequest: yieldToUrgent });
   const kcp = { client, mapper: new RestMapper(client) };
   const sink = env.K_SINK;
   const emit = sink ? emitterFor(sinkTransport(sink, env)) : undefined;
@@ -52,7 +53,7 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
     config,
     kcp,
     store: new KcpStore(kcp, config.fieldManager),
-    cache: new ClientCache(config, onRequest),
+    cache: new ClientCache(config, { onRequest, beforeRequest: yieldToUrgent }),
     lookups: new Lookups(kcp),
     recorder: new Recorder(kcp, env.K_REVISION ?? env.HOSTNAME ?? hostname()),
     send: async (event: CloudEvent<unknown>) => {

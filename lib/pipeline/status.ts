@@ -15,7 +15,7 @@ import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_API_VERSION, type SyncResource
 import { describeHealth } from '../health.ts';
 import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
-import { gateFor, type Deps } from './deps.ts';
+import { runGate, type Deps } from './deps.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
 export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
@@ -31,7 +31,7 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
 
 /** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
 export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Promise<StatusOutcome> {
-  return gateFor(deps).run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
+  return runGate(deps).run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
 }
 
 /**
@@ -45,14 +45,14 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
   if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return 'rejected';
   if (data.seen && data.result.generation <= data.seen.generation) {
-    const out = await decide(deps, data, seenObject(data, data.seen), now, true);
+    const out = await nextStatus(deps, data, seenObject(data, data.seen), now, true);
     if (out !== 'read again') return out;
   }
   for (let attempt = 1; ; attempt++) {
     const live = await deps.store.get(data.namespace, data.name);
     if (!live || live.metadata.uid !== data.uid) return 'gone';
     if (data.result.generation > (live.metadata.generation ?? 0) || !itemsOfSpec(data, live)) return 'rejected';
-    const out = await decide(deps, withSpecItems(data, live), live, now, false, attempt === 3);
+    const out = await nextStatus(deps, withSpecItems(data, live), live, now, false, attempt === 3);
     if (out !== 'read again') return out;
   }
 }
@@ -87,14 +87,14 @@ function withSpecItems(data: ItemsApplied, live: SyncResource): ItemsApplied {
 }
 
 /**
- * decide writes the status data calls for on the basis of base. A tentative base (the
+ * nextStatus writes the status data calls for on the basis of base. A tentative base (the
  * SyncResource as the run saw it) is written with tests of its uid, resourceVersion,
  * generation and item names; a live one with tests of what was read. 'read again' means a
  * test failed (a lost race, or a claim the object denies) or, for a tentative base, that
  * only the live object can tell whether the result is stale or the status unchanged; last
  * rethrows a lost race instead (the broker retries).
  */
-async function decide(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
+async function nextStatus(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
   if (isStale(base, data)) {
     if (tentative) return 'read again';
     await syncLabel(deps, base);

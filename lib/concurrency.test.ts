@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events.ts';
 import { mergeRequests } from './pipeline/apply.ts';
-import { KeyedQueue, Memo, PriorityGate, TtlMemo, yieldToUrgent } from './util.ts';
+import { KeyedQueue, PriorityGate, yieldToUrgent } from './concurrency.ts';
+import { Memo, TtlMemo } from './memo.ts';
 
 describe('KeyedQueue', () => {
   it('runs one task per key; requests arriving meanwhile share one more run with their values merged', async () => {

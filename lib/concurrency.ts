@@ -1,11 +1,7 @@
-// util.ts: small helpers without a better home.
+// concurrency.ts: how work is run side by side: bounded maps, a per-key queue (a
+// controller's workqueue), and the priority gate that lets an edit overtake bulk work,
+// with the hook (yieldToUrgent) that the pipeline gives its API clients.
 import { AsyncLocalStorage } from 'node:async_hooks';
-
-/** isMap tells whether v is a plain mapping (not null, not a list). */
-export const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
-
-/** pointerToken escapes a key for a JSON pointer (RFC 6901): "~" as "~0", "/" as "~1". */
-export const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
 
 /** mapLimit maps items through fn with at most limit calls in flight, keeping order. */
 export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
@@ -19,34 +15,6 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
   };
   await Promise.all(Array.from({ length: Math.min(limit, items.length) }, worker));
   return out;
-}
-
-/** isSubset tells whether every field of want is present and equal in have (arrays compared element-wise). */
-export function isSubset(want: unknown, have: unknown): boolean {
-  if (want === have) return true;
-  if (Array.isArray(want)) {
-    return Array.isArray(have) && want.length === have.length && want.every((w, i) => isSubset(w, have[i]));
-  }
-  if (typeof want === 'object' && want !== null) {
-    if (typeof have !== 'object' || have === null || Array.isArray(have)) return false;
-    const h = have as Record<string, unknown>;
-    return Object.entries(want).every(([k, v]) => (v === null ? h[k] === undefined || h[k] === null : isSubset(v, h[k])));
-  }
-  // Numbers the API server renders as strings (and back) compare by value.
-  if ((typeof want === 'number' && typeof have === 'string') || (typeof want === 'string' && typeof have === 'number')) {
-    return String(want) === String(have);
-  }
-  return false;
-}
-
-/** canonical renders v as JSON with sorted keys, for digests and order-insensitive comparison. */
-export function canonical(v: unknown): string {
-  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
-  if (v && typeof v === 'object') {
-    return `{${Object.keys(v).sort().filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
-  }
-  return JSON.stringify(v);
 }
 
 /**
@@ -180,73 +148,5 @@ export class PriorityGate {
   }
 }
 
-/**
- * TtlMemo shares one pending or settled load per key for ttlMs, then forgets it (so
- * nothing outlives its use). A failed load is forgotten at once unless keep says the
- * failure is a definite answer worth sharing too.
- */
-export class TtlMemo<T> {
-  private readonly ttlMs: number;
-  private readonly keep: (err: unknown) => boolean;
-  private readonly entries = new Map<string, { at: number; wall: number; value: Promise<T> }>();
-
-  constructor(ttlMs: number, keep: (err: unknown) => boolean = () => false) {
-    this.ttlMs = ttlMs;
-    this.keep = keep;
-  }
-
-  /** get returns the shared value of key, loading it when there is none, fresh is set, or it was loaded before notBefore (epoch ms). */
-  get(key: string, load: () => Promise<T>, fresh = false, notBefore = 0): Promise<T> {
-    const now = performance.now();
-    const hit = this.entries.get(key);
-    if (hit && !fresh && now - hit.at < this.ttlMs && hit.wall >= notBefore) return hit.value;
-    // A shared load belongs to no gate task: it must not yield to urgent work that may be waiting for it.
-    const entry = { at: now, wall: Date.now(), value: running.exit(load) };
-    this.entries.set(key, entry);
-    const drop = () => this.entries.get(key) === entry && this.entries.delete(key);
-    entry.value.catch((err: unknown) => this.keep(err) || drop());
-    setTimeout(drop, this.ttlMs).unref();
-    return entry.value;
-  }
-}
-
-/**
- * Memo remembers up to max computed values by key, forgetting the least recently used: for
- * pure functions of their key (an object's uid and resourceVersion) computed again shortly
- * after (a run decides an item twice). Under a cyclic working set larger than max it misses
- * every time, so it is kept small and meant for reuse close in time.
- */
-export class Memo<T> {
-  private readonly entries = new Map<string, T>();
-  private readonly max: number;
-
-  constructor(max: number) {
-    this.max = max;
-  }
-
-  get(key: string, compute: () => T): T {
-    if (this.entries.has(key)) {
-      const hit = this.entries.get(key) as T;
-      this.entries.delete(key);
-      this.entries.set(key, hit);
-      return hit;
-    }
-    const value = compute();
-    this.entries.set(key, value);
-    if (this.entries.size > this.max) this.entries.delete(this.entries.keys().next().value!);
-    return value;
-  }
-
-  get size(): number {
-    return this.entries.size;
-  }
-}
-
-/** deepFreeze freezes v and everything in it, so that a shared value cannot be changed by one of its users. */
-export function deepFreeze<T>(v: T): T {
-  if (v && typeof v === 'object' && !Object.isFrozen(v)) {
-    Object.freeze(v);
-    for (const x of Object.values(v)) deepFreeze(x);
-  }
-  return v;
-}
+/** detached runs fn outside any gate task: work shared by several tasks must not yield to urgent work that may wait for it. */
+export const detached = <T>(fn: () => T): T => running.exit(fn);

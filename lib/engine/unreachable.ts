@@ -1,0 +1,25 @@
+// unreachable.ts tells a failure of the cluster from a failure of one request: an SKR that
+// cannot be reached, or that refuses our credential, ends the run (ClusterUnreachable);
+// every other refusal stays on the item it concerns.
+import { KubeApiError } from '../kube/errors.ts';
+
+/** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
+export class ClusterUnreachableError extends Error {
+  constructor(cause: KubeApiError) {
+    super(`SKR ${cause.cluster} is unreachable: ${cause.message}`, { cause });
+    this.name = 'ClusterUnreachableError';
+  }
+}
+
+/** isClusterFailure tells whether err says the cluster, not the request, failed: no answer, or the credential refused. */
+export const isClusterFailure = (err: KubeApiError): boolean => err.code === 0 || err.authFailure;
+
+/** guard turns cluster-level failures into ClusterUnreachableError. */
+export async function guard<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    if (err instanceof KubeApiError && isClusterFailure(err)) throw new ClusterUnreachableError(err);
+    throw err;
+  }
+}
