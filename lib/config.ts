@@ -1,6 +1,6 @@
 // config.ts: the product's configuration, parsed once at start-up from the
 // environment into a typed, validated object that is passed down.
-import { isDnsLabel } from './identity.ts';
+import { isDnsLabel } from './policy/identity.ts';
 
 /** Config configures the engine and the functions. */
 export interface Config {
@@ -58,21 +58,6 @@ export const defaults: Config = {
   reconcileConcurrency: 8,
   maxClusterClients: 1_000,
 };
-
-/** isRestrictedKind tells whether group/kind is restricted: restrictedKinds match on group and kind, any version, any letter case. */
-export function isRestrictedKind(config: Pick<Config, 'restrictedKinds'>, group: string, kind: string): boolean {
-  return config.restrictedKinds.some((k) => {
-    const parts = k.split('/');
-    const g = parts.length === 3 ? parts[0]! : '';
-    return g === group && parts.at(-1)!.toLowerCase() === kind.toLowerCase();
-  });
-}
-
-/** outsideControlPlane says why a SyncResource in namespace is ignored, or undefined when it is acted on. */
-export function outsideControlPlane(namespace: string, config: Pick<Config, 'controlPlaneNamespaces'>): string | undefined {
-  if (config.controlPlaneNamespaces.includes(namespace)) return undefined;
-  return `namespace ${namespace} is not a control-plane namespace (${config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`;
-}
 
 /** ConfigError says which variable is wrong. */
 export class ConfigError extends Error {

@@ -6,7 +6,7 @@ import type { ApplyResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
 import { HEALTH_STATUSES } from './model.ts';
 import type { SyncStatus } from './model.ts';
-import { isDnsLabel, isDnsSubdomain } from './identity.ts';
+import { isDnsLabel, isDnsSubdomain } from './policy/identity.ts';
 import { isMap } from './values.ts';
 
 /** Types the product consumes from Knative sources. */

@@ -8,6 +8,7 @@
 import { ManifestError } from './manifest.ts';
 import type { KubeObject } from './kube/objects.ts';
 import type { FeedbackRule, FeedbackValue } from './model.ts';
+import { feedbackRefusal } from './policy/rules.ts';
 
 /** MAX_FEEDBACK is the most values an item may ask for; MAX_FEEDBACK_VALUE bounds each value (bytes of its text). */
 export const MAX_FEEDBACK = 8;
@@ -45,7 +46,8 @@ export function compilePath(rule: FeedbackRule): FeedbackPath {
 
 /** compileFeedback checks an item's feedback rules: bounded, unique names, never a Secret's values. */
 export function compileFeedback(rules: FeedbackRule[], kind: { apiVersion: string; kind: string }): FeedbackPath[] {
-  if (kind.apiVersion === 'v1' && kind.kind === 'Secret') throw new ManifestError('feedback is never read from a Secret');
+  const refused = feedbackRefusal(kind);
+  if (refused) throw new ManifestError(refused);
   if (rules.length > MAX_FEEDBACK) throw new ManifestError(`feedback has ${rules.length} entries, over the limit of ${MAX_FEEDBACK}`);
   const names = new Set<string>();
   return rules.map((r) => {

@@ -5,7 +5,7 @@
 // (items[].health, as Flux's healthCheckExprs). Pure: the object and the clock in.
 import { Environment } from '@marcbachmann/cel-js';
 import type { KubeObject } from './kube/objects.ts';
-import { bounded } from './engine/result.ts';
+import { bounded } from './policy/rules.ts';
 import { ManifestError } from './manifest.ts';
 import type { Health, HealthRules } from './model.ts';
 

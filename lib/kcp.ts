@@ -7,6 +7,7 @@ import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
 import type { Cluster } from './kube/objects.ts';
 import { FINALIZER, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
+import { statusWriteTests } from './policy/rules.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
@@ -93,12 +94,7 @@ export class KcpStore {
    * names of its spec items in order; a failed test changes nothing (409 or 422).
    */
   async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>, guard?: StatusGuard): Promise<SyncResource> {
-    const tests: object[] = guard ? [
-      { op: 'test', path: '/metadata/uid', value: sr.metadata.uid },
-      { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
-      { op: 'test', path: '/metadata/generation', value: guard.generation },
-      ...guard.items.map((name, i) => ({ op: 'test', path: `/spec/items/${i}/name`, value: name })),
-    ] : [];
+    const tests = guard ? statusWriteTests(sr, guard) : [];
     const writes = sr.status
       ? Object.entries(status).map(([k, value]) => ({ op: 'add', path: `/status/${k}`, value }))
       : [{ op: 'add', path: '/status', value: status }];

@@ -2,7 +2,7 @@
 // rejecting, with a message that names the problem, everything else: several
 // documents, aliases (a "billion laughs" text fails at its first alias, before any
 // expansion), deep nesting, oversize text, missing identity, list kinds.
-import { checkIdentity, IdentityError } from './identity.ts';
+import { checkIdentity, IdentityError } from './policy/identity.ts';
 import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, OWNER_ANNOTATION, type ObjectId } from './model.ts';
 import type { KubeObject } from './kube/objects.ts';
 import { deepFreeze, isMap } from './values.ts';

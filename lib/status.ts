@@ -1,7 +1,8 @@
 // status.ts computes a SyncResource's status from one run's result, in one place
 // (kustomize-controller's finalizeStatus). Pure: the previous status and the clock
 // are inputs; nothing is read or written here.
-import { bounded, MAX_MESSAGE, type ApplyResult, type ItemResult } from './engine/result.ts';
+import type { ApplyResult, ItemResult } from './engine/result.ts';
+import { bounded, MAX_MESSAGE } from './policy/rules.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
 import { describeHealth } from './health.ts';
 import { canonical } from './values.ts';

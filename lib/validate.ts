@@ -4,11 +4,12 @@
 // (engine/plan.ts). Every finding carries the reason and message the product would
 // write; what only the SKR can tell (unknown kinds, the API server's own validation,
 // namespaces defaulted for namespaced kinds) is not known offline.
-import { outsideControlPlane, type Config } from './config.ts';
+import type { Config } from './config.ts';
+import { outsideControlPlane } from './policy/rules.ts';
 import { parseItems } from './engine/plan.ts';
 import { SYNC_API_VERSION, type State, type SyncItem } from './model.ts';
 import { checkSchema, type Schema } from './schema.ts';
-import { isDnsSubdomain } from './identity.ts';
+import { isDnsSubdomain } from './policy/identity.ts';
 import { isMap } from './values.ts';
 import { readYamlDocuments } from './yaml.ts';
 

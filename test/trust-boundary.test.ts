@@ -10,7 +10,7 @@ import { dump, load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { EventTypes } from '../lib/events.ts';
-import { MAX_MESSAGE } from '../lib/engine/result.ts';
+import { MAX_MESSAGE } from '../lib/policy/rules.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';

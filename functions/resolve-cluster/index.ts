@@ -6,7 +6,7 @@
 // SyncResources of its Kyma that reference it.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { outsideControlPlane } from '../../lib/config.ts';
+import { outsideControlPlane } from '../../lib/policy/rules.ts';
 import { checkKymaRequest, EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
 import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
 import { background, post } from '../../lib/pipeline/fanout.ts';

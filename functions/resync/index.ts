@@ -9,6 +9,7 @@ import { ApiServerRefTypes, checkRef, PING_TYPE, type ObjectRef } from '../../li
 import { background } from '../../lib/pipeline/fanout.ts';
 import { recheck, resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run } from '../shared.ts';
+import { inControlPlane } from '../../lib/policy/rules.ts';
 
 /** isRecheck tells a recheck tick ({"reason":"recheck"}) from the resync tick. */
 const isRecheck = (data: unknown): boolean => (data as { reason?: unknown } | null)?.reason === 'recheck';
@@ -38,7 +39,7 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     const ref = checkData(() => checkRef(event.data));
     const kind = (event as unknown as { kind?: string }).kind ?? (event.data as Partial<ObjectRef>).kind;
     if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
-    if (!d.config.controlPlaneNamespaces.includes(ref.namespace)) {
+    if (!inControlPlane(ref.namespace, d.config)) {
       log.warn({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
       return;
     }

@@ -9,7 +9,7 @@ import { RestMapper } from '../kube/discovery.ts';
 import { ListCache } from '../kube/listcache.ts';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
 import type { Cluster } from '../kube/objects.ts';
-import { validateKubeconfig } from './kubeconfig.ts';
+import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import type { AccessSecret, SecretRef } from './resolve.ts';
 import { Metrics } from '../telemetry.ts';
 

@@ -8,7 +8,7 @@ import { gunzipSync } from 'node:zlib';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
-import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.ts';
+import { sourceRefusal } from '../policy/rules.ts';
 
 /** SourceError is why a source Secret cannot be used: reason SecretSourceNotFound or SecretSourceRejected. */
 export class SourceError extends TerminalError {}
@@ -28,14 +28,8 @@ export async function readSource<T extends KubeObject>(kcp: Cluster, info: Resou
 export function sourceData(secret: SourceSecret | undefined, namespace: string, name: string, kyma: string): Record<string, string> {
   const what = `Secret ${namespace}/${name}`;
   if (!secret) throw new SourceError(`${what} (dataFrom.secretRef) does not exist`, 'SecretSourceNotFound');
-  const labels = secret.metadata.labels ?? {};
-  if (labels[SYNC_SOURCE_LABEL] !== 'true') {
-    throw new SourceError(`${what} is not a sync source: it needs the label ${SYNC_SOURCE_LABEL}="true"`, 'SecretSourceRejected');
-  }
-  if (labels[KYMA_NAME_LABEL] !== kyma) {
-    const other = labels[KYMA_NAME_LABEL] === undefined ? 'no Kyma' : `Kyma ${labels[KYMA_NAME_LABEL]}`;
-    throw new SourceError(`${what} is labelled for ${other}, not for ${kyma}: it needs the label ${KYMA_NAME_LABEL}=${kyma}`, 'SecretSourceRejected');
-  }
+  const refused = sourceRefusal(what, secret.metadata.labels, kyma, false);
+  if (refused) throw new SourceError(refused, 'SecretSourceRejected');
   if (secret.metadata.deletionTimestamp) throw new SourceError(`${what} is being deleted`, 'SecretSourceNotFound');
   return { ...secret.data };
 }
@@ -58,14 +52,8 @@ export function resourceText(configMap: SourceConfigMap | undefined, namespace: 
   if (!configMap || configMap.metadata.deletionTimestamp) {
     throw new SourceError(`${what} (resourceFrom.configMapKeyRef) does not exist`, 'ResourceSourceNotFound');
   }
-  const labels = configMap.metadata.labels ?? {};
-  if (labels[SYNC_SOURCE_LABEL] !== 'true') {
-    throw new SourceError(`${what} is not a sync source: it needs the label ${SYNC_SOURCE_LABEL}="true"`, 'ResourceSourceRejected');
-  }
-  const forKyma = labels[KYMA_NAME_LABEL];
-  if (forKyma !== undefined && forKyma !== kyma) {
-    throw new SourceError(`${what} is labelled for Kyma ${forKyma}, not for ${kyma}`, 'ResourceSourceRejected');
-  }
+  const refused = sourceRefusal(what, configMap.metadata.labels, kyma, true);
+  if (refused) throw new SourceError(refused, 'ResourceSourceRejected');
   const tooLarge = (n: number | string) =>
     new SourceError(`${what} key ${key} is ${n} bytes, over the limit of ${maxBytes}`, 'ResourceSourceTooLarge');
   const text = configMap.data?.[key];

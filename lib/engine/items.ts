@@ -3,11 +3,10 @@
 import { createHash } from 'node:crypto';
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
-import { IdentityError, UnsafePathError } from '../identity.ts';
-import { KubeApiError } from '../kube/errors.ts';
-import { applyObject, deleteObject, getObject, IdentityMismatchError, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { ownership, requestFailure } from '../policy/rules.ts';
 import { describeId } from '../manifest.ts';
-import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
+import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
 import { canonical, deepFreeze, isSubset } from '../values.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { Health, InventoryEntry } from '../model.ts';
@@ -18,7 +17,7 @@ import { readFeedback } from '../feedback.ts';
 import { healthOf } from '../health.ts';
 import { immutableSummary, isImmutableRefusal, mayRecreate, recreate } from './recreate.ts';
 import { result, type ItemResult } from './result.ts';
-import { ClusterUnreachableError, guard, isClusterFailure } from './unreachable.ts';
+import { ClusterUnreachableError, guard } from './unreachable.ts';
 
 /**
  * Decision is what an item needs in this run: an op on the object itself (adopt puts only
@@ -76,10 +75,6 @@ export function desiredObject(p: ResolvedItem & { object: KubeObject }, owner: s
   return o;
 }
 
-/** ownerOf returns the owner annotation of a live object (the former key's, for an object marked before 0.2). */
-export const ownerOf = (o: KubeObject | undefined): string | undefined =>
-  o?.metadata.annotations?.[OWNER_ANNOTATION] ?? o?.metadata.annotations?.[LEGACY_MARKS.owner];
-
 /** DecideContext is what decide needs besides the item and its live object. */
 export interface DecideContext {
   /** owner is the owning SyncResource ("<namespace>/<name>"). */
@@ -95,9 +90,9 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const name = p.item.name;
   const what = describeId(p.id);
   const none = (done: ItemResult): Decision => ({ op: 'none', status: false, record: false, drift: false, done });
-  const liveOwner = ownerOf(live);
-  if (live && liveOwner && liveOwner !== owner) {
-    return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${liveOwner}`));
+  const whose = live && ownership(live, owner);
+  if (whose && typeof whose === 'object') {
+    return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${whose.other}`));
   }
   // The status is written again when its text changed or a field of ours in it changed (digest);
   // without a digest (first run, an object we do not own) when it is not contained in the live status.
@@ -125,14 +120,14 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   }
   if (!hasObject(p)) return { op: 'none', status: wantStatus(false), record: false, drift: false, live };
   // An object without an owner annotation was not created by us: we may adopt it, never delete it.
-  const adopting = p.opts.own && liveOwner === undefined;
+  const adopting = p.opts.own && whose === 'unowned';
   if (!p.opts.sync) {
     return adopting
       ? { op: 'adopt', status: false, record: true, adopt: true, drift: false, live }
       : { op: 'ignore', status: false, record: false, drift: false, live };
   }
   const desired = desiredObject(p, owner);
-  const release = !p.opts.own && liveOwner === owner;
+  const release = !p.opts.own && whose === 'ours';
   const recreate = mayRecreate(p, adopting || entry?.adopted === true);
   const status = wantStatus(false);
   const update = { op: 'update', status, record: adopting, adopt: adopting, desired, live, release, recreate } as const;
@@ -310,36 +305,6 @@ export function sameValues(dry: KubeObject, live: KubeObject, manager: string): 
 export function adopted(p: ParsedItem, c?: Change): ItemResult {
   return result(p.item.name, 'Ready', 'Adopted',
     `${describeId(p.id)} existed before and was adopted; removing the item releases it, never deletes it`, c ? { change: c } : {});
-}
-
-/**
- * requestFailure describes a failed request about the object what: any status code from
- * the SKR (ApplyFailed), a path or an answer that does not match the object
- * (InvalidManifest). Cluster-level failures and bugs are rethrown.
- */
-export function requestFailure(what: string, err: unknown): { reason: string; message: string; transient: boolean } {
-  if (err instanceof KubeApiError && !isClusterFailure(err)) {
-    return { reason: 'ApplyFailed', message: `${what}: ${stableMessage(err.status?.message ?? err.message)}`, transient: err.transient };
-  }
-  if (err instanceof IdentityError || err instanceof UnsafePathError || err instanceof IdentityMismatchError) {
-    return { reason: 'InvalidManifest', message: `${what}: ${err.message}`, transient: false };
-  }
-  throw err;
-}
-
-/**
- * stableMessage sorts the lines of an "errors:" list in an API server message: the server
- * builds it from a Go map, in an order that changes from request to request, and a status
- * that quotes it would be written anew on every run.
- */
-export function stableMessage(message: string): string {
-  const at = message.indexOf('errors:\n');
-  if (at < 0) return message;
-  const head = message.slice(0, at + 'errors:\n'.length);
-  const rest = message.slice(head.length);
-  const end = rest.search(/\n(?! )/);
-  const list = end < 0 ? rest : rest.slice(0, end);
-  return head + list.split('\n').sort().join('\n') + (end < 0 ? '' : rest.slice(end));
 }
 
 /** itemFailure turns a failed request of one item into that item's result (see requestFailure). */

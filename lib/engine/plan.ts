@@ -1,12 +1,13 @@
 // plan.ts turns spec items into planned operations: parsed objects with their
 // identity, strategy options and REST mapping, or an item result when the item
 // cannot be applied (invalid text, restricted kind, unknown kind).
-import { isRestrictedKind, type Config } from '../config.ts';
+import type { Config } from '../config.ts';
 import type { ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
-import { isDnsSubdomain, parseApiVersion } from '../identity.ts';
+import { isDnsSubdomain } from '../policy/identity.ts';
+import { dataFromRefusal, firstClaims, restriction, secretValues } from '../policy/rules.ts';
 import { SourceError } from '../cluster/sources.ts';
 import { TransientError } from '../kube/errors.ts';
 import { mapLimit } from '../concurrency.ts';
@@ -134,17 +135,12 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
 }
 
 /**
- * checkDataFrom enforces where values by reference may go: only a v1 Secret, without data
- * or stringData of its own (its data comes from the source Secret).
+ * checkDataFrom enforces where values by reference may go (dataFromRefusal) and that the
+ * reference names a Secret.
  */
 function checkDataFrom(p: PlanItem): void {
-  const o = p.object;
-  if (!o) throw new ManifestError('dataFrom needs a resource (a v1 Secret)');
-  if (o.apiVersion !== 'v1' || o.kind !== 'Secret') throw new ManifestError(`dataFrom is allowed only on a v1 Secret, not on ${o.apiVersion}/${o.kind}`);
-  for (const f of ['data', 'stringData']) {
-    if (o[f] !== undefined) throw new ManifestError(`resource sets ${f}, but a Secret with dataFrom takes its data from the source Secret only; remove ${f}`);
-  }
-  if (p.status) throw new ManifestError('an item with dataFrom takes no subresource');
+  const refused = dataFromRefusal(p.object, p.status !== undefined);
+  if (refused) throw new ManifestError(refused);
   const name = (p.item.dataFrom as { secretRef?: { name?: unknown } } | null)?.secretRef?.name;
   if (typeof name !== 'string' || !isDnsSubdomain(name)) throw new ManifestError('dataFrom.secretRef.name must name a Secret (a lowercase RFC 1123 subdomain)');
 }
@@ -165,7 +161,7 @@ export async function fillSources(plan: PlanItem[], read: SourceReader | undefin
       const { data, version } = await read(name);
       p.object = { ...p.object!, data };
       p.sourceVersion = version;
-      p.secrets = Object.values(data).flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')]).filter((v) => v.length >= 4);
+      p.secrets = secretValues(data);
     } catch (err) {
       if (!(err instanceof SourceError)) throw err;
       p.done = result(p.item.name, 'Error', err.reason, err.message);
@@ -188,44 +184,8 @@ export async function confirmSources(plan: PlanItem[], read: SourceReader | unde
   }
 }
 
-/** redacted replaces any source value (or its base64) in an item's message: API errors may quote what was sent. */
-export function redacted(r: ItemResult, secrets: string[] | undefined): ItemResult {
-  if (!secrets?.length) return r;
-  const redact = (text: string) => secrets.reduce((t, v) => t.split(v).join('***'), text);
-  return {
-    ...r, message: redact(r.message),
-    ...(r.health ? { health: { ...r.health, message: redact(r.health.message) } } : {}),
-    ...(r.feedback ? { feedback: r.feedback.map((f) => ({ ...f, ...(f.value !== undefined ? { value: redact(f.value) } : {}) })) } : {}),
-  };
-}
-
 /** byReference tells whether p is a v1 Secret whose values come by reference (dataFrom): the one Secret that is not restricted. */
 const byReference = (p: PlanItem): boolean => p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
-
-/**
- * restriction says why an object may not be touched: a restricted kind (group and kind,
- * any version; a v1 Secret whose values come by reference is allowed), a protected
- * namespace, or a Namespace object that is never taken over or deleted (the protected
- * ones, default, kube-*). undefined when it may.
- */
-export function restriction(id: ObjectId, config: Config, secretByReference = false): string | undefined {
-  const { group } = parseApiVersion(id.apiVersion);
-  const referenced = secretByReference && group === '' && id.kind === 'Secret';
-  if (!referenced && isRestrictedKind(config, group, id.kind)) {
-    const hint = group === '' && id.kind.toLowerCase() === 'secret' ? '; ship Secret values by reference (dataFrom.secretRef)' : '';
-    return `kind ${id.apiVersion}/${id.kind} is restricted and never synced${hint}`;
-  }
-  if (group === '' && id.kind === 'Namespace' && !id.namespace) {
-    const name = id.name;
-    if (name === 'default' || name.startsWith('kube-') || config.protectedNamespaces.includes(name)) {
-      return `Namespace ${name} is protected: it is never taken over or deleted`;
-    }
-  }
-  if (id.namespace && config.protectedNamespaces.includes(id.namespace)) {
-    return `namespace ${id.namespace} is protected: nothing is created, changed or deleted in it`;
-  }
-  return undefined;
-}
 
 /**
  * markDuplicates makes every item that names an object an earlier item already names an
@@ -235,15 +195,12 @@ export function restriction(id: ObjectId, config: Config, secretByReference = fa
  * cluster-scoped object loses the namespace its manifest gave it).
  */
 export function markDuplicates(plan: PlanItem[], config: Config): void {
-  const first = new Map<string, string>();
-  for (const p of plan) {
-    if (!p.id || p.done?.reason === 'DuplicateObject') continue;
-    const key = `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`;
-    const owner = first.get(key);
-    if (owner === undefined) {
-      first.set(key, p.item.name);
-      continue;
-    }
+  const named = plan.filter((p): p is ParsedItem => p.id !== undefined && p.done?.reason !== 'DuplicateObject');
+  const keys = named.map((p) => ({
+    name: p.item.name, key: `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`,
+  }));
+  for (const [i, owner] of firstClaims(keys)) {
+    const p = named[i]!;
     p.done = result(p.item.name, 'Error', 'DuplicateObject', `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`);
   }
 }

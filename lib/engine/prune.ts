@@ -5,13 +5,13 @@
 // entry: it is reported and kept, and the other entries proceed.
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
-import { checkIdentity } from '../identity.ts';
+import { checkIdentity } from '../policy/identity.ts';
+import { pruneAction, requestFailure } from '../policy/rules.ts';
 import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
 import { installRank } from '../strategies.ts';
 import { mapLimit } from '../concurrency.ts';
-import { ownerOf, requestFailure } from './items.ts';
 import { guard } from './unreachable.ts';
 import { release } from './marks.ts';
 
@@ -58,8 +58,9 @@ async function pruneOne(skr: Cluster, e: InventoryEntry, owner: string, out: Pru
   // A kind the SKR no longer serves has no objects left.
   if (!info) return void out.gone.push(e);
   const live = await guard(() => getObject(skr, info, e.namespace, e.name));
-  if (!live || ownerOf(live) !== owner) return void out.gone.push(e);
-  if (e.adopted) {
+  const action = pruneAction(live, owner, e.adopted === true);
+  if (!live || action === 'leave') return void out.gone.push(e);
+  if (action === 'release') {
     await guard(() => release(skr, info, live, config, true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);

@@ -12,9 +12,10 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical } from '../values.ts';
 import { mapLimit } from '../concurrency.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { adopted, decide, execute, itemFailure, observe, ownerOf, requestFailure, type DecideContext, type Decision } from './items.ts';
+import { adopted, decide, execute, itemFailure, observe, type DecideContext, type Decision } from './items.ts';
+import { ownerOf, redacted, requestFailure } from '../policy/rules.ts';
 import {
-  confirmSources, crdProvides, fillSources, isParsed, isResolved, markDuplicates, parseItems, readResourceTexts, redacted, resolveKind,
+  confirmSources, crdProvides, fillSources, isParsed, isResolved, markDuplicates, parseItems, readResourceTexts, resolveKind,
   type ParsedItem, type PlanItem, type ResolvedItem, type ResourceSourceReader, type SourceReader,
 } from './plan.ts';
 import { ClusterUnreachableError, guard } from './unreachable.ts';

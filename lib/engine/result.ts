@@ -1,6 +1,7 @@
 // result.ts: the outcome of one item and of one run, as the engine reports them.
 import type { Change } from '../changeset.ts';
 import type { FeedbackValue, Health, InventoryEntry, State } from '../model.ts';
+import { bounded } from '../policy/rules.ts';
 
 /** ItemResult is the outcome for one spec item. */
 export interface ItemResult {
@@ -39,14 +40,6 @@ export interface ApplyResult {
   suspended?: boolean;
   /** clusterError is set when the SKR could not be reached or resolved at all. */
   clusterError?: { reason: string; message: string; transient: boolean };
-}
-
-/** MAX_MESSAGE bounds every message the product writes into a status (characters), so no status write fails for its size. */
-export const MAX_MESSAGE = 1024;
-
-/** bounded cuts text to max characters, ending a cut text with "…". */
-export function bounded(text: string, max = MAX_MESSAGE): string {
-  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
 /** result builds an ItemResult; its message is bounded. */

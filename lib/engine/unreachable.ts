@@ -2,6 +2,7 @@
 // cannot be reached, or that refuses our credential, ends the run (ClusterUnreachable);
 // every other refusal stays on the item it concerns.
 import { KubeApiError } from '../kube/errors.ts';
+import { isClusterFailure } from '../policy/rules.ts';
 
 /** ClusterUnreachableError aborts a run: the SKR cannot be reached or refuses our credential. */
 export class ClusterUnreachableError extends Error {
@@ -11,8 +12,6 @@ export class ClusterUnreachableError extends Error {
   }
 }
 
-/** isClusterFailure tells whether err says the cluster, not the request, failed: no answer, or the credential refused. */
-export const isClusterFailure = (err: KubeApiError): boolean => err.code === 0 || err.authFailure;
 
 /** guard turns cluster-level failures into ClusterUnreachableError. */
 export async function guard<T>(fn: () => Promise<T>): Promise<T> {

@@ -7,7 +7,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
 import type { Credentials } from './credentials.ts';
 import { KubeApiError, type Status } from './errors.ts';
-import { checkPath } from '../identity.ts';
+import { checkPath } from '../policy/identity.ts';
 import { TokenBucket } from './ratelimit.ts';
 
 /** RequestInfo is what an observer learns about each finished request (no bodies, no credentials). */

@@ -3,7 +3,7 @@
 // triggers one refresh of its group-version (a CRD may have just been established).
 import type { KubeClient } from './client.ts';
 import { KubeApiError } from './errors.ts';
-import { parseApiVersion, validateKind } from '../identity.ts';
+import { parseApiVersion, validateKind } from '../policy/identity.ts';
 
 /** ResourceInfo is what the engine needs to address objects of one kind. */
 export interface ResourceInfo {

@@ -4,6 +4,7 @@ import type { KubeClient } from './client.ts';
 import { PatchType } from './client.ts';
 import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
 import { isNotFound } from './errors.ts';
+import { checkReadIdentity, deleteOptionsFor } from '../policy/rules.ts';
 
 /** KubeObject is any Kubernetes object as plain JSON. */
 export interface KubeObject {
@@ -52,17 +53,9 @@ export async function mustFind(c: Cluster, apiVersion: string, kind: string): Pr
   return info;
 }
 
-/** IdentityMismatchError says a read returned something other than the one object asked for; nothing is done with it. */
-export class IdentityMismatchError extends Error {
-  constructor(asked: string, got: string) {
-    super(`reading ${asked} returned ${got}; nothing was done with it`);
-    this.name = 'IdentityMismatchError';
-  }
-}
-
 /**
  * getObject reads an object, or returns undefined when it does not exist. What comes
- * back must be exactly that object (kind, namespace, name), else IdentityMismatchError.
+ * back must be exactly that object (checkReadIdentity), else IdentityMismatchError.
  */
 export async function getObject(c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
   let o: KubeObject;
@@ -72,11 +65,7 @@ export async function getObject(c: Cluster, info: ResourceInfo, namespace: strin
     if (isNotFound(err)) return undefined;
     throw err;
   }
-  const ns = info.namespaced ? namespace : undefined;
-  if (o?.kind !== info.kind || o.metadata?.name !== name || (o.metadata.namespace || undefined) !== ns) {
-    const asked = `${info.kind} ${ns ? `${ns}/` : ''}${name}`;
-    throw new IdentityMismatchError(asked, `${String(o?.kind)} ${o?.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${String(o?.metadata?.name)}`);
-  }
+  checkReadIdentity(info.kind, info.namespaced ? namespace : undefined, name, o);
   return o;
 }
 
@@ -96,12 +85,9 @@ export async function applyObject(
  * that it is still the object read (its uid); returns false when it was already gone.
  */
 export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObject): Promise<boolean> {
-  const uid = live.metadata.uid;
-  if (!uid) throw new Error(`refusing to delete ${info.kind} ${live.metadata.name} without the uid of the object read`);
+  const body = deleteOptionsFor(info.kind, live);
   try {
-    await c.client.call('DELETE', resourcePath(info, live.metadata.namespace, live.metadata.name), {
-      body: { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', preconditions: { uid } },
-    });
+    await c.client.call('DELETE', resourcePath(info, live.metadata.namespace, live.metadata.name), { body });
     return true;
   } catch (err) {
     if (isNotFound(err)) return false;

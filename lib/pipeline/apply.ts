@@ -13,6 +13,7 @@ import { KeyedQueue, mapLimit } from '../concurrency.ts';
 import { runGate, type Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { forEachPage } from './resync.ts';
+import { claimRefusal, inControlPlane, mayUseResolvedSecret } from '../policy/rules.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
@@ -75,17 +76,17 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
   // Events are not trusted: only a live SyncResource in a control-plane namespace, of the
   // uid and no newer generation than the event names, is reconciled.
-  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return { kind: 'none', why: 'namespace not allowed' };
+  if (!inControlPlane(data.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
   const sr = data.listed ?? await deps.store.get(data.namespace, data.name);
-  if (!sr || sr.metadata.uid !== data.uid) return { kind: 'none', why: 'gone or replaced' };
-  if (!(data.generation <= (sr.metadata.generation ?? 0))) return { kind: 'none', why: 'generation from the future' };
+  const refused = claimRefusal(sr, data);
+  if (refused || !sr) return { kind: 'none', why: refused ?? 'gone or replaced' };
   // The client for the Secret version resolve-cluster saw needs no Secret read, if that
   // version was resolved for this Kyma in this namespace; any other case reads the Secret
   // (shared for a moment, afresh after it changed).
   let secretRef = data.secret;
   let skr;
   try {
-    const cached = sr.spec.kyma === data.kyma && data.secret?.namespace === data.namespace ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
+    const cached = mayUseResolvedSecret(sr, data) && data.secret ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
     if (cached) {
       skr = await cached;
     } else {
@@ -189,7 +190,7 @@ const BATCH_RUNS = 8;
  */
 export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
   const out: KymaApplied = { outcomes: [], unchanged: 0, redirect: [], retry: false };
-  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return out;
+  if (!inControlPlane(data.namespace, deps.config)) return out;
   const kyma = data.name;
   const srs: SyncResource[] = [];
   await forEachPage<SyncResource>(deps, data.namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => { srs.push(...page); }, true);

@@ -4,8 +4,8 @@
 // the status step writes them; a SyncResource being deleted whose cluster is gone is
 // released (finalizer removed, Warning event) instead of blocking forever.
 import { ResolutionError } from '../cluster/resolve.ts';
-import { outsideControlPlane } from '../config.ts';
-import { validateKubeconfig } from '../cluster/kubeconfig.ts';
+import { outsideControlPlane } from '../policy/rules.ts';
+import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import type { ClusterResolved, ItemsApplied, KymaRequest, KymaResolved, SyncRef } from '../events.ts';
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
 import { FINALIZER, KYMA_NAME_LABEL, type SyncResource } from '../model.ts';

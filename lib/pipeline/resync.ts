@@ -7,9 +7,10 @@ import { METADATA_ONLY, secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
-import { isDnsSubdomain } from '../identity.ts';
+import { isDnsSubdomain } from '../policy/identity.ts';
 import { mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
+import { inControlPlane } from '../policy/rules.ts';
 
 const FANOUT_CONCURRENCY = 16;
 const PAGE = 250;
@@ -35,7 +36,7 @@ export async function forEachPage<T extends Ref = Ref>(deps: Deps, namespace: st
 }
 
 async function send(deps: Deps, srs: Ref[], trigger: ReconcileRequest['trigger'], since: string): Promise<number> {
-  const allowed = srs.filter((sr) => deps.config.controlPlaneNamespaces.includes(sr.metadata.namespace ?? ''));
+  const allowed = srs.filter((sr) => inControlPlane(sr.metadata.namespace ?? '', deps.config));
   await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
     deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger, since })));
   return allowed.length;
@@ -78,7 +79,7 @@ export async function resyncAll(deps: Deps): Promise<number> {
  * with it; one not reconciled yet has its own run coming).
  */
 export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: KymaRequest['trigger']): Promise<number> {
-  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
+  if (!inControlPlane(namespace, deps.config)) return 0;
   await sendKyma(deps, namespace, kyma, trigger, new Date().toISOString());
   return 1;
 }
@@ -91,7 +92,7 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
 async function resyncUsers(
   deps: Deps, namespace: string, labelSelector: string, uses: (sr: SyncResource) => boolean, trigger: ReconcileRequest['trigger'] = 'secret',
 ): Promise<number> {
-  if (!deps.config.controlPlaneNamespaces.includes(namespace)) return 0;
+  if (!inControlPlane(namespace, deps.config)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
   await forEachPage<SyncResource>(deps, namespace, labelSelector, async (page) => {

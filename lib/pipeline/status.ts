@@ -16,6 +16,7 @@ import { describeHealth } from '../health.ts';
 import { computeStatus, isMoving, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { runGate, type Deps } from './deps.ts';
+import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
 export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
@@ -43,15 +44,16 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
  * items the live spec names are written.
  */
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
-  if (!deps.config.controlPlaneNamespaces.includes(data.namespace)) return 'rejected';
+  if (!inControlPlane(data.namespace, deps.config)) return 'rejected';
   if (data.seen && data.result.generation <= data.seen.generation) {
     const out = await nextStatus(deps, data, seenObject(data, data.seen), now, true);
     if (out !== 'read again') return out;
   }
   for (let attempt = 1; ; attempt++) {
     const live = await deps.store.get(data.namespace, data.name);
-    if (!live || live.metadata.uid !== data.uid) return 'gone';
-    if (data.result.generation > (live.metadata.generation ?? 0) || !itemsOfSpec(data, live)) return 'rejected';
+    const refused = claimRefusal(live, { uid: data.uid, generation: data.result.generation });
+    if (!live || refused === 'gone or replaced') return 'gone';
+    if (refused || !resultNamesSpec(data.result, live)) return 'rejected';
     const out = await nextStatus(deps, withSpecItems(data, live), live, now, false, attempt === 3);
     if (out !== 'read again') return out;
   }
@@ -69,14 +71,6 @@ function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
     },
     spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
   };
-}
-
-/** itemsOfSpec tells whether a result for the live generation names exactly the live spec's items, in order (a run's result always does). */
-function itemsOfSpec(data: ItemsApplied, live: SyncResource): boolean {
-  const r = data.result;
-  if (r.generation !== live.metadata.generation || r.clusterError || r.deleting) return true;
-  const spec = (live.spec.items ?? []).map((i) => i.name);
-  return r.items.length === spec.length && r.items.every((i, n) => i.name === spec[n]);
 }
 
 /** withSpecItems keeps the result's items that the live spec names, each once. */
