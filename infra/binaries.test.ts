@@ -49,9 +49,9 @@ describe('the cold build of a module', () => {
     expect(again).toEqual([]);
   });
 
-  it('fails with the end of the Go tool\'s output, and caches nothing', async () => {
-    const module = await moduleWith('echo "::step one"\necho "main.go:3: undefined: x" >&2\nexit 3');
-    await expect(build(module, 'one program', () => {}, ['one'])).rejects.toThrow(/exited with 3; the end of .*\.log:\nmain\.go:3: undefined: x/);
+  it('fails with the end of the Go tool\'s output (its download lines left out), and caches nothing', async () => {
+    const module = await moduleWith('echo "::step one"\necho "main.go:3: undefined: x" >&2\necho "go: downloading example.com/dep v1.0.0" >&2\nexit 3');
+    await expect(build(module, 'one program', () => {}, ['one'])).rejects.toThrow(/exited with 3; the end of .*\.log:\nmain\.go:3: undefined: x$/);
     await expect(readFile(join(cacheDir(module), 'versions.json'))).rejects.toThrow(/ENOENT/);
   });
 });

@@ -115,7 +115,8 @@ export async function build(module: string, what: string, log: (line: string) =>
           if (step) {
             current = step;
             log(`  building ${step} (${steps.indexOf(step) + 1} of ${steps.length} of ${name}), ${soFar()}`);
-          } else if (tail.push(line) > 30) tail.shift();
+          // Download lines say nothing about a failure: the tail keeps the others.
+          } else if (!line.startsWith('go: downloading ') && tail.push(line) > 30) tail.shift();
         });
       }
       child.on('error', reject);

@@ -7,7 +7,10 @@ set -euo pipefail
 out=${1:?usage: build.sh OUT_DIR}
 cd "$(dirname "$0")"
 kwok=$(go list -m -f '{{.Version}}' sigs.k8s.io/kwok)
+# The module's directory is known only once it is downloaded (a cold module cache).
+go mod download sigs.k8s.io/kwok
 dir=$(go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+[ -d "$dir" ] || { echo "build.sh: sigs.k8s.io/kwok is not in the module cache" >&2; exit 1; }
 mkdir -p "$out/stages"
 export CGO_ENABLED=0
 # "::step NAME" lines tell infra/binaries.ts which binary is being built (its progress line).
