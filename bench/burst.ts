@@ -33,9 +33,12 @@ const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-burst-'));
 /** oneSource is knative.yaml as it was before the SyncResources' source was split: one source, no selector. */
 async function oneSource(): Promise<string> {
   type Doc = { kind: string; metadata: { name: string }; spec: { resources: { selector?: unknown }[] } };
-  const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[]).filter(Boolean)
+  const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[])
+    .filter(Boolean)
     .filter((d) => !(d.kind === 'ApiServerSource' && d.metadata.name === 'sync-new-resources'));
-  for (const d of docs) if (d.kind === 'ApiServerSource' && d.metadata.name === 'sync-resources') delete d.spec.resources[0]!.selector;
+  for (const d of docs)
+    if (d.kind === 'ApiServerSource' && d.metadata.name === 'sync-resources')
+      delete d.spec.resources[0]!.selector;
   const file = join(stateDir, 'knative-one-source.yaml');
   await writeFile(file, docs.map((d) => dump(d)).join('---\n'));
   return file;
@@ -46,7 +49,12 @@ const passages: Passage[] = [];
 let rt: Runtime | KnativeRuntime | undefined;
 try {
   await setupKcp(set);
-  const opts = { kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 3_600_000, ...(values['one-source'] ? { knativeYaml: await oneSource() } : {}) };
+  const opts = {
+    kubeconfig: set.kcp.kubeconfigFile,
+    stateDir,
+    pingIntervalMs: 3_600_000,
+    ...(values['one-source'] ? { knativeYaml: await oneSource() } : {}),
+  };
   if (values.knative === 'real') {
     const k = await startKnative(opts);
     k.net.observe((p) => passages.push(p));
@@ -57,13 +65,35 @@ try {
   const kcp = await connect(set.kcp.kubeconfig, 'kcp');
   const path = `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`;
   const sr = (name: string, v: string) => ({
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: ns },
-    spec: { kyma: 'kyma-1', items: [{ name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {v: "${v}"}\n` }] },
+    apiVersion: 'operator.kyma-project.io/v1alpha1',
+    kind: 'SyncResource',
+    metadata: { name, namespace: ns },
+    spec: {
+      kyma: 'kyma-1',
+      items: [
+        {
+          name: 'cm',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {v: "${v}"}\n`,
+        },
+      ],
+    },
   });
-  const ready = (o: SyncResource, generation: number) => o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && (o.metadata.generation ?? 0) >= generation;
+  const ready = (o: SyncResource, generation: number) =>
+    o.status?.state === 'Ready' &&
+    o.status.observedGeneration === o.metadata.generation &&
+    (o.metadata.generation ?? 0) >= generation;
   await kcp.client.call('POST', path, { body: sr('edit-me', '0') });
-  await waitFor('edit-me Ready', async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), 1), 120_000, undefined, 100);
-  console.log(`burst: ${N} SyncResources created at once, then one edit of an established one; ${ROUNDS} rounds; ${values.knative === 'real' ? "Knative's own eventing" : 'the stand-in'}${values['one-source'] ? ', one ApiServerSource for all SyncResources' : ''}`);
+  await waitFor(
+    'edit-me Ready',
+    async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), 1),
+    120_000,
+    undefined,
+    100,
+  );
+  console.log(
+    `burst: ${N} SyncResources created at once, then one edit of an established one; ${ROUNDS} rounds; ${values.knative === 'real' ? "Knative's own eventing" : 'the stand-in'}${values['one-source'] ? ', one ApiServerSource for all SyncResources' : ''}`,
+  );
   const edits: number[] = [];
   const bursts: number[] = [];
   const t0 = Date.now();
@@ -74,32 +104,59 @@ try {
     await mapLimit(names, 16, (n) => kcp.client.call('POST', path, { body: sr(n, '1') }));
     // As `kubectl apply` does, the edit changes the spec and keeps the labels.
     const edited = Date.now();
-    const { metadata } = await kcp.client.call<SyncResource>('PATCH', `${path}/edit-me`, { body: { spec: sr('edit-me', String(round)).spec }, contentType: 'application/merge-patch+json' });
-    await waitFor('the edit Ready', async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), metadata.generation!), 120_000, undefined, 50);
+    const { metadata } = await kcp.client.call<SyncResource>('PATCH', `${path}/edit-me`, {
+      body: { spec: sr('edit-me', String(round)).spec },
+      contentType: 'application/merge-patch+json',
+    });
+    await waitFor(
+      'the edit Ready',
+      async () => ready(await kcp.client.call<SyncResource>('GET', `${path}/edit-me`), metadata.generation!),
+      120_000,
+      undefined,
+      50,
+    );
     edits.push(Date.now() - edited);
-    await waitFor(`the burst of ${N} Ready`, async () => {
-      const list = await kcp.client.call<{ items: SyncResource[] }>('GET', path, { query: { labelSelector: 'operator.kyma-project.io/kyma-name' } });
-      return list.items.filter((o) => o.metadata.name.startsWith(`burst-${round}-`) && ready(o, 1)).length === N;
-    }, 600_000, undefined, 1_000);
+    await waitFor(
+      `the burst of ${N} Ready`,
+      async () => {
+        const list = await kcp.client.call<{ items: SyncResource[] }>('GET', path, {
+          query: { labelSelector: 'operator.kyma-project.io/kyma-name' },
+        });
+        return (
+          list.items.filter((o) => o.metadata.name.startsWith(`burst-${round}-`) && ready(o, 1)).length === N
+        );
+      },
+      600_000,
+      undefined,
+      1_000,
+    );
     bursts.push(Date.now() - start);
-    console.log(`  round ${round}: edit -> Ready ${edits.at(-1)} ms; all ${N} new Ready after ${bursts.at(-1)} ms`);
+    console.log(
+      `  round ${round}: edit -> Ready ${edits.at(-1)} ms; all ${N} new Ready after ${bursts.at(-1)} ms`,
+    );
   }
   const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
   console.log(`| figure | value |\n|---|---|`);
-  console.log(`| edit of an established SyncResource after a burst of ${N} creations -> Ready, median of ${ROUNDS} (max) | ${median(edits)} ms (${Math.max(...edits)} ms) |`);
+  console.log(
+    `| edit of an established SyncResource after a burst of ${N} creations -> Ready, median of ${ROUNDS} (max) | ${median(edits)} ms (${Math.max(...edits)} ms) |`,
+  );
   console.log(`| burst of ${N}: all Ready, median of ${ROUNDS} | ${median(bursts)} ms |`);
   // How long each hop held its caller, by host and event type (Knative's own data plane only).
   const hops = new Map<string, number[]>();
   for (const p of passages) {
     if (p.start < t0 || p.method !== 'POST') continue;
-    const type = String(p.headers['ce-type'] ?? '').replace('dev.knative.apiserver.ref.', 'ref.').replace('io.kyma-project.syncresource.', '');
+    const type = String(p.headers['ce-type'] ?? '')
+      .replace('dev.knative.apiserver.ref.', 'ref.')
+      .replace('io.kyma-project.syncresource.', '');
     const key = `${p.host.split('.')[0]} ${type}`;
     const held = hops.get(key) ?? [];
     held.push(p.ms);
     hops.set(key, held);
   }
   for (const [key, ms] of [...hops].sort(([a], [b]) => a.localeCompare(b))) {
-    console.log(`| hop ${key}: requests, p50 / p90 ms held | ${ms.length}, ${median(ms)} / ${[...ms].sort((a, b) => a - b)[Math.floor(ms.length * 0.9)]} |`);
+    console.log(
+      `| hop ${key}: requests, p50 / p90 ms held | ${ms.length}, ${median(ms)} / ${[...ms].sort((a, b) => a - b)[Math.floor(ms.length * 0.9)]} |`,
+    );
   }
   await kcp.client.close();
 } finally {

@@ -4,7 +4,12 @@ import { execFileSync } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { cpus, release, totalmem } from 'node:os';
 
-export interface Row { scenario: string; figure: string; value: string; target?: string }
+export interface Row {
+  scenario: string;
+  figure: string;
+  value: string;
+  target?: string;
+}
 
 export interface Run {
   commit: string;
@@ -24,7 +29,12 @@ async function osName(): Promise<string> {
   return /^PRETTY_NAME="?([^"\n]*)"?$/m.exec(text)?.[1] ?? `Linux ${release()}`;
 }
 
-export async function writeRun(file: string, startedAt: Date, options: Run['options'], rows: Row[]): Promise<void> {
+export async function writeRun(
+  file: string,
+  startedAt: Date,
+  options: Run['options'],
+  rows: Row[],
+): Promise<void> {
   const run: Run = {
     commit: git('rev-parse', '--short', 'HEAD'),
     dirty: git('status', '--porcelain', '--untracked-files=no') !== '',

@@ -5,14 +5,16 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import type { Run } from './record.ts';
 
-const BEGIN = '<!-- figures: written by bench/render.ts from a run\'s JSON; do not edit by hand -->';
+const BEGIN = "<!-- figures: written by bench/render.ts from a run's JSON; do not edit by hand -->";
 const END = '<!-- end of figures -->';
 
 const cell = (s: string) => s.replaceAll('|', '\\|');
 
 export function renderRun(run: Run): string {
   const { machine: m } = run;
-  const flags = Object.entries(run.options).filter(([, v]) => v !== false).map(([k, v]) => (v === true ? `--${k}` : `--${k} ${v}`));
+  const flags = Object.entries(run.options)
+    .filter(([, v]) => v !== false)
+    .map(([k, v]) => (v === true ? `--${k}` : `--${k} ${v}`));
   const lines = [
     BEGIN,
     `Commit \`${run.commit}\`${run.dirty ? ' (with uncommitted changes)' : ''}, ${run.startedAt.slice(0, 10)}, ` +
@@ -21,7 +23,9 @@ export function renderRun(run: Run): string {
     '',
     '| scenario | figure | value | target |',
     '|---|---|---|---|',
-    ...run.rows.map((r) => `| ${cell(r.scenario)} | ${cell(r.figure)} | ${cell(r.value)} | ${cell(r.target ?? '')} |`),
+    ...run.rows.map(
+      (r) => `| ${cell(r.scenario)} | ${cell(r.figure)} | ${cell(r.value)} | ${cell(r.target ?? '')} |`,
+    ),
     END,
   ];
   return lines.join('\n');

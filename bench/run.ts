@@ -37,8 +37,10 @@ const { values: args } = parseArgs({
     json: { type: 'string' },
   },
 });
-if (!['channel', 'async'].includes(args.broker)) throw new Error(`--broker is channel or async, not ${args.broker}`);
-if (!['emulated', 'real'].includes(args.knative)) throw new Error(`--knative is emulated or real, not ${args.knative}`);
+if (!['channel', 'async'].includes(args.broker))
+  throw new Error(`--broker is channel or async, not ${args.broker}`);
+if (!['emulated', 'real'].includes(args.knative))
+  throw new Error(`--knative is emulated or real, not ${args.knative}`);
 const quick = args.quick;
 const scaleOnly = args.scale;
 const brokerMode = args.broker as 'channel' | 'async';
@@ -56,12 +58,15 @@ const row = (scenario: string, figure: string, value: string, target?: string) =
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** pct is the nearest-rank percentile: the smallest value with at least p% of the values at or below it. */
-const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)]!;
+const pct = (xs: number[], p: number) =>
+  [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)]!;
 const median = (xs: number[]) => pct(xs, 50);
 
 const startedAt = new Date();
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
-console.log(`bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`);
+console.log(
+  `bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`,
+);
 const set = await ClusterSet.start({ skrs: K, stateDir });
 let runtime: Runtime | undefined;
 try {
@@ -70,17 +75,33 @@ try {
   const skrs = await Promise.all(set.skrs.map((s, i) => connect(s.kubeconfig, `skr-${i + 1}`)));
   for (const skr of skrs) {
     await installCrds(skr, [benchCrd]);
-    await applyObjects(skr, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } }, { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'direct' } }]);
+    await applyObjects(skr, [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } },
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'direct' } },
+    ]);
   }
   await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench-direct' } }]);
   const ports: Record<string, number> = {};
-  for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) {
+  for (const svc of [
+    'sync-resync',
+    'sync-resolve-cluster',
+    'sync-apply-items',
+    'sync-write-status',
+    'sync-dead-letter',
+  ]) {
     for (let r = 0; r < DEFAULT_REPLICAS; r++) ports[`${svc}/${r}`] = await freePort();
   }
   runtime = await startRuntime({
-    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000, brokerMode, knative,
+    kubeconfig: set.kcp.kubeconfigFile,
+    stateDir,
+    pingIntervalMs: 24 * 3600_000,
+    brokerMode,
+    knative,
     env: { OTEL_METRICS_EXPORTER: 'prometheus' },
-    envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+    envFor: (svc, r) => ({
+      OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]),
+      OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
+    }),
   });
   const rt = runtime;
   const kymaOf = (i: number) => `kyma-${(i % K) + 1}`;
@@ -93,7 +114,8 @@ try {
    */
   const waitReady = async (prefix: string, n: number, timeoutMs = 600_000) => {
     const labelSelector = `bench-batch=${prefix.replace(/-$/, '')}`;
-    const isReady = (s: SyncResource) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
+    const isReady = (s: SyncResource) =>
+      s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     try {
@@ -105,13 +127,21 @@ try {
         // watch that times out is resumed from the last resourceVersion seen (bookmarks
         // keep it fresh); only an expired one lists again (a list of ten thousand every
         // minute failed on the KCP's HTTP/2 stream).
-        const list = await kcp.client.call<{ items: SyncResource[]; metadata: { resourceVersion: string } }>('GET', srPath(), { query: { labelSelector, resourceVersion: '0' } });
+        const list = await kcp.client.call<{ items: SyncResource[]; metadata: { resourceVersion: string } }>(
+          'GET',
+          srPath(),
+          { query: { labelSelector, resourceVersion: '0' } },
+        );
         for (const s of list.items) if (isReady(s)) ready.add(s.metadata.name);
         if (ready.size >= n) return;
         let rv = list.metadata.resourceVersion;
         let expired = false;
         while (!expired && !abort.signal.aborted) {
-          for await (const ev of kcp.client.watch<SyncResource>(srPath(), { resourceVersion: rv, labelSelector, timeoutSeconds: '60', allowWatchBookmarks: 'true' }, abort.signal)) {
+          for await (const ev of kcp.client.watch<SyncResource>(
+            srPath(),
+            { resourceVersion: rv, labelSelector, timeoutSeconds: '60', allowWatchBookmarks: 'true' },
+            abort.signal,
+          )) {
             if (ev.type === 'ERROR') {
               expired = true;
               break;
@@ -132,7 +162,8 @@ try {
     }
     throw new Error(`${prefix}: not all ${n} Ready after ${timeoutMs} ms`);
   };
-  const create = (objs: KubeObject[]) => mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
+  const create = (objs: KubeObject[]) =>
+    mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
   const bulk = async (from: number, n: number, prefix = 'bench-'): Promise<number> => {
     const objs = Array.from({ length: n }, (_, j) => {
       const o = syncResourceFor(from + j, NS, 'kcp-system', kymaOf(from + j));
@@ -146,11 +177,15 @@ try {
     return performance.now() - t0;
   };
   const pids = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
-  const rssOf = async (pid: number, field: 'VmHWM' | 'VmRSS') => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
+  const rssOf = async (pid: number, field: 'VmHWM' | 'VmRSS') =>
+    Number(new RegExp(`${field}:\\s+(\\d+)`).exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
   // CPU seconds of every process of the stack (profile: where a bulk create's time goes).
   const cpuGroups = () => {
-    const groups: Record<string, number[]> = { 'this process (bench client, event runtime)': [process.pid], etcd: [set.etcd.pid] };
+    const groups: Record<string, number[]> = {
+      'this process (bench client, event runtime)': [process.pid],
+      etcd: [set.etcd.pid],
+    };
     for (const c of [set.kcp, ...set.skrs]) {
       const who = c === set.kcp ? 'KCP' : 'SKRs';
       (groups[`${who} kube-apiserver`] ??= []).push(c.apiserver.pid);
@@ -165,8 +200,14 @@ try {
     const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
     return (Number(fields[11]) + Number(fields[12])) / 100;
   };
-  const cpuNow = async () => Object.fromEntries(await Promise.all(Object.entries(cpuGroups()).map(async ([g, ps]) =>
-    [g, (await Promise.all(ps.map(cpuSeconds))).reduce((a, b) => a + b, 0)] as const)));
+  const cpuNow = async () =>
+    Object.fromEntries(
+      await Promise.all(
+        Object.entries(cpuGroups()).map(
+          async ([g, ps]) => [g, (await Promise.all(ps.map(cpuSeconds))).reduce((a, b) => a + b, 0)] as const,
+        ),
+      ),
+    );
 
   /**
    * healthScenario: H SyncResources, each with a Deployment whose Pods wait for a Node label
@@ -178,42 +219,88 @@ try {
   const healthScenario = async (r: Runtime) => {
     const H = quick ? 10 : 30;
     const ns = 'bench-health';
-    for (const skr of skrs) await applyObjects(skr, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }]);
+    for (const skr of skrs)
+      await applyObjects(skr, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }]);
     const deploymentOf = (i: number) => ({
-      apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: `web-${i}`, namespace: ns },
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `web-${i}`, namespace: ns },
       spec: {
-        replicas: 1, selector: { matchLabels: { app: `web-${i}` } },
-        template: { metadata: { labels: { app: `web-${i}` } }, spec: { nodeSelector: { 'bench-health': 'go' }, containers: [{ name: 'c', image: 'example.io/web:1' }] } },
+        replicas: 1,
+        selector: { matchLabels: { app: `web-${i}` } },
+        template: {
+          metadata: { labels: { app: `web-${i}` } },
+          spec: {
+            nodeSelector: { 'bench-health': 'go' },
+            containers: [{ name: 'c', image: 'example.io/web:1' }],
+          },
+        },
       },
     });
-    await create(Array.from({ length: H }, (_, i) => ({
-      apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource',
-      metadata: { name: `health-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'health' } },
-      spec: { kyma: kymaOf(i), items: [{ name: 'web', strategy: 'CreateAndSync', resource: JSON.stringify(deploymentOf(i)) }] },
-    }) as KubeObject));
-    const srs = async () => (await kcp.client.call<{ items: SyncResource[] }>('GET', srPath(), { query: { labelSelector: 'bench-batch=health' } })).items;
+    await create(
+      Array.from(
+        { length: H },
+        (_, i) =>
+          ({
+            apiVersion: 'operator.kyma-project.io/v1alpha1',
+            kind: 'SyncResource',
+            metadata: { name: `health-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'health' } },
+            spec: {
+              kyma: kymaOf(i),
+              items: [{ name: 'web', strategy: 'CreateAndSync', resource: JSON.stringify(deploymentOf(i)) }],
+            },
+          }) as KubeObject,
+      ),
+    );
+    const srs = async () =>
+      (
+        await kcp.client.call<{ items: SyncResource[] }>('GET', srPath(), {
+          query: { labelSelector: 'bench-batch=health' },
+        })
+      ).items;
     for (;;) {
       const all = await srs();
-      if (all.length === H && all.every((x) => x.status?.state === 'Processing' && x.status.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True'))) break;
+      if (
+        all.length === H &&
+        all.every(
+          (x) =>
+            x.status?.state === 'Processing' &&
+            x.status.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True'),
+        )
+      )
+        break;
       await sleep(250);
     }
     await r.broker.idle(60_000);
     await sleep(25_000); // Past the first rechecks: the SyncResources are in the 30 s back-off, as a slow rollout would be.
     const t0 = Date.now();
     for (const skr of skrs) {
-      await skr.client.call('PATCH', `/api/v1/nodes/${NODE_NAME}`, { body: { metadata: { labels: { 'bench-health': 'go' } } }, contentType: 'application/merge-patch+json' });
+      await skr.client.call('PATCH', `/api/v1/nodes/${NODE_NAME}`, {
+        body: { metadata: { labels: { 'bench-health': 'go' } } },
+        contentType: 'application/merge-patch+json',
+      });
     }
     const available = new Map<number, number>();
     const ready = new Map<number, number>();
     while (ready.size < H && Date.now() - t0 < 180_000) {
       const now = Date.now();
-      await Promise.all(skrs.map(async (skr, k) => {
-        const list = await skr.client.call<{ items: KubeObject[] }>('GET', '/apis/apps/v1/namespaces/bench-health/deployments');
-        for (const d of list.items) {
-          const i = Number(d.metadata.name.slice(4));
-          if (kymaOf(i) === `kyma-${k + 1}` && !available.has(i) && healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current') available.set(i, now);
-        }
-      }));
+      await Promise.all(
+        skrs.map(async (skr, k) => {
+          const list = await skr.client.call<{ items: KubeObject[] }>(
+            'GET',
+            '/apis/apps/v1/namespaces/bench-health/deployments',
+          );
+          for (const d of list.items) {
+            const i = Number(d.metadata.name.slice(4));
+            if (
+              kymaOf(i) === `kyma-${k + 1}` &&
+              !available.has(i) &&
+              healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current'
+            )
+              available.set(i, now);
+          }
+        }),
+      );
       for (const x of await srs()) {
         const i = Number(x.metadata.name.slice(7));
         if (!ready.has(i) && x.status?.state === 'Ready') ready.set(i, now);
@@ -221,13 +308,34 @@ try {
       await sleep(100);
     }
     const lag = [...ready].map(([i, t]) => t - (available.get(i) ?? t));
-    row('11 health', `object ready -> SyncResource Ready (H=${H}, recheck tick 5 s, resync off) p50`, `${(median(lag) / 1000).toFixed(1)} s`);
+    row(
+      '11 health',
+      `object ready -> SyncResource Ready (H=${H}, recheck tick 5 s, resync off) p50`,
+      `${(median(lag) / 1000).toFixed(1)} s`,
+    );
     row('11 health', 'p99', `${(pct(lag, 99) / 1000).toFixed(1)} s`, '<= 30 s (moonshot 5 s)');
-    row('11 health', 'Node labelled -> every SyncResource Ready', `${((Math.max(...ready.values()) - t0) / 1000).toFixed(1)} s`);
-    await mapLimit(Array.from({ length: H }, (_, i) => i), 8, (i) => kcp.client.call('DELETE', srPath(`health-${i}`)));
+    row(
+      '11 health',
+      'Node labelled -> every SyncResource Ready',
+      `${((Math.max(...ready.values()) - t0) / 1000).toFixed(1)} s`,
+    );
+    await mapLimit(
+      Array.from({ length: H }, (_, i) => i),
+      8,
+      (i) => kcp.client.call('DELETE', srPath(`health-${i}`)),
+    );
   };
 
-  const scaleCtx: ScaleContext = { kcp, skrs, skrKubeconfigs: set.skrs.map((c) => c.kubeconfig), rt, metricsPorts: ports, row, waitReady, cpu: cpuNow };
+  const scaleCtx: ScaleContext = {
+    kcp,
+    skrs,
+    skrKubeconfigs: set.skrs.map((c) => c.kubeconfig),
+    rt,
+    metricsPorts: ports,
+    row,
+    waitReady,
+    cpu: cpuNow,
+  };
   if (scaleOnly) {
     await rt.broker.idle(60_000);
     await scaleScenario(scaleCtx, quick ? 1_000 : 10_000, quick ? 100 : 1_000);
@@ -242,8 +350,14 @@ try {
     const cpuAfter = await cpuNow();
     row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
     row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
-    for (const [g, s] of Object.entries(cpuAfter)) row('1 bulk create', `CPU ms per SyncResource: ${g}`, ((s - cpuBefore[g]!) * 1000 / S).toFixed(1));
-    for (const p of pids()) row('7 memory', `peak RSS ${p.svc} during bulk create`, `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`);
+    for (const [g, s] of Object.entries(cpuAfter))
+      row('1 bulk create', `CPU ms per SyncResource: ${g}`, (((s - cpuBefore[g]!) * 1000) / S).toFixed(1));
+    for (const p of pids())
+      row(
+        '7 memory',
+        `peak RSS ${p.svc} during bulk create`,
+        `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`,
+      );
 
     // 2. The limit: the same objects applied directly, plus the KCP writes a SyncResource needs.
     console.log('2. direct apply');
@@ -260,53 +374,97 @@ try {
       kcpKc.loadFromString(set.kcp.kubeconfig);
       const kcpApi = KubernetesObjectApi.makeApiClient(kcpKc);
       const t0 = performance.now();
-      await mapLimit(Array.from({ length: S }, (_, i) => i), c, async (i) => {
-        const api = apis[i % K]!;
-        const { objects, status } = objectsFor(i, 'direct', c);
-        for (const o of objects) await api.patch(o as never, undefined, undefined, 'bench-direct', true, PatchStrategy.ServerSideApply);
-        await skrs[i % K]!.client.call('PATCH', resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'), {
-          body: status, query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
-        });
-        const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
-        sr.metadata.name = `direct-${c}-${i}`;
-        await kcpApi.create(sr as never);
-        await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
-          body: { apiVersion: sr.apiVersion, kind: sr.kind, metadata: { name: sr.metadata.name, namespace: 'bench-direct' }, status: { state: 'Ready', observedGeneration: 1 } },
-          query: { fieldManager: 'bench-direct', force: true }, contentType: 'application/apply-patch+yaml',
-        });
-      });
+      await mapLimit(
+        Array.from({ length: S }, (_, i) => i),
+        c,
+        async (i) => {
+          const api = apis[i % K]!;
+          const { objects, status } = objectsFor(i, 'direct', c);
+          for (const o of objects)
+            await api.patch(
+              o as never,
+              undefined,
+              undefined,
+              'bench-direct',
+              true,
+              PatchStrategy.ServerSideApply,
+            );
+          await skrs[i % K]!.client.call(
+            'PATCH',
+            resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'),
+            {
+              body: status,
+              query: { fieldManager: 'bench-direct', force: true },
+              contentType: 'application/apply-patch+yaml',
+            },
+          );
+          const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
+          sr.metadata.name = `direct-${c}-${i}`;
+          await kcpApi.create(sr as never);
+          await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
+            body: {
+              apiVersion: sr.apiVersion,
+              kind: sr.kind,
+              metadata: { name: sr.metadata.name, namespace: 'bench-direct' },
+              status: { state: 'Ready', observedGeneration: 1 },
+            },
+            query: { fieldManager: 'bench-direct', force: true },
+            contentType: 'application/apply-patch+yaml',
+          });
+        },
+      );
       const ms = performance.now() - t0;
       if (ms < best) [best, bestC] = [ms, c];
     }
-    row('2 limit', `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`, `${(best / 1000).toFixed(2)} s`);
+    row(
+      '2 limit',
+      `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`,
+      `${(best / 1000).toFixed(2)} s`,
+    );
     row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
 
     // 3. Latency of one edit, idle and under load.
     console.log('3. latency');
     const kcpFile = set.kcp.kubeconfigFile;
     // Latency targets: one SyncResource per edit under load, so edits overlap freely.
-    await create(Array.from({ length: EDITS }, (_, i) => {
-      const o = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i));
-      o.metadata.name = `lat-${i}`;
-      o.metadata.labels = { 'bench-batch': 'lat' };
-      return o;
-    }));
+    await create(
+      Array.from({ length: EDITS }, (_, i) => {
+        const o = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i));
+        o.metadata.name = `lat-${i}`;
+        o.metadata.labels = { 'bench-batch': 'lat' };
+        return o;
+      }),
+    );
     await waitReady('lat-', EDITS);
     /** edit applies a new revision of lat-i with kubectl and waits for Ready at the new generation. */
     const kubectlMs: number[] = [];
-    const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
+    const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] =
+      [];
     /**
      * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
      * first seen Ready at a generation at least the one `generation` resolves to;
      * opened() is called with the watch's first event (the object as it is).
      */
-    const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
+    const readyAt = async (
+      name: string,
+      generation: Promise<number>,
+      opened: () => void,
+    ): Promise<number> => {
       const abort = new AbortController();
       try {
-        for await (const { object: o } of kcp.client.watch<SyncResource>(srPath(), { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' }, abort.signal)) {
+        for await (const { object: o } of kcp.client.watch<SyncResource>(
+          srPath(),
+          { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' },
+          abort.signal,
+        )) {
           const seen = Date.now();
           opened();
-          if (o.status?.state === 'Ready' && o.status.observedGeneration === o.metadata.generation && o.metadata.generation! >= await generation) return seen;
+          if (
+            o.status?.state === 'Ready' &&
+            o.status.observedGeneration === o.metadata.generation &&
+            o.metadata.generation! >= (await generation)
+          )
+            return seen;
         }
         throw new Error(`${name}: watch ended before Ready`);
       } finally {
@@ -329,7 +487,22 @@ try {
       const start = Date.now();
       let out = '';
       await new Promise<void>((resolve, reject) => {
-        const p = spawn('kubectl', ['--kubeconfig', kcpFile, 'apply', '--server-side', '--force-conflicts', '--field-manager=bench', '-o', 'jsonpath={.metadata.generation}', '-f', '-'], { stdio: ['pipe', 'pipe', 'inherit'] });
+        const p = spawn(
+          'kubectl',
+          [
+            '--kubeconfig',
+            kcpFile,
+            'apply',
+            '--server-side',
+            '--force-conflicts',
+            '--field-manager=bench',
+            '-o',
+            'jsonpath={.metadata.generation}',
+            '-f',
+            '-',
+          ],
+          { stdio: ['pipe', 'pipe', 'inherit'] },
+        );
         p.stdout.on('data', (d: Buffer) => (out += d.toString()));
         p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kubectl exited ${code}`))));
         p.stdin.end(JSON.stringify(sr));
@@ -345,7 +518,12 @@ try {
     for (let i = 0; i < EDITS; i++) idle.push(await edit(0, 100 + i));
     const kubectlIdle = kubectlMs.splice(0);
     marks.length = 0;
-    row('3 latency', `idle, kubectl apply -> Ready (${EDITS} edits) p50`, `${median(idle).toFixed(0)} ms`, '<= 300 ms');
+    row(
+      '3 latency',
+      `idle, kubectl apply -> Ready (${EDITS} edits) p50`,
+      `${median(idle).toFixed(0)} ms`,
+      '<= 300 ms',
+    );
     row('3 latency', 'idle p99', `${pct(idle, 99).toFixed(0)} ms`);
     row('3 latency', 'idle: of which kubectl apply itself, p50', `${median(kubectlIdle).toFixed(0)} ms`);
     // Load: scenario 1 (bulk creates of S SyncResources, one after another) running the
@@ -361,10 +539,18 @@ try {
     const loaded: number[] = [];
     for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
     loading = false;
-    row('3 latency', `under load (bulk creates of ${S} SyncResources running: ${rounds} rounds) p50`, `${median(loaded).toFixed(0)} ms`);
+    row(
+      '3 latency',
+      `under load (bulk creates of ${S} SyncResources running: ${rounds} rounds) p50`,
+      `${median(loaded).toFixed(0)} ms`,
+    );
     row('3 latency', 'under load p99', `${pct(loaded, 99).toFixed(0)} ms`, '<= 2 s');
     row('3 latency', 'under load: slowest edit', `${Math.max(...loaded).toFixed(0)} ms`);
-    row('3 latency', 'under load: of which kubectl apply itself, p50 / p99', `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`);
+    row(
+      '3 latency',
+      'under load: of which kubectl apply itself, p50 / p99',
+      `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`,
+    );
     // Where an edit's time goes under load, from the functions' logs: kubectl done ->
     // cluster resolved -> items applied -> status handled -> Ready seen by the poller.
     // Each step's line carries ms, the time its handler took; the rest of a hop is
@@ -374,7 +560,13 @@ try {
       if (!f.startsWith('function-')) continue;
       for (const line of (await readFile(join(stateDir, 'logs', f), 'utf8')).split('\n')) {
         if (!line.includes('"kcp-system/lat-')) continue;
-        const j = JSON.parse(line) as { time: number; ms: number; msg: string; syncResource: string; generation?: number };
+        const j = JSON.parse(line) as {
+          time: number;
+          ms: number;
+          msg: string;
+          syncResource: string;
+          generation?: number;
+        };
         const key = `${j.syncResource}/${j.generation}/${j.msg}`;
         if (j.generation !== undefined && !logged.has(key)) logged.set(key, { time: j.time, ms: j.ms });
       }
@@ -395,8 +587,15 @@ try {
       hop('status -> Ready seen', m.ready - s.time);
     }
     for (const [name, { total, handler }] of Object.entries(hops)) {
-      const of = handler.length > 0 ? `; in the handler ${median(handler).toFixed(0)} / ${pct(handler, 99).toFixed(0)} ms` : '';
-      row('3 latency', `under load: ${name}, p50 / p99 (${total.length} edits)`, `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`);
+      const of =
+        handler.length > 0
+          ? `; in the handler ${median(handler).toFixed(0)} / ${pct(handler, 99).toFixed(0)} ms`
+          : '';
+      row(
+        '3 latency',
+        `under load: ${name}, p50 / p99 (${total.length} edits)`,
+        `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`,
+      );
     }
     await load;
     await rt.broker.idle(120_000);
@@ -414,7 +613,8 @@ try {
     rt.ping[0]!.fire();
     await sleep(300);
     await settle();
-    const diff = (a: Record<string, number>, b: Record<string, number>, k: string) => (b[k] ?? 0) - (a[k] ?? 0);
+    const diff = (a: Record<string, number>, b: Record<string, number>, k: string) =>
+      (b[k] ?? 0) - (a[k] ?? 0);
     let before = await scrapeAll();
     let t0 = performance.now();
     rt.ping[0]!.fire();
@@ -422,9 +622,23 @@ try {
     await settle();
     let ms = performance.now() - t0 - 300 - QUIET_MS;
     let after = await scrapeAll();
-    row('4 no-op resync', `${total} SyncResources: SKR requests per SyncResource`, (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2), '<= 1');
-    row('4 no-op resync', 'KCP requests per SyncResource', ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2));
-    row('4 no-op resync', 'writes anywhere (SKR + KCP)', String(diff(before, after, 'skr:write') + diff(before, after, 'kcp:write')), '0');
+    row(
+      '4 no-op resync',
+      `${total} SyncResources: SKR requests per SyncResource`,
+      (diff(before, after, 'skr:read') / total + diff(before, after, 'skr:write') / total).toFixed(2),
+      '<= 1',
+    );
+    row(
+      '4 no-op resync',
+      'KCP requests per SyncResource',
+      ((diff(before, after, 'kcp:read') + diff(before, after, 'kcp:write')) / total).toFixed(2),
+    );
+    row(
+      '4 no-op resync',
+      'writes anywhere (SKR + KCP)',
+      String(diff(before, after, 'skr:write') + diff(before, after, 'kcp:write')),
+      '0',
+    );
     row('4 no-op resync', 'time for the whole resync', `${(ms / 1000).toFixed(2)} s`);
 
     // 5. Drift: edit or delete 10% of the synced objects, resync.
@@ -434,14 +648,21 @@ try {
       const skr = skrs[i % K]!;
       const info = await mustFind(skr, 'v1', 'ConfigMap');
       if (i % 20 === 0) await skr.client.call('DELETE', resourcePath(info, NS, `b${i}-a`));
-      else await skr.client.call('PATCH', resourcePath(info, NS, `b${i}-a`), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
+      else
+        await skr.client.call('PATCH', resourcePath(info, NS, `b${i}-a`), {
+          body: { data: { rev: 'drifted' } },
+          contentType: 'application/merge-patch+json',
+        });
     });
     before = await scrapeAll();
-    const corrected = async () => (await mapLimit(victims, 16, async (i) => {
-      const skr = skrs[i % K]!;
-      const o = await getObject(skr, await mustFind(skr, 'v1', 'ConfigMap'), NS, `b${i}-a`);
-      return (o?.data as { rev?: string } | undefined)?.rev === '1';
-    })).every(Boolean);
+    const corrected = async () =>
+      (
+        await mapLimit(victims, 16, async (i) => {
+          const skr = skrs[i % K]!;
+          const o = await getObject(skr, await mustFind(skr, 'v1', 'ConfigMap'), NS, `b${i}-a`);
+          return (o?.data as { rev?: string } | undefined)?.rev === '1';
+        })
+      ).every(Boolean);
     // Snapshots taken before a tick began confirm nothing for it (since), so one tick
     // corrects everything; when a tick has run its course and objects are still drifted,
     // tick again (and say so).
@@ -458,9 +679,17 @@ try {
     ms = performance.now() - t0 - ticks * (300 + QUIET_MS);
     await settle();
     after = await scrapeAll();
-    row('5 drift', `${victims.length} objects edited or deleted (10%): time until corrected`, `${(ms / 1000).toFixed(2)} s`);
+    row(
+      '5 drift',
+      `${victims.length} objects edited or deleted (10%): time until corrected`,
+      `${(ms / 1000).toFixed(2)} s`,
+    );
     row('5 drift', 'resync ticks needed', String(ticks));
-    row('5 drift', 'SKR requests per SyncResource (all ticks)', ((diff(before, after, 'skr:read') + diff(before, after, 'skr:write')) / total).toFixed(2));
+    row(
+      '5 drift',
+      'SKR requests per SyncResource (all ticks)',
+      ((diff(before, after, 'skr:read') + diff(before, after, 'skr:write')) / total).toFixed(2),
+    );
 
     // 6. Cold start of one function process, and its first reconcile.
     console.log('6. cold start');
@@ -469,42 +698,111 @@ try {
     for (let i = 0; i < 10; i++) {
       const port = await freePort();
       const t = performance.now();
-      const child = spawn(process.execPath, [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'], {
-        env: { ...process.env, PORT: String(port), KUBECONFIG: set.kcp.kubeconfigFile, K_SINK: rt.broker.url, LOG_LEVEL: 'warn' }, stdio: 'ignore',
-      });
+      const child = spawn(
+        process.execPath,
+        [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'],
+        {
+          env: {
+            ...process.env,
+            PORT: String(port),
+            KUBECONFIG: set.kcp.kubeconfigFile,
+            K_SINK: rt.broker.url,
+            LOG_LEVEL: 'warn',
+          },
+          stdio: 'ignore',
+        },
+      );
       for (;;) {
-        const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then((r) => r.ok, () => false);
+        const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then(
+          (r) => r.ok,
+          () => false,
+        );
         if (ok) break;
         await sleep(5);
       }
       cold.push(performance.now() - t);
       const sr = await kcp.client.call<SyncResource>('GET', srPath('bench-1'));
-      const secret = await kcp.client.call<{ items: KubeObject[] }>('GET', '/api/v1/namespaces/kcp-system/secrets', { query: { labelSelector: `operator.kyma-project.io/kyma-name=${sr.spec.kyma}` } });
+      const secret = await kcp.client.call<{ items: KubeObject[] }>(
+        'GET',
+        '/api/v1/namespaces/kcp-system/secrets',
+        { query: { labelSelector: `operator.kyma-project.io/kyma-name=${sr.spec.kyma}` } },
+      );
       const s = secret.items[0]!;
       const t1 = performance.now();
       const res = await fetch(`http://127.0.0.1:${port}/`, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', 'ce-specversion': '1.0', 'ce-id': `cold-${i}`, 'ce-source': '/bench', 'ce-type': 'io.kyma-project.syncresource.cluster.resolved' },
-        body: JSON.stringify({ namespace: 'kcp-system', name: 'bench-1', uid: sr.metadata.uid, generation: sr.metadata.generation, kyma: sr.spec.kyma, secret: { namespace: 'kcp-system', name: s.metadata.name, uid: s.metadata.uid, resourceVersion: s.metadata.resourceVersion } }),
+        headers: {
+          'content-type': 'application/json',
+          'ce-specversion': '1.0',
+          'ce-id': `cold-${i}`,
+          'ce-source': '/bench',
+          'ce-type': 'io.kyma-project.syncresource.cluster.resolved',
+        },
+        body: JSON.stringify({
+          namespace: 'kcp-system',
+          name: 'bench-1',
+          uid: sr.metadata.uid,
+          generation: sr.metadata.generation,
+          kyma: sr.spec.kyma,
+          secret: {
+            namespace: 'kcp-system',
+            name: s.metadata.name,
+            uid: s.metadata.uid,
+            resourceVersion: s.metadata.resourceVersion,
+          },
+        }),
       });
       await res.text();
       first.push(performance.now() - t1);
       child.kill('SIGKILL');
     }
-    row('6 cold start', 'spawn -> ready on /health/readiness (median of 10)', `${median(cold).toFixed(0)} ms`, '<= 500 ms');
-    row('6 cold start', 'first reconcile of a 5-item SyncResource (median of 10)', `${median(first).toFixed(0)} ms`);
+    row(
+      '6 cold start',
+      'spawn -> ready on /health/readiness (median of 10)',
+      `${median(cold).toFixed(0)} ms`,
+      '<= 500 ms',
+    );
+    row(
+      '6 cold start',
+      'first reconcile of a 5-item SyncResource (median of 10)',
+      `${median(first).toFixed(0)} ms`,
+    );
 
     // 7. Memory with clients cached for 50 SKRs (50 access Secrets, one cached client each).
     console.log('7. memory with 50 cached clients');
     const kymas = Array.from({ length: 50 }, (_, i) => `mem-${i}`);
-    await applyObjects(kcp, kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)));
-    await create(kymas.map((k, i) => ({
-      apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `mem-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'mem' } },
-      spec: { kyma: k, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `mem-${i}`, namespace: NS } }) }] },
-    })));
+    await applyObjects(
+      kcp,
+      kymas.flatMap((k, i) => kymaObjects(k, set.skrs[i % K]!.kubeconfig)),
+    );
+    await create(
+      kymas.map((k, i) => ({
+        apiVersion: 'operator.kyma-project.io/v1alpha1',
+        kind: 'SyncResource',
+        metadata: { name: `mem-${i}`, namespace: 'kcp-system', labels: { 'bench-batch': 'mem' } },
+        spec: {
+          kyma: k,
+          items: [
+            {
+              name: 'cm',
+              strategy: 'CreateAndSync',
+              resource: JSON.stringify({
+                apiVersion: 'v1',
+                kind: 'ConfigMap',
+                metadata: { name: `mem-${i}`, namespace: NS },
+              }),
+            },
+          ],
+        },
+      })),
+    );
     await waitReady('mem-', 50);
     const apply = pids().find((p) => p.svc === 'sync-apply-items')!;
-    row('7 memory', 'RSS of apply-items with 50 SKR clients cached', `${(await rssOf(apply.pid, 'VmRSS')).toFixed(0)} MiB`);
+    row(
+      '7 memory',
+      'RSS of apply-items with 50 SKR clients cached',
+      `${(await rssOf(apply.pid, 'VmRSS')).toFixed(0)} MiB`,
+    );
 
     // 9. Rotation: a source Secret's value changed -> the SKR Secret of a dataFrom item has it.
     // The path is the event of the source Secret (the resync timer is off): resolve-cluster
@@ -512,29 +810,68 @@ try {
     console.log('9. rotation of a Secret by reference');
     const secretsInfo = await mustFind(skrs[0]!, 'v1', 'Secret');
     const srcPath = resourcePath(secretsInfo, 'kcp-system', 'rotation-source');
-    const token = () => Buffer.from(`t-${Math.random().toString(36).slice(2)}-${performance.now()}`).toString('base64');
+    const token = () =>
+      Buffer.from(`t-${Math.random().toString(36).slice(2)}-${performance.now()}`).toString('base64');
     await kcp.client.call('POST', resourcePath(secretsInfo, 'kcp-system'), {
-      body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotation-source', namespace: 'kcp-system', labels: { 'operator.kyma-project.io/sync-source': 'true', 'operator.kyma-project.io/kyma-name': 'kyma-1' } }, data: { token: token() } },
+      body: {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: 'rotation-source',
+          namespace: 'kcp-system',
+          labels: {
+            'operator.kyma-project.io/sync-source': 'true',
+            'operator.kyma-project.io/kyma-name': 'kyma-1',
+          },
+        },
+        data: { token: token() },
+      },
     });
-    await create([{
-      apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: 'rotation', namespace: 'kcp-system', labels: { 'bench-batch': 'rotation' } },
-      spec: { kyma: 'kyma-1', items: [{ name: 'creds', strategy: 'CreateAndSync', resource: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'rotated', namespace: NS } }), dataFrom: { secretRef: { name: 'rotation-source' } } }] },
-    }]);
+    await create([
+      {
+        apiVersion: 'operator.kyma-project.io/v1alpha1',
+        kind: 'SyncResource',
+        metadata: { name: 'rotation', namespace: 'kcp-system', labels: { 'bench-batch': 'rotation' } },
+        spec: {
+          kyma: 'kyma-1',
+          items: [
+            {
+              name: 'creds',
+              strategy: 'CreateAndSync',
+              resource: JSON.stringify({
+                apiVersion: 'v1',
+                kind: 'Secret',
+                metadata: { name: 'rotated', namespace: NS },
+              }),
+              dataFrom: { secretRef: { name: 'rotation-source' } },
+            },
+          ],
+        },
+      },
+    ]);
     await waitReady('rotation-', 1);
     const rotations: number[] = [];
     for (let i = 0; i < 20; i++) {
       await rt.broker.idle(60_000);
       const value = token();
       const t = performance.now();
-      await kcp.client.call('PATCH', srcPath, { body: { data: { token: value } }, contentType: 'application/merge-patch+json' });
+      await kcp.client.call('PATCH', srcPath, {
+        body: { data: { token: value } },
+        contentType: 'application/merge-patch+json',
+      });
       for (;;) {
-        const o = await getObject(skrs[0]!, secretsInfo, NS, 'rotated') as { data?: Record<string, string> } | undefined;
+        const o = (await getObject(skrs[0]!, secretsInfo, NS, 'rotated')) as
+          { data?: Record<string, string> } | undefined;
         if (o?.data?.token === value) break;
         await sleep(20);
       }
       rotations.push(performance.now() - t);
     }
-    row('9 rotation', `source Secret changed -> SKR Secret updated (20 rotations, ${Math.ceil(S / K)} SyncResources on its Kyma) p50`, `${median(rotations).toFixed(0)} ms`);
+    row(
+      '9 rotation',
+      `source Secret changed -> SKR Secret updated (20 rotations, ${Math.ceil(S / K)} SyncResources on its Kyma) p50`,
+      `${median(rotations).toFixed(0)} ms`,
+    );
     row('9 rotation', 'p99', `${pct(rotations, 99).toFixed(0)} ms`, '<= 2 s');
 
     // 8. Scaling (full only).
@@ -559,7 +896,8 @@ try {
   }
   console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
-  if (args.json) await writeRun(args.json, startedAt, { quick, scale: scaleOnly, broker: brokerMode, knative }, rows);
+  if (args.json)
+    await writeRun(args.json, startedAt, { quick, scale: scaleOnly, broker: brokerMode, knative }, rows);
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
 } finally {
   await runtime?.stop();

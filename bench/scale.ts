@@ -43,14 +43,19 @@ async function scrape(svc: string, port: number): Promise<string> {
       if (res.ok) return await res.text();
       throw new Error(`HTTP ${res.status}`);
     } catch (err) {
-      if (attempt >= 3) throw new Error(`metrics of ${svc} (port ${port}) unreadable: ${err instanceof Error ? err.message : String(err)}`);
+      if (attempt >= 3)
+        throw new Error(
+          `metrics of ${svc} (port ${port}) unreadable: ${err instanceof Error ? err.message : String(err)}`,
+        );
       await sleep(1_000);
     }
   }
 }
 
 /** metrics sums the functions' Prometheus counters the benchmark reports. */
-export async function metrics(ctx: ScaleContext): Promise<{ requests: Record<string, number>; clients: Record<string, number>; evictions: number }> {
+export async function metrics(
+  ctx: ScaleContext,
+): Promise<{ requests: Record<string, number>; clients: Record<string, number>; evictions: number }> {
   const requests: Record<string, number> = {};
   const clients: Record<string, number> = {};
   let evictions = 0;
@@ -61,8 +66,10 @@ export async function metrics(ctx: ScaleContext): Promise<{ requests: Record<str
       const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
       requests[key] = (requests[key] ?? 0) + Number(m[2]);
     }
-    for (const m of text.matchAll(/^sync_client_cache_clients(?:\{[^}]*\})? (\d+)/gm)) clients[svc] = (clients[svc] ?? 0) + Number(m[1]);
-    for (const m of text.matchAll(/^sync_client_cache_evictions_total(?:\{[^}]*\})? (\d+)/gm)) evictions += Number(m[1]);
+    for (const m of text.matchAll(/^sync_client_cache_clients(?:\{[^}]*\})? (\d+)/gm))
+      clients[svc] = (clients[svc] ?? 0) + Number(m[1]);
+    for (const m of text.matchAll(/^sync_client_cache_evictions_total(?:\{[^}]*\})? (\d+)/gm))
+      evictions += Number(m[1]);
   }
   return { requests, clients, evictions };
 }
@@ -93,8 +100,15 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   // Each Kyma: an access Secret of its own for SKR k % n, a namespace of its own there.
   for (let from = 0; from < K; from += 100) {
     const ks = Array.from({ length: Math.min(100, K - from) }, (_, j) => from + j);
-    await applyObjects(kcp, ks.flatMap((k) => kymaObjects(kyma(k), ctx.skrKubeconfigs[k % skrs.length]!)));
-    await mapLimit(ks, 16, (k) => applyObjects(skrs[k % skrs.length]!, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsOf(k) } }]));
+    await applyObjects(
+      kcp,
+      ks.flatMap((k) => kymaObjects(kyma(k), ctx.skrKubeconfigs[k % skrs.length]!)),
+    );
+    await mapLimit(ks, 16, (k) =>
+      applyObjects(skrs[k % skrs.length]!, [
+        { apiVersion: 'v1', kind: 'Namespace', metadata: { name: nsOf(k) } },
+      ]),
+    );
   }
   await settle(rt);
   const srPath = resourcePath(syncResourceInfo, 'kcp-system');
@@ -145,13 +159,24 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   const large = await bulk(S, 'scale');
   row(SCENARIO, 'bulk create S=100: time per SyncResource', `${(small / 100).toFixed(1)} ms`);
   row(SCENARIO, `bulk create S=${S}: time per SyncResource`, `${(large / S).toFixed(1)} ms`);
-  row(SCENARIO, `bulk create: time per SyncResource at S=${S} / at S=100`, (large / S / (small / 100)).toFixed(2), '<= 1.5');
-  row(SCENARIO, 'bulk create: resync ticks fired to catch up creations the adapter dropped (its watch closed as unresponsive)', String(catchUpTicks));
+  row(
+    SCENARIO,
+    `bulk create: time per SyncResource at S=${S} / at S=100`,
+    (large / S / (small / 100)).toFixed(2),
+    '<= 1.5',
+  );
+  row(
+    SCENARIO,
+    'bulk create: resync ticks fired to catch up creations the adapter dropped (its watch closed as unresponsive)',
+    String(catchUpTicks),
+  );
   await settle(rt);
 
-  const total = (await kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>('GET', srPath, {
-    headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
-  })).items;
+  const total = (
+    await kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] }>('GET', srPath, {
+      headers: { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' },
+    })
+  ).items;
   const kymas = new Set(total.map((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name'])).size;
   // Warm-up: the first resync after creation records items as Unchanged instead of Created.
   rt.ping[0]!.fire();
@@ -169,13 +194,38 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   const cpu1 = await ctx.cpu();
   const d = (k: string) => (after.requests[k] ?? 0) - (before.requests[k] ?? 0);
   const label = `${total.length} SyncResources over ${kymas} Kymas`;
-  row(SCENARIO, `no-op resync (${label}): KCP requests per SyncResource`, ((d('kcp:read') + d('kcp:write')) / total.length).toFixed(3), '<= 0.3');
+  row(
+    SCENARIO,
+    `no-op resync (${label}): KCP requests per SyncResource`,
+    ((d('kcp:read') + d('kcp:write')) / total.length).toFixed(3),
+    '<= 0.3',
+  );
   const delivered = rt.broker.stats.delivered - delivered0;
-  row(SCENARIO, `no-op resync: broker deliveries per Kyma (${delivered} in all: the tick's one ping, then per Kyma)`, ((delivered - 1) / kymas).toFixed(2), '<= 2');
-  row(SCENARIO, 'no-op resync: SKR requests per SyncResource', ((d('skr:read') + d('skr:write')) / total.length).toFixed(3), '<= 0.5');
+  row(
+    SCENARIO,
+    `no-op resync: broker deliveries per Kyma (${delivered} in all: the tick's one ping, then per Kyma)`,
+    ((delivered - 1) / kymas).toFixed(2),
+    '<= 2',
+  );
+  row(
+    SCENARIO,
+    'no-op resync: SKR requests per SyncResource',
+    ((d('skr:read') + d('skr:write')) / total.length).toFixed(3),
+    '<= 0.5',
+  );
   row(SCENARIO, 'no-op resync: writes anywhere (SKR + KCP)', String(d('skr:write') + d('kcp:write')), '0');
-  row(SCENARIO, `no-op resync: wall time`, `${(ms / 1000).toFixed(1)} s`, S >= 10_000 ? '<= 60 s' : undefined);
-  for (const [g, sec] of Object.entries(cpu1)) row(SCENARIO, `no-op resync: CPU ms per SyncResource, ${g}`, ((sec - cpu0[g]!) * 1000 / total.length).toFixed(2));
+  row(
+    SCENARIO,
+    `no-op resync: wall time`,
+    `${(ms / 1000).toFixed(1)} s`,
+    S >= 10_000 ? '<= 60 s' : undefined,
+  );
+  for (const [g, sec] of Object.entries(cpu1))
+    row(
+      SCENARIO,
+      `no-op resync: CPU ms per SyncResource, ${g}`,
+      (((sec - cpu0[g]!) * 1000) / total.length).toFixed(2),
+    );
 
   // Drift: 1 % of the SyncResources get their first ConfigMap edited in the SKR.
   const victims = Array.from({ length: Math.ceil(S / 100) }, (_, j) => j * 100);
@@ -187,12 +237,20 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   const cmInfo = await mustFind(skrs[0]!, 'v1', 'ConfigMap');
   await mapLimit(victims, 16, async (i) => {
     const w = where(i);
-    await w.skr.client.call('PATCH', resourcePath(cmInfo, w.ns, w.name), { body: { data: { rev: 'drifted' } }, contentType: 'application/merge-patch+json' });
+    await w.skr.client.call('PATCH', resourcePath(cmInfo, w.ns, w.name), {
+      body: { data: { rev: 'drifted' } },
+      contentType: 'application/merge-patch+json',
+    });
   });
-  const corrected = async () => (await mapLimit(victims, 16, async (i) => {
-    const w = where(i);
-    return ((await getObject(w.skr, cmInfo, w.ns, w.name))?.data as { rev?: string } | undefined)?.rev === '1';
-  })).every(Boolean);
+  const corrected = async () =>
+    (
+      await mapLimit(victims, 16, async (i) => {
+        const w = where(i);
+        return (
+          ((await getObject(w.skr, cmInfo, w.ns, w.name))?.data as { rev?: string } | undefined)?.rev === '1'
+        );
+      })
+    ).every(Boolean);
   let ticks = 0;
   const t1 = performance.now();
   do {
@@ -201,14 +259,29 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     await sleep(500);
     await settle(rt);
   } while (!(await corrected()) && ticks < 5);
-  row(SCENARIO, `drift: ${victims.length} objects edited (1 %), resync ticks until corrected`, (await corrected()) ? String(ticks) : `not corrected after ${ticks}`, '1');
-  row(SCENARIO, 'drift: time of those ticks (quiet periods excluded)', `${((performance.now() - t1 - ticks * (500 + QUIET_MS)) / 1000).toFixed(1)} s`);
+  row(
+    SCENARIO,
+    `drift: ${victims.length} objects edited (1 %), resync ticks until corrected`,
+    (await corrected()) ? String(ticks) : `not corrected after ${ticks}`,
+    '1',
+  );
+  row(
+    SCENARIO,
+    'drift: time of those ticks (quiet periods excluded)',
+    `${((performance.now() - t1 - ticks * (500 + QUIET_MS)) / 1000).toFixed(1)} s`,
+  );
 
   // Memory and clients of every function process, after talking to every SKR.
   const m = await metrics(ctx);
   for (const f of rt.functions) {
-    const rss = Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${f.proc.pid}/status`, 'utf8'))![1]) / 1024;
-    row(SCENARIO, `RSS of ${f.service} (replica ${f.replica}) after ${K} SKRs`, `${rss.toFixed(0)} MiB`, '<= 300 MiB');
+    const rss =
+      Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${f.proc.pid}/status`, 'utf8'))![1]) / 1024;
+    row(
+      SCENARIO,
+      `RSS of ${f.service} (replica ${f.replica}) after ${K} SKRs`,
+      `${rss.toFixed(0)} MiB`,
+      '<= 300 MiB',
+    );
   }
   for (const [svc, n] of Object.entries(m.clients)) row(SCENARIO, `SKR clients cached by ${svc}`, String(n));
   row(SCENARIO, 'SKR clients evicted (all processes, whole run)', String(m.evictions));

@@ -10,15 +10,30 @@ export const BENCH_GROUP = 'bench.kcp-sync.io';
 
 /** benchCrd is the CRD installed in every SKR before the runs. */
 export const benchCrd: KubeObject = {
-  apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
+  apiVersion: 'apiextensions.k8s.io/v1',
+  kind: 'CustomResourceDefinition',
   metadata: { name: `widgets.${BENCH_GROUP}` },
   spec: {
-    group: BENCH_GROUP, scope: 'Namespaced',
+    group: BENCH_GROUP,
+    scope: 'Namespaced',
     names: { kind: 'Widget', listKind: 'WidgetList', plural: 'widgets', singular: 'widget' },
-    versions: [{
-      name: 'v1', served: true, storage: true, subresources: { status: {} },
-      schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true }, status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
-    }],
+    versions: [
+      {
+        name: 'v1',
+        served: true,
+        storage: true,
+        subresources: { status: {} },
+        schema: {
+          openAPIV3Schema: {
+            type: 'object',
+            properties: {
+              spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+              status: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+            },
+          },
+        },
+      },
+    ],
   },
 };
 
@@ -26,19 +41,62 @@ export const benchCrd: KubeObject = {
 export function objectsFor(i: number, ns: string, rev = 1): { objects: KubeObject[]; status: KubeObject } {
   const n = `b${i}`;
   const objects: KubeObject[] = [
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${n}-a`, namespace: ns }, data: { rev: String(rev), k: 'v'.repeat(64) } },
-    { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `${n}-b`, namespace: ns, annotations: {} }, data: { rev: String(rev) }, binaryData: {} },
     {
-      apiVersion: 'apps/v1', kind: 'Deployment', metadata: { name: n, namespace: ns },
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${n}-a`, namespace: ns },
+      data: { rev: String(rev), k: 'v'.repeat(64) },
+    },
+    {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: `${n}-b`, namespace: ns, annotations: {} },
+      data: { rev: String(rev) },
+      binaryData: {},
+    },
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: n, namespace: ns },
       spec: {
-        replicas: 0, selector: { matchLabels: { app: n } },
-        template: { metadata: { labels: { app: n } }, spec: { containers: [{ name: 'c', image: 'nginx:1.27', resources: { requests: { cpu: 0.1, memory: 134217728 }, limits: { cpu: '1000m', memory: '1024Mi' } } }] } },
+        replicas: 0,
+        selector: { matchLabels: { app: n } },
+        template: {
+          metadata: { labels: { app: n } },
+          spec: {
+            containers: [
+              {
+                name: 'c',
+                image: 'nginx:1.27',
+                resources: {
+                  requests: { cpu: 0.1, memory: 134217728 },
+                  limits: { cpu: '1000m', memory: '1024Mi' },
+                },
+              },
+            ],
+          },
+        },
       },
     },
-    { apiVersion: 'v1', kind: 'Service', metadata: { name: n, namespace: ns }, spec: { selector: { app: n }, ports: [{ port: 80 }] } },
-    { apiVersion: `${BENCH_GROUP}/v1`, kind: 'Widget', metadata: { name: n, namespace: ns }, spec: { size: rev } },
+    {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: n, namespace: ns },
+      spec: { selector: { app: n }, ports: [{ port: 80 }] },
+    },
+    {
+      apiVersion: `${BENCH_GROUP}/v1`,
+      kind: 'Widget',
+      metadata: { name: n, namespace: ns },
+      spec: { size: rev },
+    },
   ];
-  const status = { apiVersion: `${BENCH_GROUP}/v1`, kind: 'Widget', metadata: { name: n, namespace: ns }, status: { state: 'Ready' } };
+  const status = {
+    apiVersion: `${BENCH_GROUP}/v1`,
+    kind: 'Widget',
+    metadata: { name: n, namespace: ns },
+    status: { state: 'Ready' },
+  };
   return { objects, status };
 }
 
@@ -48,8 +106,15 @@ const yaml = (o: unknown) => JSON.stringify(o);
 export function syncResourceFor(i: number, ns: string, kcpNs: string, kyma: string, rev = 1): KubeObject {
   const { objects, status } = objectsFor(i, ns, rev);
   const items = objects.map((o, j) => ({
-    name: `item-${j}`, strategy: 'CreateAndSync', resource: yaml(o),
+    name: `item-${j}`,
+    strategy: 'CreateAndSync',
+    resource: yaml(o),
     ...(o.kind === 'Widget' ? { subresource: yaml(status) } : {}),
   }));
-  return { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name: `bench-${i}`, namespace: kcpNs }, spec: { kyma, items } };
+  return {
+    apiVersion: 'operator.kyma-project.io/v1alpha1',
+    kind: 'SyncResource',
+    metadata: { name: `bench-${i}`, namespace: kcpNs },
+    spec: { kyma, items },
+  };
 }

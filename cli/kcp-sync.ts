@@ -52,7 +52,9 @@ type Format = 'text' | 'json';
 /** table aligns rows into columns for people. */
 function table(rows: string[][]): string {
   const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => r[i]!.length)));
-  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  ')).join('\n');
+  return rows
+    .map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join('  '))
+    .join('\n');
 }
 
 async function readInput(file: string): Promise<string> {
@@ -75,11 +77,19 @@ async function validate(files: string[], format: Format, config: Config): Promis
       for (const u of r.unchecked) console.log(`${r.source}: rule not checked offline: ${u}`);
     }
     if (findings.length > 0) {
-      console.log(table([['FILE', 'SYNCRESOURCE', 'ITEM', 'STATE', 'REASON', 'MESSAGE'],
-        ...findings.map((f) => [f.source, f.syncResource, f.item ?? '-', f.state, f.reason, f.message])]));
+      console.log(
+        table([
+          ['FILE', 'SYNCRESOURCE', 'ITEM', 'STATE', 'REASON', 'MESSAGE'],
+          ...findings.map((f) => [f.source, f.syncResource, f.item ?? '-', f.state, f.reason, f.message]),
+        ]),
+      );
     }
     const count = reports.reduce((n, r) => n + r.syncResources.length, 0);
-    console.log(findings.length === 0 ? `${count} SyncResources valid` : `${findings.length} problems in ${count} SyncResources`);
+    console.log(
+      findings.length === 0
+        ? `${count} SyncResources valid`
+        : `${findings.length} problems in ${count} SyncResources`,
+    );
   }
   return findings.length === 0 ? 0 : 1;
 }
@@ -107,9 +117,16 @@ async function personCredentials(path: string, context: string | undefined): Pro
   };
 }
 
-async function diff(file: string, kubeconfig: string, context: string | undefined, format: Format, config: Config): Promise<number> {
-  const docs = (readYamlDocuments(await readInput(file)) as SyncResource[])
-    .filter((d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource');
+async function diff(
+  file: string,
+  kubeconfig: string,
+  context: string | undefined,
+  format: Format,
+  config: Config,
+): Promise<number> {
+  const docs = (readYamlDocuments(await readInput(file)) as SyncResource[]).filter(
+    (d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource',
+  );
   if (docs.length === 0) throw new Error(`${file} holds no SyncResource`);
   const client = KubeClient.create(await personCredentials(kubeconfig, context), { name: 'skr' });
   const results: { syncResource: string; items: ItemDiff[] }[] = [];
@@ -117,19 +134,33 @@ async function diff(file: string, kubeconfig: string, context: string | undefine
     const skr = { client, mapper: new RestMapper(client) };
     for (const sr of docs) {
       sr.metadata.namespace ??= config.controlPlaneNamespaces[0];
-      results.push({ syncResource: `${sr.metadata.namespace}/${sr.metadata.name}`, items: await diffSyncResource(sr, skr, config) });
+      results.push({
+        syncResource: `${sr.metadata.namespace}/${sr.metadata.name}`,
+        items: await diffSyncResource(sr, skr, config),
+      });
     }
   } finally {
     await client.close();
   }
   const all = results.flatMap((r) => r.items);
   if (format === 'json') {
-    console.log(JSON.stringify({ changes: all.some((i) => CHANGES.has(i.outcome)), syncResources: results }, null, 2));
+    console.log(
+      JSON.stringify({ changes: all.some((i) => CHANGES.has(i.outcome)), syncResources: results }, null, 2),
+    );
   } else {
     for (const r of results) {
       console.log(`SyncResource ${r.syncResource}`);
-      console.log(table([['ITEM', 'OUTCOME', 'OBJECT', 'DETAIL'],
-        ...r.items.map((i) => [i.item, i.outcome, i.object ?? '-', [i.reason, i.message].filter(Boolean).join(': ') || '-'])]));
+      console.log(
+        table([
+          ['ITEM', 'OUTCOME', 'OBJECT', 'DETAIL'],
+          ...r.items.map((i) => [
+            i.item,
+            i.outcome,
+            i.object ?? '-',
+            [i.reason, i.message].filter(Boolean).join(': ') || '-',
+          ]),
+        ]),
+      );
       for (const i of r.items) if (i.diff && CHANGES.has(i.outcome)) console.log(i.diff);
     }
   }
@@ -140,8 +171,14 @@ async function diff(file: string, kubeconfig: string, context: string | undefine
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
-    args: rest, allowPositionals: true,
-    options: { help: { type: 'boolean', short: 'h' }, output: { type: 'string', short: 'o' }, kubeconfig: { type: 'string' }, context: { type: 'string' } },
+    args: rest,
+    allowPositionals: true,
+    options: {
+      help: { type: 'boolean', short: 'h' },
+      output: { type: 'string', short: 'o' },
+      kubeconfig: { type: 'string' },
+      context: { type: 'string' },
+    },
   });
   if (command !== 'validate' && command !== 'diff') {
     console.log(usage.main);
@@ -155,7 +192,8 @@ async function main(argv: string[]): Promise<number> {
   if (!format) throw new Error(`-o ${values.output}: only json is supported`);
   const config = parseConfig();
   if (command === 'validate') {
-    if (positionals.length === 0) throw new Error('validate needs at least one FILE (or - for standard input)');
+    if (positionals.length === 0)
+      throw new Error('validate needs at least one FILE (or - for standard input)');
     return validate(positionals, format, config);
   }
   if (positionals.length !== 1 || !values.kubeconfig) throw new Error('diff needs one FILE and --kubeconfig');

@@ -27,13 +27,18 @@ const [{ default: faas }, mod, { getDeps }] = await Promise.all([
 const ok = async () => 'OK';
 // dead-letter needs no KCP access: its ServiceAccount mounts no token, so it builds no clients.
 const usesKcp = name !== 'dead-letter';
-await faas.start({
-  handle: mod.handle as never,
-  readiness: ok as never,
-  liveness: ok as never,
-  init: async () => { if (usesKcp) await getDeps(); },
-  shutdown: async () => {
-    if (usesKcp) await (await getDeps()).cache.closeAll();
-    await stopTelemetry();
+await faas.start(
+  {
+    handle: mod.handle as never,
+    readiness: ok as never,
+    liveness: ok as never,
+    init: async () => {
+      if (usesKcp) await getDeps();
+    },
+    shutdown: async () => {
+      if (usesKcp) await (await getDeps()).cache.closeAll();
+      await stopTelemetry();
+    },
   },
-}, { port: Number(process.env.PORT ?? 8080), logLevel: (process.env.LOG_LEVEL ?? 'info') as never });
+  { port: Number(process.env.PORT ?? 8080), logLevel: (process.env.LOG_LEVEL ?? 'info') as never },
+);

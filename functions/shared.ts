@@ -6,7 +6,14 @@ import { EventDataError } from '../lib/events.ts';
 import { KubeApiError, SyncError } from '../lib/kube/errors.ts';
 import type { Deps, Logger } from '../lib/pipeline/deps.ts';
 import { depsFromEnv } from '../lib/pipeline/setup.ts';
-import { extractContext, injectContext, inSpan, Metrics, traceId, type TraceCarrier } from '../lib/telemetry.ts';
+import {
+  extractContext,
+  injectContext,
+  inSpan,
+  Metrics,
+  traceId,
+  type TraceCarrier,
+} from '../lib/telemetry.ts';
 
 let deps: Promise<Deps> | undefined;
 
@@ -44,8 +51,10 @@ export function checkData<T>(check: () => T): T {
 /** mapError turns a failure into the answer the broker acts on: 5xx retries, 4xx does not. */
 export function mapError(err: unknown): HttpError {
   if (err instanceof HttpError) return err;
-  if (err instanceof SyncError) return new HttpError(err.transient ? 503 : 422, `${err.reason}: ${err.message}`, err);
-  if (err instanceof KubeApiError) return new HttpError(err.transient || err.code >= 500 ? 503 : 500, err.message, err);
+  if (err instanceof SyncError)
+    return new HttpError(err.transient ? 503 : 422, `${err.reason}: ${err.message}`, err);
+  if (err instanceof KubeApiError)
+    return new HttpError(err.transient || err.code >= 500 ? 503 : 500, err.message, err);
   return new HttpError(500, err instanceof Error ? err.message : String(err), err);
 }
 
@@ -64,7 +73,7 @@ function incomingTrace(event: CloudEvent<unknown>): TraceCarrier {
  */
 export function traceExtensions(event: CloudEvent<unknown>): Record<string, string> {
   const injected = injectContext();
-  return injected.traceparent ? injected : { ...incomingTrace(event) } as Record<string, string>;
+  return injected.traceparent ? injected : ({ ...incomingTrace(event) } as Record<string, string>);
 }
 
 /** logger adapts the handler context's logger (pino: fields first, then a constant message). */
@@ -80,27 +89,48 @@ function withTrace(log: Logger, started: number): Logger {
     const ms = Math.round(performance.now() - started);
     return id ? { ...fields, ms, traceId: id } : { ...fields, ms };
   };
-  return { info: (x, m) => log.info(f(x), m), warn: (x, m) => log.warn(f(x), m), error: (x, m) => log.error(f(x), m) };
+  return {
+    info: (x, m) => log.info(f(x), m),
+    warn: (x, m) => log.warn(f(x), m),
+    error: (x, m) => log.error(f(x), m),
+  };
 }
 
 /** run wraps a handler body in the step's span (child of the event's trace context), with error mapping, logging and the duration metric. */
-export async function run<T>(context: Context, event: CloudEvent<unknown>, step: string, body: (d: Deps, log: Logger) => Promise<T>): Promise<T> {
+export async function run<T>(
+  context: Context,
+  event: CloudEvent<unknown>,
+  step: string,
+  body: (d: Deps, log: Logger) => Promise<T>,
+): Promise<T> {
   const d = await getDeps();
   const started = performance.now();
-  const attributes = { 'sync.step': step, 'cloudevents.event_type': event.type, 'cloudevents.event_subject': event.subject ?? '' };
-  return inSpan(step, attributes, async (span) => {
-    const log = withTrace(logger(context, d.log), started);
-    let outcome = 'ok';
-    try {
-      return await body(d, log);
-    } catch (err) {
-      const mapped = mapError(err);
-      outcome = mapped.code >= 500 ? 'retry' : 'rejected';
-      span.setAttribute('http.response.status_code', mapped.code);
-      log.error({ step, eventType: event.type, subject: event.subject, code: mapped.code, error: mapped.message }, 'step failed');
-      throw mapped;
-    } finally {
-      Metrics.reconcileDuration.record((performance.now() - started) / 1000, { step, outcome });
-    }
-  }, extractContext(incomingTrace(event)));
+  const attributes = {
+    'sync.step': step,
+    'cloudevents.event_type': event.type,
+    'cloudevents.event_subject': event.subject ?? '',
+  };
+  return inSpan(
+    step,
+    attributes,
+    async (span) => {
+      const log = withTrace(logger(context, d.log), started);
+      let outcome = 'ok';
+      try {
+        return await body(d, log);
+      } catch (err) {
+        const mapped = mapError(err);
+        outcome = mapped.code >= 500 ? 'retry' : 'rejected';
+        span.setAttribute('http.response.status_code', mapped.code);
+        log.error(
+          { step, eventType: event.type, subject: event.subject, code: mapped.code, error: mapped.message },
+          'step failed',
+        );
+        throw mapped;
+      } finally {
+        Metrics.reconcileDuration.record((performance.now() - started) / 1000, { step, outcome });
+      }
+    },
+    extractContext(incomingTrace(event)),
+  );
 }

@@ -29,11 +29,17 @@ describe('the cold build of a module', () => {
     return module;
   };
 
-  it('names each binary with n of m and the time so far, and keeps the Go tool\'s lines in its log', async () => {
-    const module = await moduleWith([
-      'echo "::step one"', 'echo "go: downloading example.com/dep v1.0.0" >&2', 'touch "$out/one"',
-      'echo "::step two"', 'touch "$out/two"', 'echo "{}" > "$out/versions.json"',
-    ].join('\n'));
+  it("names each binary with n of m and the time so far, and keeps the Go tool's lines in its log", async () => {
+    const module = await moduleWith(
+      [
+        'echo "::step one"',
+        'echo "go: downloading example.com/dep v1.0.0" >&2',
+        'touch "$out/one"',
+        'echo "::step two"',
+        'touch "$out/two"',
+        'echo "{}" > "$out/versions.json"',
+      ].join('\n'),
+    );
     const lines: string[] = [];
     const dir = await build(module, 'two programs', (l) => lines.push(l), ['one', 'two']);
     expect(dir).toBe(cacheDir(module));
@@ -49,9 +55,13 @@ describe('the cold build of a module', () => {
     expect(again).toEqual([]);
   });
 
-  it('fails with the end of the Go tool\'s output (its download lines left out), and caches nothing', async () => {
-    const module = await moduleWith('echo "::step one"\necho "main.go:3: undefined: x" >&2\necho "go: downloading example.com/dep v1.0.0" >&2\nexit 3');
-    await expect(build(module, 'one program', () => {}, ['one'])).rejects.toThrow(/exited with 3; the end of .*\.log:\nmain\.go:3: undefined: x$/);
+  it("fails with the end of the Go tool's output (its download lines left out), and caches nothing", async () => {
+    const module = await moduleWith(
+      'echo "::step one"\necho "main.go:3: undefined: x" >&2\necho "go: downloading example.com/dep v1.0.0" >&2\nexit 3',
+    );
+    await expect(build(module, 'one program', () => {}, ['one'])).rejects.toThrow(
+      /exited with 3; the end of .*\.log:\nmain\.go:3: undefined: x$/,
+    );
     await expect(readFile(join(cacheDir(module), 'versions.json'))).rejects.toThrow(/ENOENT/);
   });
 });

@@ -51,24 +51,43 @@ export interface WorkloadBinaries {
 }
 
 /** EVENTING_COMMANDS are the commands infra/knative/build.sh builds. */
-export const EVENTING_COMMANDS = ['apiserver_receive_adapter', 'controller', 'mtchannel_broker', 'channel_controller', 'channel_dispatcher', 'ingress', 'filter', 'mtping', 'webhook'];
+export const EVENTING_COMMANDS = [
+  'apiserver_receive_adapter',
+  'controller',
+  'mtchannel_broker',
+  'channel_controller',
+  'channel_dispatcher',
+  'ingress',
+  'filter',
+  'mtping',
+  'webhook',
+];
 
 /** cacheDir is where a module's build is kept: $KCP_SYNC_BIN_CACHE, else the user's cache directory. */
 export function cacheDir(module = kubeModule): string {
-  const base = process.env.KCP_SYNC_BIN_CACHE
-    ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'kcp-sync-resource', 'bin');
+  const base =
+    process.env.KCP_SYNC_BIN_CACHE ??
+    join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'kcp-sync-resource', 'bin');
   const hash = createHash('sha256');
   for (const f of ['go.mod', 'go.sum', 'build.sh']) hash.update(readFileSync(join(module, f)));
   // kube-scheduler comes from the kube module: its version is part of the key.
-  if (module === kwokModule) for (const f of ['go.mod', 'go.sum']) hash.update(readFileSync(join(kubeModule, f)));
+  if (module === kwokModule)
+    for (const f of ['go.mod', 'go.sum']) hash.update(readFileSync(join(kubeModule, f)));
   // The kube build keeps its historical key; others are told apart by their module's name.
-  const prefix = module === kubeModule ? '' : module === knativeModule ? 'knative-' : module === kwokModule ? 'kwok-' : 'serving-';
+  const prefix =
+    module === kubeModule
+      ? ''
+      : module === knativeModule
+        ? 'knative-'
+        : module === kwokModule
+          ? 'kwok-'
+          : 'serving-';
   return join(base, `${prefix}${hash.digest('hex').slice(0, 16)}`);
 }
 
 function versionsIn<V>(dir: string): V | undefined {
   const versions = join(dir, 'versions.json');
-  return existsSync(versions) ? JSON.parse(readFileSync(versions, 'utf8')) as V : undefined;
+  return existsSync(versions) ? (JSON.parse(readFileSync(versions, 'utf8')) as V) : undefined;
 }
 
 /** STEPS are the binaries each module's build.sh builds, in the order its "::step NAME" lines name them. */
@@ -91,7 +110,12 @@ const soFar = () => {
  * builds; the Go tool's own output goes to a log beside the cache directory, whose tail is
  * in the error when the build fails. steps are the binaries its "::step NAME" lines name.
  */
-export async function build(module: string, what: string, log: (line: string) => void, steps = STEPS[module] ?? []): Promise<string> {
+export async function build(
+  module: string,
+  what: string,
+  log: (line: string) => void,
+  steps = STEPS[module] ?? [],
+): Promise<string> {
   const dir = cacheDir(module);
   if (versionsIn(dir)) return dir;
   const tmp = `${dir}.tmp-${process.pid}`;
@@ -115,13 +139,18 @@ export async function build(module: string, what: string, log: (line: string) =>
           if (step) {
             current = step;
             log(`  building ${step} (${steps.indexOf(step) + 1} of ${steps.length} of ${name}), ${soFar()}`);
-          // Download lines say nothing about a failure: the tail keeps the others.
+            // Download lines say nothing about a failure: the tail keeps the others.
           } else if (!line.startsWith('go: downloading ') && tail.push(line) > 30) tail.shift();
         });
       }
       child.on('error', reject);
-      child.on('close', (code) => (code === 0 ? resolve()
-        : reject(new Error(`${name}/build.sh exited with ${code}; the end of ${logFile}:\n${tail.join('\n')}`))));
+      child.on('close', (code) =>
+        code === 0
+          ? resolve()
+          : reject(
+              new Error(`${name}/build.sh exited with ${code}; the end of ${logFile}:\n${tail.join('\n')}`),
+            ),
+      );
     });
   } finally {
     clearInterval(tick);
@@ -149,7 +178,9 @@ export async function ensureBinaries(log: (line: string) => void = () => {}): Pr
 }
 
 /** ensureKnativeBinaries returns the cached Knative Eventing programs, building them first when missing. */
-export async function ensureKnativeBinaries(log: (line: string) => void = () => {}): Promise<KnativeBinaries> {
+export async function ensureKnativeBinaries(
+  log: (line: string) => void = () => {},
+): Promise<KnativeBinaries> {
   const dir = await build(knativeModule, 'Knative Eventing (controllers, broker, channel, sources)', log);
   return {
     apiserverReceiveAdapter: join(dir, 'apiserver_receive_adapter'),
@@ -160,24 +191,42 @@ export async function ensureKnativeBinaries(log: (line: string) => void = () => 
 }
 
 /** ensureServingBinaries returns the cached queue-proxy and Serving CRDs, building them first when missing. */
-export async function ensureServingBinaries(log: (line: string) => void = () => {}): Promise<ServingBinaries> {
+export async function ensureServingBinaries(
+  log: (line: string) => void = () => {},
+): Promise<ServingBinaries> {
   const dir = await build(servingModule, "Knative Serving's queue-proxy", log);
-  return { queue: join(dir, 'queue'), config: join(dir, 'config'), versions: versionsIn<ServingBinaries['versions']>(dir)! };
+  return {
+    queue: join(dir, 'queue'),
+    config: join(dir, 'config'),
+    versions: versionsIn<ServingBinaries['versions']>(dir)!,
+  };
 }
 
 /** ensureWorkloadBinaries returns the cached kube-scheduler, KWOK and its stages, building them first when missing. */
-export async function ensureWorkloadBinaries(log: (line: string) => void = () => {}): Promise<WorkloadBinaries> {
+export async function ensureWorkloadBinaries(
+  log: (line: string) => void = () => {},
+): Promise<WorkloadBinaries> {
   const dir = await build(kwokModule, 'kube-scheduler and KWOK', log);
   return {
-    kubeScheduler: join(dir, 'kube-scheduler'), kwok: join(dir, 'kwok'), stages: join(dir, 'stages', 'stages.yaml'),
+    kubeScheduler: join(dir, 'kube-scheduler'),
+    kwok: join(dir, 'kwok'),
+    stages: join(dir, 'stages', 'stages.yaml'),
     versions: versionsIn<WorkloadBinaries['versions']>(dir)!,
   };
 }
 
 if (import.meta.main) {
   const log = (l: string) => console.log(l);
-  console.log(JSON.stringify({
-    kube: await ensureBinaries(log), workloads: await ensureWorkloadBinaries(log),
-    knative: await ensureKnativeBinaries(log), serving: await ensureServingBinaries(log),
-  }, null, 2));
+  console.log(
+    JSON.stringify(
+      {
+        kube: await ensureBinaries(log),
+        workloads: await ensureWorkloadBinaries(log),
+        knative: await ensureKnativeBinaries(log),
+        serving: await ensureServingBinaries(log),
+      },
+      null,
+      2,
+    ),
+  );
 }

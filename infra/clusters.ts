@@ -87,30 +87,53 @@ export class ClusterSet {
     const timeout = opts.readyTimeoutMs ?? 120_000;
     const [clientPort, peerPort] = [await freePort(), await freePort()];
     const etcdUrl = `http://127.0.0.1:${clientPort}`;
-    const etcd = startProcess('etcd', 'shared', binaries.etcd, [
-      '--name=local', `--data-dir=${join(workDir, 'etcd')}`,
-      `--listen-client-urls=${etcdUrl}`, `--advertise-client-urls=${etcdUrl}`,
-      `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
-      `--initial-cluster=local=http://127.0.0.1:${peerPort}`,
-      '--unsafe-no-fsync', '--log-level=warn', '--quota-backend-bytes=8589934592',
-    ], { logDir });
+    const etcd = startProcess(
+      'etcd',
+      'shared',
+      binaries.etcd,
+      [
+        '--name=local',
+        `--data-dir=${join(workDir, 'etcd')}`,
+        `--listen-client-urls=${etcdUrl}`,
+        `--advertise-client-urls=${etcdUrl}`,
+        `--listen-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-advertise-peer-urls=http://127.0.0.1:${peerPort}`,
+        `--initial-cluster=local=http://127.0.0.1:${peerPort}`,
+        '--unsafe-no-fsync',
+        '--log-level=warn',
+        '--quota-backend-bytes=8589934592',
+      ],
+      { logDir },
+    );
     const started: Proc[] = [etcd];
     try {
-      await waitFor('etcd', async () => (await fetch(`${etcdUrl}/health`)).ok, timeout, () => exitedMsg(etcd));
+      await waitFor(
+        'etcd',
+        async () => (await fetch(`${etcdUrl}/health`)).ok,
+        timeout,
+        () => exitedMsg(etcd),
+      );
       const names = ['kcp', ...Array.from({ length: opts.skrs }, (_, i) => `skr-${i + 1}`)];
-      const clusters = await Promise.all(names.map(async (name) => {
-        const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout);
-        started.push(c.apiserver, c.controllerManager);
-        if (name !== 'kcp' && workloads) {
-          c.workloads = await startWorkloads(c, workloads, workDir);
-          started.push(...c.workloads);
-        }
-        return c;
-      }));
+      const clusters = await Promise.all(
+        names.map(async (name) => {
+          const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout);
+          started.push(c.apiserver, c.controllerManager);
+          if (name !== 'kcp' && workloads) {
+            c.workloads = await startWorkloads(c, workloads, workDir);
+            started.push(...c.workloads);
+          }
+          return c;
+        }),
+      );
       const set = new ClusterSet({
-        binaries, workDir, stateDir: opts.stateDir, etcd, etcdUrl,
-        kcp: clusters[0]!, skrs: clusters.slice(1), readyTimeoutMs: timeout,
+        binaries,
+        workDir,
+        stateDir: opts.stateDir,
+        etcd,
+        etcdUrl,
+        kcp: clusters[0]!,
+        skrs: clusters.slice(1),
+        readyTimeoutMs: timeout,
       });
       await set.writeState();
       log(`clusters ready: ${names.join(', ')}`);
@@ -137,10 +160,16 @@ export class ClusterSet {
 
   /** state describes the processes and clusters, as written to state.json. */
   state(): StateFile {
-    const procs = [this.etcd, ...this.clusters.flatMap((c) => [c.apiserver, c.controllerManager, ...c.workloads]), ...this.extraProcesses];
+    const procs = [
+      this.etcd,
+      ...this.clusters.flatMap((c) => [c.apiserver, c.controllerManager, ...c.workloads]),
+      ...this.extraProcesses,
+    ];
     return {
       processes: procs.map(({ role, cluster, pid }) => ({ role, cluster, pid })),
-      clusters: Object.fromEntries(this.clusters.map((c) => [c.name, { kubeconfig: c.kubeconfigFile, url: c.url }])),
+      clusters: Object.fromEntries(
+        this.clusters.map((c) => [c.name, { kubeconfig: c.kubeconfigFile, url: c.url }]),
+      ),
     };
   }
 
@@ -194,7 +223,12 @@ function exitedMsg(p: Proc): string | undefined {
 }
 
 async function startCluster(
-  name: string, bin: Binaries, workDir: string, stateDir: string, etcdUrl: string, timeout: number,
+  name: string,
+  bin: Binaries,
+  workDir: string,
+  stateDir: string,
+  etcdUrl: string,
+  timeout: number,
 ): Promise<Cluster> {
   const dir = join(workDir, name);
   await mkdir(dir);
@@ -203,30 +237,48 @@ async function startCluster(
   const kubeconfigFile = ClusterSet.kubeconfigPath(stateDir, name);
   // The API server exits at once when its port was taken after freePort found it free.
   let last: Proc | undefined;
-  const c = await startOnFreePort(async (port) => {
-    const url = `https://127.0.0.1:${port}`;
-    const c = { name, url, port, dir, pki, kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin), kubeconfigFile, workloads: [] } as unknown as Cluster;
-    const logFrom = last ? (await stat(last.logFile)).size : 0;
-    last = c.apiserver = launchApiServer(c, bin, etcdUrl);
-    try {
-      await waitReady(c, timeout);
-    } catch (err) {
-      throw (await portTaken(c.apiserver, logFrom)) ? new PortTakenError(port, err) : err;
-    }
-    return c;
-  }, (err) => err instanceof PortTakenError);
+  const c = await startOnFreePort(
+    async (port) => {
+      const url = `https://127.0.0.1:${port}`;
+      const c = {
+        name,
+        url,
+        port,
+        dir,
+        pki,
+        kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin),
+        kubeconfigFile,
+        workloads: [],
+      } as unknown as Cluster;
+      const logFrom = last ? (await stat(last.logFile)).size : 0;
+      last = c.apiserver = launchApiServer(c, bin, etcdUrl);
+      try {
+        await waitReady(c, timeout);
+      } catch (err) {
+        throw (await portTaken(c.apiserver, logFrom)) ? new PortTakenError(port, err) : err;
+      }
+      return c;
+    },
+    (err) => err instanceof PortTakenError,
+  );
   await writeFile(adminFile, c.kubeconfig, { mode: 0o600 });
-  c.controllerManager = startProcess('kube-controller-manager', name, bin.kubeControllerManager, [
-    `--kubeconfig=${adminFile}`,
-    '--leader-elect=false',
-    '--secure-port=0',
-    '--use-service-account-credentials=false',
-    `--service-account-private-key-file=${pki.serviceAccount.keyFile}`,
-    `--root-ca-file=${pki.caFile}`,
-    '--controllers=*,-nodeipam,-nodelifecycle,-service-lb-controller,-cloud-node-lifecycle-controller,-persistentvolume-attach-detach-controller',
-    '--concurrent-gc-syncs=5',
-    '--v=1',
-  ], { logDir: join(workDir, 'logs') });
+  c.controllerManager = startProcess(
+    'kube-controller-manager',
+    name,
+    bin.kubeControllerManager,
+    [
+      `--kubeconfig=${adminFile}`,
+      '--leader-elect=false',
+      '--secure-port=0',
+      '--use-service-account-credentials=false',
+      `--service-account-private-key-file=${pki.serviceAccount.keyFile}`,
+      `--root-ca-file=${pki.caFile}`,
+      '--controllers=*,-nodeipam,-nodelifecycle,-service-lb-controller,-cloud-node-lifecycle-controller,-persistentvolume-attach-detach-controller',
+      '--concurrent-gc-syncs=5',
+      '--v=1',
+    ],
+    { logDir: join(workDir, 'logs') },
+  );
   return c;
 }
 
@@ -239,31 +291,61 @@ async function startCluster(
 async function startWorkloads(c: Cluster, bin: WorkloadBinaries, workDir: string): Promise<Proc[]> {
   const kubeconfig = join(c.dir, 'admin.kubeconfig');
   const logDir = join(workDir, 'logs');
-  const scheduler = startProcess('kube-scheduler', c.name, bin.kubeScheduler, [
-    `--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--secure-port=0', '--v=1',
-  ], { logDir });
-  const kwok = startProcess('kwok', c.name, bin.kwok, [
-    `--kubeconfig=${kubeconfig}`, `--config=${bin.stages}`, '--manage-all-nodes=false',
-    '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake', '--node-lease-duration-seconds=40',
-    '--cidr=10.244.0.0/16', '--node-ip=10.0.0.10', '--server-address=127.0.0.1:0',
-  ], { logDir, env: { ...process.env, HOME: c.dir } });
+  const scheduler = startProcess(
+    'kube-scheduler',
+    c.name,
+    bin.kubeScheduler,
+    [`--kubeconfig=${kubeconfig}`, '--leader-elect=false', '--secure-port=0', '--v=1'],
+    { logDir },
+  );
+  const kwok = startProcess(
+    'kwok',
+    c.name,
+    bin.kwok,
+    [
+      `--kubeconfig=${kubeconfig}`,
+      `--config=${bin.stages}`,
+      '--manage-all-nodes=false',
+      '--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake',
+      '--node-lease-duration-seconds=40',
+      '--cidr=10.244.0.0/16',
+      '--node-ip=10.0.0.10',
+      '--server-address=127.0.0.1:0',
+    ],
+    { logDir, env: { ...process.env, HOME: c.dir } },
+  );
   const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
   const node = {
-    apiVersion: 'v1', kind: 'Node',
-    metadata: { name: NODE_NAME, annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' }, labels: { 'kubernetes.io/hostname': NODE_NAME, type: 'kwok' } },
-    status: { allocatable: { cpu: '32', memory: '256Gi', pods: '500' }, capacity: { cpu: '32', memory: '256Gi', pods: '500' } },
+    apiVersion: 'v1',
+    kind: 'Node',
+    metadata: {
+      name: NODE_NAME,
+      annotations: { 'kwok.x-k8s.io/node': 'fake', 'node.alpha.kubernetes.io/ttl': '0' },
+      labels: { 'kubernetes.io/hostname': NODE_NAME, type: 'kwok' },
+    },
+    status: {
+      allocatable: { cpu: '32', memory: '256Gi', pods: '500' },
+      capacity: { cpu: '32', memory: '256Gi', pods: '500' },
+    },
   };
   const created = await httpsRequest('POST', `${c.url}/api/v1/nodes`, tls, { json: node });
-  if (created.status !== 201 && created.status !== 409) throw new Error(`creating Node ${NODE_NAME} in ${c.name}: ${created.status} ${created.body}`);
-  const untainted = await httpsRequest('PATCH', `${c.url}/api/v1/nodes/${NODE_NAME}`, tls, { json: { spec: { taints: null } }, contentType: 'application/merge-patch+json' });
-  if (untainted.status !== 200) throw new Error(`untainting Node ${NODE_NAME} in ${c.name}: ${untainted.status} ${untainted.body}`);
+  if (created.status !== 201 && created.status !== 409)
+    throw new Error(`creating Node ${NODE_NAME} in ${c.name}: ${created.status} ${created.body}`);
+  const untainted = await httpsRequest('PATCH', `${c.url}/api/v1/nodes/${NODE_NAME}`, tls, {
+    json: { spec: { taints: null } },
+    contentType: 'application/merge-patch+json',
+  });
+  if (untainted.status !== 200)
+    throw new Error(`untainting Node ${NODE_NAME} in ${c.name}: ${untainted.status} ${untainted.body}`);
   return [scheduler, kwok];
 }
 
 /** portTaken tells whether a process ended because its port was in use (its log after byte from says so). */
 async function portTaken(p: Proc, from: number): Promise<boolean> {
   if (p.child.exitCode === null && p.child.signalCode === null) return false;
-  return (await readFile(p.logFile).catch(() => Buffer.alloc(0))).subarray(from).includes('address already in use');
+  return (await readFile(p.logFile).catch(() => Buffer.alloc(0)))
+    .subarray(from)
+    .includes('address already in use');
 }
 
 class PortTakenError extends Error {
@@ -273,31 +355,41 @@ class PortTakenError extends Error {
 }
 
 function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
-  return startProcess('kube-apiserver', c.name, bin.kubeApiserver, [
-    `--etcd-servers=${etcdUrl}`,
-    `--etcd-prefix=/${c.name}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
-    `--secure-port=${c.port}`,
-    `--cert-dir=${c.dir}`,
-    `--tls-cert-file=${c.pki.serving.certFile}`,
-    `--tls-private-key-file=${c.pki.serving.keyFile}`,
-    `--client-ca-file=${c.pki.caFile}`,
-    `--service-account-key-file=${c.pki.serviceAccount.pubFile}`,
-    `--service-account-signing-key-file=${c.pki.serviceAccount.keyFile}`,
-    '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
-    '--service-cluster-ip-range=10.96.0.0/12',
-    '--authorization-mode=RBAC',
-    '--allow-privileged=true',
-    '--enable-priority-and-fairness=false',
-    '--profiling=false',
-    '--endpoint-reconciler-type=none',
-    '--v=1',
-  ], { logDir: join(c.dir, '..', 'logs') });
+  return startProcess(
+    'kube-apiserver',
+    c.name,
+    bin.kubeApiserver,
+    [
+      `--etcd-servers=${etcdUrl}`,
+      `--etcd-prefix=/${c.name}`,
+      '--bind-address=127.0.0.1',
+      '--advertise-address=127.0.0.1',
+      `--secure-port=${c.port}`,
+      `--cert-dir=${c.dir}`,
+      `--tls-cert-file=${c.pki.serving.certFile}`,
+      `--tls-private-key-file=${c.pki.serving.keyFile}`,
+      `--client-ca-file=${c.pki.caFile}`,
+      `--service-account-key-file=${c.pki.serviceAccount.pubFile}`,
+      `--service-account-signing-key-file=${c.pki.serviceAccount.keyFile}`,
+      '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      '--service-cluster-ip-range=10.96.0.0/12',
+      '--authorization-mode=RBAC',
+      '--allow-privileged=true',
+      '--enable-priority-and-fairness=false',
+      '--profiling=false',
+      '--endpoint-reconciler-type=none',
+      '--v=1',
+    ],
+    { logDir: join(c.dir, '..', 'logs') },
+  );
 }
 
 async function waitReady(c: Cluster, timeout: number): Promise<void> {
   const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
-  await waitFor(`kube-apiserver ${c.name}`, async () => (await httpsGet(`${c.url}/readyz`, tls)).status === 200,
-    timeout, () => exitedMsg(c.apiserver));
+  await waitFor(
+    `kube-apiserver ${c.name}`,
+    async () => (await httpsGet(`${c.url}/readyz`, tls)).status === 200,
+    timeout,
+    () => exitedMsg(c.apiserver),
+  );
 }

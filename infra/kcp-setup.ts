@@ -20,7 +20,10 @@ export const knativeYaml = join(import.meta.dirname, '..', 'knative.yaml');
 /** syncResourceCrd returns the SyncResource CRD document of knative.yaml. */
 export async function syncResourceCrd(): Promise<KubeObject> {
   const docs = loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[];
-  const crd = docs.find((d) => d?.kind === 'CustomResourceDefinition' && d.metadata.name === 'syncresources.operator.kyma-project.io');
+  const crd = docs.find(
+    (d) =>
+      d?.kind === 'CustomResourceDefinition' && d.metadata.name === 'syncresources.operator.kyma-project.io',
+  );
   if (!crd) throw new Error(`${knativeYaml} holds no SyncResource CRD`);
   return crd;
 }
@@ -48,13 +51,26 @@ export async function applyObjects(c: Cluster, objects: KubeObject[]): Promise<v
 
 /** installCrds applies CRDs (objects or file paths) and waits until each is established. */
 export async function installCrds(c: Cluster, sources: (string | KubeObject)[]): Promise<void> {
-  const crds = await Promise.all(sources.map(async (f) => (typeof f === 'string' ? load(await readFile(f, 'utf8')) as KubeObject : f)));
+  const crds = await Promise.all(
+    sources.map(async (f) => (typeof f === 'string' ? (load(await readFile(f, 'utf8')) as KubeObject) : f)),
+  );
   await applyObjects(c, crds);
   const info = await mustFind(c, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition');
-  await Promise.all(crds.map((crd) => waitFor(`CRD ${crd.metadata.name}`, async () => {
-    const got = await getObject(c, info, undefined, crd.metadata.name) as { status?: { conditions?: { type: string; status: string }[] } } | undefined;
-    return got?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') ?? false;
-  }, 30_000)));
+  await Promise.all(
+    crds.map((crd) =>
+      waitFor(
+        `CRD ${crd.metadata.name}`,
+        async () => {
+          const got = (await getObject(c, info, undefined, crd.metadata.name)) as
+            { status?: { conditions?: { type: string; status: string }[] } } | undefined;
+          return (
+            got?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') ?? false
+          );
+        },
+        30_000,
+      ),
+    ),
+  );
 }
 
 /** kymaName is the Kyma that stands for SKR number i (1-based). */
@@ -64,15 +80,21 @@ export const kymaName = (i: number): string => `kyma-${i}`;
 export const accessSecretName = (kyma: string): string => `${kyma}-kubeconfig`;
 
 /** kymaObjects returns the Kyma and its access Secret for one SKR kubeconfig. */
-export function kymaObjects(kyma: string, kubeconfig: string, namespace = controlPlaneNamespace): KubeObject[] {
+export function kymaObjects(
+  kyma: string,
+  kubeconfig: string,
+  namespace = controlPlaneNamespace,
+): KubeObject[] {
   return [
     {
-      apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma',
+      apiVersion: 'operator.kyma-project.io/v1beta2',
+      kind: 'Kyma',
       metadata: { name: kyma, namespace },
       spec: { channel: 'regular' },
     },
     {
-      apiVersion: 'v1', kind: 'Secret',
+      apiVersion: 'v1',
+      kind: 'Secret',
       metadata: { name: accessSecretName(kyma), namespace, labels: { [kymaNameLabel]: kyma } },
       type: 'Opaque',
       stringData: { config: kubeconfig },

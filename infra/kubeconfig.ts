@@ -9,9 +9,10 @@ const b64 = (s: string): string => Buffer.from(s).toString('base64');
 
 /** renderKubeconfig returns a one-context kubeconfig for server, trusting caPem. */
 export function renderKubeconfig(name: string, server: string, caPem: string, cred: Credential): string {
-  const user = 'token' in cred
-    ? { token: cred.token }
-    : { 'client-certificate-data': b64(cred.cert), 'client-key-data': b64(cred.key) };
+  const user =
+    'token' in cred
+      ? { token: cred.token }
+      : { 'client-certificate-data': b64(cred.cert), 'client-key-data': b64(cred.key) };
   return dump({
     apiVersion: 'v1',
     kind: 'Config',

@@ -12,18 +12,24 @@ describe('freePort', () => {
       expect(port).toBeLessThan(low);
     }
     const srv = createServer();
-    await new Promise<void>((resolve, reject) => srv.once('error', reject).listen(ports[0], '127.0.0.1', resolve));
+    await new Promise<void>((resolve, reject) =>
+      srv.once('error', reject).listen(ports[0], '127.0.0.1', resolve),
+    );
     await new Promise((r) => srv.close(r));
   });
 
   it('skips a port that is in use', async () => {
     // Hold many ports of the range; none of them may be returned while held.
-    const held = await Promise.all(Array.from({ length: 200 }, async () => {
-      const srv = createServer();
-      const port = await freePort();
-      await new Promise<void>((resolve) => srv.once('error', () => resolve()).listen(port, '127.0.0.1', resolve));
-      return srv;
-    }));
+    const held = await Promise.all(
+      Array.from({ length: 200 }, async () => {
+        const srv = createServer();
+        const port = await freePort();
+        await new Promise<void>((resolve) =>
+          srv.once('error', () => resolve()).listen(port, '127.0.0.1', resolve),
+        );
+        return srv;
+      }),
+    );
     const taken = new Set(held.filter((s) => s.listening).map((s) => (s.address() as { port: number }).port));
     for (let i = 0; i < 200; i++) expect(taken.has(await freePort())).toBe(false);
     await Promise.all(held.map((s) => new Promise((r) => s.close(r))));

@@ -23,7 +23,10 @@ export async function freePort(): Promise<number> {
  * startOnFreePort starts on a port found free, and on another if the start fails and
  * retry says the port may be why: between the check and the bind another process may take it.
  */
-export async function startOnFreePort<T>(start: (port: number) => Promise<T>, retry: (err: unknown) => boolean = () => true): Promise<T> {
+export async function startOnFreePort<T>(
+  start: (port: number) => Promise<T>,
+  retry: (err: unknown) => boolean = () => true,
+): Promise<T> {
   for (let attempt = 1; ; attempt++) {
     try {
       return await start(await freePort());
@@ -38,7 +41,9 @@ let ephemeral: number | undefined;
 function ephemeralLow(): number {
   if (ephemeral === undefined) {
     try {
-      ephemeral = Number(readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+      ephemeral = Number(
+        readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0],
+      );
     } catch {
       ephemeral = 32_768; // Linux's default; other systems: the IANA range starts higher
     }
@@ -57,16 +62,28 @@ function bindable(port: number): Promise<boolean> {
 }
 
 /** TlsClient is the TLS material for talking to a local API server. */
-export interface TlsClient { ca: string; cert?: string; key?: string }
+export interface TlsClient {
+  ca: string;
+  cert?: string;
+  key?: string;
+}
 
 /** httpsGet performs one GET and resolves with status code and body. */
-export function httpsGet(url: string, tls: TlsClient, timeoutMs = 2000): Promise<{ status: number; body: string }> {
+export function httpsGet(
+  url: string,
+  tls: TlsClient,
+  timeoutMs = 2000,
+): Promise<{ status: number; body: string }> {
   return httpsRequest('GET', url, tls, undefined, timeoutMs);
 }
 
 /** httpsRequest performs one request (a JSON body, or a patch with its content type) and resolves with status code and body. */
 export function httpsRequest(
-  method: string, url: string, tls: TlsClient, body?: { json: unknown; contentType?: string }, timeoutMs = 2000,
+  method: string,
+  url: string,
+  tls: TlsClient,
+  body?: { json: unknown; contentType?: string },
+  timeoutMs = 2000,
 ): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const headers = body ? { 'content-type': body.contentType ?? 'application/json' } : undefined;
@@ -83,7 +100,13 @@ export function httpsRequest(
 }
 
 /** waitFor polls check (every everyMs) until it returns true, failing after timeoutMs with the last error. */
-export async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs: number, isDead?: () => string | undefined, everyMs = 200): Promise<void> {
+export async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs: number,
+  isDead?: () => string | undefined,
+  everyMs = 200,
+): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let last: unknown;
   for (;;) {

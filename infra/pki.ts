@@ -34,7 +34,9 @@ async function genKey(file: string): Promise<void> {
  * to produce an already expired certificate (for tests).
  */
 export async function signCert(
-  dir: string, name: string, subject: string,
+  dir: string,
+  name: string,
+  subject: string,
   opts: { days?: number; san?: string; ca?: { certFile: string; keyFile: string } } = {},
 ): Promise<{ certFile: string; keyFile: string; pem: Pem }> {
   const keyFile = join(dir, `${name}.key`);
@@ -45,23 +47,62 @@ export async function signCert(
   await genKey(keyFile);
   await run('openssl', ['req', '-new', '-key', keyFile, '-subj', subject, '-out', csr]);
   const lines = ['basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment'];
-  lines.push(opts.san ? `extendedKeyUsage=serverAuth\nsubjectAltName=${opts.san}` : 'extendedKeyUsage=clientAuth');
+  lines.push(
+    opts.san ? `extendedKeyUsage=serverAuth\nsubjectAltName=${opts.san}` : 'extendedKeyUsage=clientAuth',
+  );
   await writeFile(ext, lines.join('\n') + '\n');
   // A negative number of days yields a certificate whose notAfter lies in the past.
   const validity = ['-days', String(opts.days ?? 3650)];
-  await run('openssl', ['x509', '-req', '-in', csr, '-CA', ca.certFile, '-CAkey', ca.keyFile,
-    '-set_serial', String(randomInt(1, 2 ** 47)), '-extfile', ext, '-out', certFile, ...validity]);
-  return { certFile, keyFile, pem: { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') } };
+  await run('openssl', [
+    'x509',
+    '-req',
+    '-in',
+    csr,
+    '-CA',
+    ca.certFile,
+    '-CAkey',
+    ca.keyFile,
+    '-set_serial',
+    String(randomInt(1, 2 ** 47)),
+    '-extfile',
+    ext,
+    '-out',
+    certFile,
+    ...validity,
+  ]);
+  return {
+    certFile,
+    keyFile,
+    pem: { cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') },
+  };
 }
 
 /** makeCa writes a self-signed CA named cn into dir. */
-export async function makeCa(dir: string, cn: string, file = 'ca'): Promise<Pem & { certFile: string; keyFile: string }> {
+export async function makeCa(
+  dir: string,
+  cn: string,
+  file = 'ca',
+): Promise<Pem & { certFile: string; keyFile: string }> {
   const keyFile = join(dir, `${file}.key`);
   const certFile = join(dir, `${file}.crt`);
   await genKey(keyFile);
-  await run('openssl', ['req', '-x509', '-new', '-key', keyFile, '-subj', `/CN=${cn}`, '-days', '3650',
-    '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
-    '-out', certFile]);
+  await run('openssl', [
+    'req',
+    '-x509',
+    '-new',
+    '-key',
+    keyFile,
+    '-subj',
+    `/CN=${cn}`,
+    '-days',
+    '3650',
+    '-addext',
+    'basicConstraints=critical,CA:TRUE',
+    '-addext',
+    'keyUsage=critical,keyCertSign,cRLSign',
+    '-out',
+    certFile,
+  ]);
   return { certFile, keyFile, cert: await readFile(certFile, 'utf8'), key: await readFile(keyFile, 'utf8') };
 }
 

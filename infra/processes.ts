@@ -37,7 +37,10 @@ function tell(line: string): void {
 
 /** startProcess spawns cmd with args, output appended to logDir/<role>-<cluster>.log. */
 export function startProcess(
-  role: string, cluster: string, cmd: string, args: string[],
+  role: string,
+  cluster: string,
+  cmd: string,
+  args: string[],
   opts: { logDir: string; env?: NodeJS.ProcessEnv; cwd?: string },
 ): Proc {
   const logFile = join(opts.logDir, `${role}-${cluster}.log`);
@@ -66,7 +69,13 @@ export function startProcess(
 /** stopProcess sends SIGTERM to the group, then SIGKILL after graceMs, and waits for exit. */
 export async function stopProcess(p: Proc, graceMs = 5000): Promise<void> {
   if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-  const signal = (sig: NodeJS.Signals) => { try { process.kill(-p.pid, sig); } catch { /* gone */ } };
+  const signal = (sig: NodeJS.Signals) => {
+    try {
+      process.kill(-p.pid, sig);
+    } catch {
+      /* gone */
+    }
+  };
   signal('SIGTERM');
   const timer = setTimeout(() => signal('SIGKILL'), graceMs);
   await p.exited;
@@ -76,7 +85,11 @@ export async function stopProcess(p: Proc, graceMs = 5000): Promise<void> {
 /** killProcess ends the group at once (SIGKILL), as a crash would. */
 export async function killProcess(p: Proc): Promise<void> {
   if (p.child.exitCode !== null || p.child.signalCode !== null) return;
-  try { process.kill(-p.pid, 'SIGKILL'); } catch { /* gone */ }
+  try {
+    process.kill(-p.pid, 'SIGKILL');
+  } catch {
+    /* gone */
+  }
   await p.exited;
 }
 

@@ -9,7 +9,11 @@ import { createInterface } from 'node:readline';
 const groups = new Set<number>();
 const dirs = new Set<string>();
 const kill = (pid: number, sig: NodeJS.Signals): void => {
-  try { process.kill(-pid, sig); } catch { /* already gone */ }
+  try {
+    process.kill(-pid, sig);
+  } catch {
+    /* already gone */
+  }
 };
 
 const lines = createInterface({ input: process.stdin });

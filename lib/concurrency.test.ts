@@ -9,11 +9,14 @@ describe('KeyedQueue', () => {
     const runs: number[][] = [];
     let release!: () => void;
     const gate = new Promise<void>((r) => (release = r));
-    const q = new KeyedQueue<number[], string>(async (v) => {
-      runs.push(v);
-      if (runs.length === 1) await gate;
-      return v.join('+');
-    }, (a, b) => [...a, ...b]);
+    const q = new KeyedQueue<number[], string>(
+      async (v) => {
+        runs.push(v);
+        if (runs.length === 1) await gate;
+        return v.join('+');
+      },
+      (a, b) => [...a, ...b],
+    );
     const first = q.run('k', [1]);
     const joined = [q.run('k', [2]), q.run('k', [3]), q.run('other', [9])];
     release();
@@ -26,18 +29,40 @@ describe('KeyedQueue', () => {
 
 describe('mergeRequests', () => {
   const req = (generation: number, trigger: ClusterResolved['trigger'], uid = 'u1'): ClusterResolved => ({
-    namespace: 'n', name: 's', uid, generation, trigger, kyma: 'k', secret: { namespace: 'n', name: 'x', uid: 'su', resourceVersion: '1' },
+    namespace: 'n',
+    name: 's',
+    uid,
+    generation,
+    trigger,
+    kyma: 'k',
+    secret: { namespace: 'n', name: 'x', uid: 'su', resourceVersion: '1' },
   });
 
   it('keeps the newest identity and a reconcile request over a watch echo', () => {
-    expect(mergeRequests(req(1, 'resync'), req(1, 'watch'))).toMatchObject({ generation: 1, trigger: 'resync' });
-    expect(mergeRequests(req(2, 'watch'), req(1, 'watch'))).toMatchObject({ generation: 2, trigger: 'watch' });
-    expect(mergeRequests(req(1, 'kyma'), req(3, 'secret'))).toMatchObject({ generation: 3, trigger: 'secret' });
+    expect(mergeRequests(req(1, 'resync'), req(1, 'watch'))).toMatchObject({
+      generation: 1,
+      trigger: 'resync',
+    });
+    expect(mergeRequests(req(2, 'watch'), req(1, 'watch'))).toMatchObject({
+      generation: 2,
+      trigger: 'watch',
+    });
+    expect(mergeRequests(req(1, 'kyma'), req(3, 'secret'))).toMatchObject({
+      generation: 3,
+      trigger: 'secret',
+    });
     expect(mergeRequests(req(5, 'watch'), req(1, 'watch', 'u2'))).toMatchObject({ generation: 1, uid: 'u2' });
     // The later fan-out's since wins: its snapshots must be at least that fresh.
     const since = (r: ClusterResolved, at: string) => ({ ...r, since: at });
-    expect(mergeRequests(since(req(1, 'resync'), '2026-01-01T00:00:02.000Z'), since(req(1, 'resync'), '2026-01-01T00:00:01.000Z')).since).toBe('2026-01-01T00:00:02.000Z');
-    expect(mergeRequests(req(1, 'watch'), since(req(1, 'resync'), '2026-01-01T00:00:01.000Z')).since).toBe('2026-01-01T00:00:01.000Z');
+    expect(
+      mergeRequests(
+        since(req(1, 'resync'), '2026-01-01T00:00:02.000Z'),
+        since(req(1, 'resync'), '2026-01-01T00:00:01.000Z'),
+      ).since,
+    ).toBe('2026-01-01T00:00:02.000Z');
+    expect(mergeRequests(req(1, 'watch'), since(req(1, 'resync'), '2026-01-01T00:00:01.000Z')).since).toBe(
+      '2026-01-01T00:00:01.000Z',
+    );
     expect(mergeRequests(req(1, 'watch'), req(1, 'watch')).since).toBeUndefined();
   });
 });
@@ -49,15 +74,23 @@ describe('PriorityGate', () => {
     let active = 0;
     let peak = 0;
     const releases = new Map<string, () => void>();
-    const task = (name: string, urgent: boolean) => gate.run(urgent, async () => {
-      started.push(name);
-      peak = Math.max(peak, ++active);
-      await new Promise<void>((r) => releases.set(name, r));
-      active--;
-      return name;
-    });
+    const task = (name: string, urgent: boolean) =>
+      gate.run(urgent, async () => {
+        started.push(name);
+        peak = Math.max(peak, ++active);
+        await new Promise<void>((r) => releases.set(name, r));
+        active--;
+        return name;
+      });
     const tick = () => new Promise((r) => setImmediate(r));
-    const all = [task('b1', false), task('b2', false), task('b3', false), task('b4', false), task('u1', true), task('u2', true)];
+    const all = [
+      task('b1', false),
+      task('b2', false),
+      task('b3', false),
+      task('b4', false),
+      task('u1', true),
+      task('u2', true),
+    ];
     await tick();
     expect(started).toEqual(['b1', 'b2', 'u1']);
     expect(gate.waiting).toBe(3);
@@ -76,7 +109,15 @@ describe('PriorityGate brake', () => {
     const gate = new PriorityGate(4, { braked: 1 });
     const releases: (() => void)[] = [];
     const started: string[] = [];
-    const task = (name: string, urgent: boolean) => gate.run(urgent, () => new Promise<void>((r) => { started.push(name); releases.push(r); }));
+    const task = (name: string, urgent: boolean) =>
+      gate.run(
+        urgent,
+        () =>
+          new Promise<void>((r) => {
+            started.push(name);
+            releases.push(r);
+          }),
+      );
     const tick = () => new Promise((r) => setImmediate(r));
     const all = ['n1', 'n2', 'n3', 'n4'].map((n) => task(n, false));
     await tick();
@@ -109,7 +150,11 @@ describe('yieldToUrgent', () => {
     const bulk = gate.run(false, async () => {
       await bulkMayGo;
       // A load shared with the urgent task starts here, in the bulk task's context.
-      const shared = memo.get('k', async () => { await yieldToUrgent(); steps.push('shared load'); return 'v'; });
+      const shared = memo.get('k', async () => {
+        await yieldToUrgent();
+        steps.push('shared load');
+        return 'v';
+      });
       await yieldToUrgent();
       steps.push('bulk request');
       return shared;
@@ -149,10 +194,14 @@ describe('yieldToUrgent', () => {
       await braking.urgentDone(30);
       return performance.now() - t0;
     });
-    const long = braking.run(true, () => new Promise<void>((r) => {
-      release = r;
-      urgentRuns();
-    }));
+    const long = braking.run(
+      true,
+      () =>
+        new Promise<void>((r) => {
+          release = r;
+          urgentRuns();
+        }),
+    );
     expect(await held).toBeGreaterThanOrEqual(25);
     release();
     await long;

@@ -4,7 +4,11 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 
 /** mapLimit maps items through fn with at most limit calls in flight, keeping order. */
-export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T, index: number) => Promise<R>): Promise<R[]> {
+export async function mapLimit<T, R>(
+  items: readonly T[],
+  limit: number,
+  fn: (item: T, index: number) => Promise<R>,
+): Promise<R[]> {
   const out = new Array<R>(items.length);
   let next = 0;
   const worker = async (): Promise<void> => {
@@ -24,7 +28,10 @@ export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (it
  * for one object collapse.
  */
 export class KeyedQueue<V, T> {
-  private readonly slots = new Map<string, { current: Promise<T>; next?: { value: V; result: Promise<T> } }>();
+  private readonly slots = new Map<
+    string,
+    { current: Promise<T>; next?: { value: V; result: Promise<T> } }
+  >();
   private readonly work: (value: V) => Promise<T>;
   private readonly merge: (queued: V, incoming: V) => V;
 

@@ -67,13 +67,18 @@ export class ConfigError extends Error {
   }
 }
 
-const list = (v: string): string[] => v.split(',').map((s) => s.trim()).filter(Boolean);
+const list = (v: string): string[] =>
+  v
+    .split(',')
+    .map((s) => s.trim())
+    .filter(Boolean);
 
 function int(env: Record<string, string | undefined>, name: string, fallback: number, min: number): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return fallback;
   const n = Number(raw);
-  if (!Number.isInteger(n) || n < min) throw new ConfigError(name, `must be an integer >= ${min}, got "${raw}"`);
+  if (!Number.isInteger(n) || n < min)
+    throw new ConfigError(name, `must be an integer >= ${min}, got "${raw}"`);
   return n;
 }
 
@@ -86,18 +91,26 @@ function bool(env: Record<string, string | undefined>, name: string, fallback: b
 
 /** parseConfig reads SYNC_* variables (see README) over the defaults. */
 export function parseConfig(env: Record<string, string | undefined> = process.env): Config {
-  const restricted = env.SYNC_RESTRICTED_KINDS !== undefined ? list(env.SYNC_RESTRICTED_KINDS) : defaults.restrictedKinds;
+  const restricted =
+    env.SYNC_RESTRICTED_KINDS !== undefined ? list(env.SYNC_RESTRICTED_KINDS) : defaults.restrictedKinds;
   for (const k of restricted) {
     if (!/^([a-z0-9.-]+\/)?v[0-9a-z]+\/[A-Za-z0-9]+$/.test(k)) {
       throw new ConfigError('SYNC_RESTRICTED_KINDS', `"${k}" is not apiVersion/Kind such as v1/Secret`);
     }
   }
-  const protectedNs = env.SYNC_PROTECTED_NAMESPACES !== undefined ? list(env.SYNC_PROTECTED_NAMESPACES) : defaults.protectedNamespaces;
+  const protectedNs =
+    env.SYNC_PROTECTED_NAMESPACES !== undefined
+      ? list(env.SYNC_PROTECTED_NAMESPACES)
+      : defaults.protectedNamespaces;
   for (const ns of protectedNs) {
-    if (!isDnsLabel(ns)) throw new ConfigError('SYNC_PROTECTED_NAMESPACES', `"${ns}" is not a namespace name`);
+    if (!isDnsLabel(ns))
+      throw new ConfigError('SYNC_PROTECTED_NAMESPACES', `"${ns}" is not a namespace name`);
   }
-  const namespaces = env.SYNC_CONTROL_PLANE_NAMESPACES ? list(env.SYNC_CONTROL_PLANE_NAMESPACES) : defaults.controlPlaneNamespaces;
-  if (namespaces.length === 0) throw new ConfigError('SYNC_CONTROL_PLANE_NAMESPACES', 'must name at least one namespace');
+  const namespaces = env.SYNC_CONTROL_PLANE_NAMESPACES
+    ? list(env.SYNC_CONTROL_PLANE_NAMESPACES)
+    : defaults.controlPlaneNamespaces;
+  if (namespaces.length === 0)
+    throw new ConfigError('SYNC_CONTROL_PLANE_NAMESPACES', 'must name at least one namespace');
   return {
     fieldManager: env.SYNC_FIELD_MANAGER || defaults.fieldManager,
     defaultNamespace: env.SYNC_DEFAULT_NAMESPACE || defaults.defaultNamespace,
@@ -105,7 +118,12 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     protectedNamespaces: protectedNs,
     controlPlaneNamespaces: namespaces,
     maxManifestBytes: int(env, 'SYNC_MAX_MANIFEST_BYTES', defaults.maxManifestBytes, 1),
-    maxReferencedManifestBytes: int(env, 'SYNC_MAX_REFERENCED_MANIFEST_BYTES', defaults.maxReferencedManifestBytes, 1),
+    maxReferencedManifestBytes: int(
+      env,
+      'SYNC_MAX_REFERENCED_MANIFEST_BYTES',
+      defaults.maxReferencedManifestBytes,
+      1,
+    ),
     allowInsecureKubeconfigs: bool(env, 'SYNC_ALLOW_INSECURE_KUBECONFIGS', defaults.allowInsecureKubeconfigs),
     clusterQps: int(env, 'SYNC_CLUSTER_QPS', defaults.clusterQps, 0),
     clusterBurst: int(env, 'SYNC_CLUSTER_BURST', defaults.clusterBurst, 0),

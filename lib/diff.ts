@@ -14,7 +14,8 @@ import { describeId } from './manifest.ts';
 import { ownerKey, type SyncResource } from './model.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
-export type Outcome = 'create' | 'update' | 'adopt' | 'delete' | 'unchanged' | 'conflict' | 'restricted' | 'not found' | 'error';
+export type Outcome =
+  'create' | 'update' | 'adopt' | 'delete' | 'unchanged' | 'conflict' | 'restricted' | 'not found' | 'error';
 
 /** ItemDiff is one item's outcome, with the product's reason and message where it has one. */
 export interface ItemDiff {
@@ -42,7 +43,12 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
       await resolveKind(p, plan, skr, config);
       if (!isResolved(p)) {
         const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
-        out.push({ ...base, outcome: done.reason === 'Restricted' ? 'restricted' : 'error', reason: done.reason, message: done.message });
+        out.push({
+          ...base,
+          outcome: done.reason === 'Restricted' ? 'restricted' : 'error',
+          reason: done.reason,
+          message: done.message,
+        });
         continue;
       }
       const live = await observe(skr, p);
@@ -63,27 +69,54 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
   return out;
 }
 
-async function outcomeOf(p: ResolvedItem, live: KubeObject | undefined, owner: string, skr: Cluster, config: Config): Promise<Omit<ItemDiff, 'item' | 'object'>> {
+async function outcomeOf(
+  p: ResolvedItem,
+  live: KubeObject | undefined,
+  owner: string,
+  skr: Cluster,
+  config: Config,
+): Promise<Omit<ItemDiff, 'item' | 'object'>> {
   const d = decide(p, live, { owner, fieldManager: config.fieldManager });
   if (d.done) {
-    const outcome: Outcome = d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
+    const outcome: Outcome =
+      d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
     return { outcome, reason: d.done.reason, message: d.done.message };
   }
   switch (d.op) {
     case 'delete':
       return { outcome: 'delete', message: `${describeId(p.id)} would be deleted` };
     case 'adopt':
-      return { outcome: 'adopt', message: `${describeId(p.id)} exists without an owner and would be adopted (our label and owner annotation only)` };
+      return {
+        outcome: 'adopt',
+        message: `${describeId(p.id)} exists without an owner and would be adopted (our label and owner annotation only)`,
+      };
     case 'create':
     case 'update': {
       const after = await applyObject(skr, p.info, d.desired, config.fieldManager, undefined, true);
       // As the engine decides: the values the apply would store are there already (defaults, quantities as the server writes them).
-      if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, config.fieldManager)) {
-        return d.status ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` } : { outcome: 'unchanged' };
+      if (
+        d.op === 'update' &&
+        !d.adopt &&
+        !d.release &&
+        live &&
+        sameValues(after, live, config.fieldManager)
+      ) {
+        return d.status
+          ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
+          : { outcome: 'unchanged' };
       }
-      const fields = mergeFields(ownedFields(live, config.fieldManager), ownedFields(after, config.fieldManager));
+      const fields = mergeFields(
+        ownedFields(live, config.fieldManager),
+        ownedFields(after, config.fieldManager),
+      );
       const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
-      const [before, next] = secretValues(p, live, d.desired, live ? project(live, fields) : undefined, project(after, fields));
+      const [before, next] = secretValues(
+        p,
+        live,
+        d.desired,
+        live ? project(live, fields) : undefined,
+        project(after, fields),
+      );
       return { outcome, diff: unified(p, before, next) };
     }
     case 'unchanged':
@@ -99,15 +132,23 @@ async function outcomeOf(p: ResolvedItem, live: KubeObject | undefined, owner: s
  * secretValues adds a Secret's values to both sides: the server turns stringData into data
  * and tracks no field of it, so the keys the manifest sets are compared as data (masked later).
  */
-function secretValues(p: PlanItem, live: KubeObject | undefined, desired: KubeObject, before: unknown, after: unknown): [unknown, unknown] {
+function secretValues(
+  p: PlanItem,
+  live: KubeObject | undefined,
+  desired: KubeObject,
+  before: unknown,
+  after: unknown,
+): [unknown, unknown] {
   if (!(p.info?.apiVersion === 'v1' && p.info.kind === 'Secret')) return [before, after];
   const want: Record<string, string> = { ...(desired.data as Record<string, string> | undefined) };
-  for (const [k, v] of Object.entries((desired.stringData ?? {}) as Record<string, string>)) want[k] = Buffer.from(String(v)).toString('base64');
+  for (const [k, v] of Object.entries((desired.stringData ?? {}) as Record<string, string>))
+    want[k] = Buffer.from(String(v)).toString('base64');
   const had = (live?.data ?? {}) as Record<string, string>;
   const b = { ...(before as Record<string, unknown> | undefined) };
   const a = { ...(after as Record<string, unknown> | undefined) };
   const keys = Object.keys(want);
-  if (keys.some((k) => had[k] !== undefined)) b.data = Object.fromEntries(keys.filter((k) => had[k] !== undefined).map((k) => [k, had[k]]));
+  if (keys.some((k) => had[k] !== undefined))
+    b.data = Object.fromEntries(keys.filter((k) => had[k] !== undefined).map((k) => [k, had[k]]));
   if (keys.length > 0) a.data = want;
   delete a.stringData;
   return [live ? b : undefined, a];
@@ -118,7 +159,15 @@ function unified(p: ResolvedItem, before: unknown, after: unknown): string {
   const [b, a] = secret ? mask(before, after) : [before, after];
   const text = (v: unknown) => (v === undefined ? '' : dump(v, { sortKeys: true, lineWidth: -1 }));
   const name = describeId(p.id);
-  return createTwoFilesPatch(`${name} (live)`, `${name} (after apply)`, text(b), text(a), undefined, undefined, { context: 3 });
+  return createTwoFilesPatch(
+    `${name} (live)`,
+    `${name} (after apply)`,
+    text(b),
+    text(a),
+    undefined,
+    undefined,
+    { context: 3 },
+  );
 }
 
 /** mask replaces Secret values: equal ones by "***", changed ones by "*** (changed)" on the side after. */
@@ -129,7 +178,8 @@ function mask(before: unknown, after: unknown): [unknown, unknown] {
   for (const field of ['data', 'stringData']) {
     const old = b[field] ?? {};
     const now = a[field] ?? {};
-    for (const k of Object.keys(now)) now[k] = old[k] !== undefined && old[k] === now[k] ? '***' : '*** (changed)';
+    for (const k of Object.keys(now))
+      now[k] = old[k] !== undefined && old[k] === now[k] ? '***' : '*** (changed)';
     for (const k of Object.keys(old)) old[k] = '***';
   }
   return [before === undefined ? undefined : b, after === undefined ? undefined : a];

@@ -10,7 +10,11 @@ import { isDnsLabel, isDnsSubdomain } from './policy/identity.ts';
 import { isMap } from './values.ts';
 
 /** Types the product consumes from Knative sources. */
-export const ApiServerRefTypes = ['dev.knative.apiserver.ref.add', 'dev.knative.apiserver.ref.update', 'dev.knative.apiserver.ref.delete'] as const;
+export const ApiServerRefTypes = [
+  'dev.knative.apiserver.ref.add',
+  'dev.knative.apiserver.ref.update',
+  'dev.knative.apiserver.ref.delete',
+] as const;
 /** PING_TYPE is PingSource's event type. */
 export const PING_TYPE = 'dev.knative.sources.ping';
 
@@ -109,7 +113,12 @@ export interface ObjectRef {
 }
 
 /** makeEvent builds an event emitted by step about a SyncResource. */
-export function makeEvent<T extends SyncRef>(step: string, type: string, data: T, extensions: Record<string, string> = {}): CloudEvent<T> {
+export function makeEvent<T extends SyncRef>(
+  step: string,
+  type: string,
+  data: T,
+  extensions: Record<string, string> = {},
+): CloudEvent<T> {
   return new CloudEvent<T>({
     id: randomUUID(),
     source: `${SOURCE_PREFIX}/${step}`,
@@ -141,13 +150,15 @@ export class EventDataError extends Error {
 
 function str(o: Record<string, unknown>, key: string, valid?: (s: string) => boolean, max = 253): string {
   const v = o[key];
-  if (typeof v !== 'string' || v === '' || v.length > max || (valid && !valid(v))) throw new EventDataError(`data.${key} is not valid`);
+  if (typeof v !== 'string' || v === '' || v.length > max || (valid && !valid(v)))
+    throw new EventDataError(`data.${key} is not valid`);
   return v;
 }
 
 function count(o: Record<string, unknown>, key: string): number {
   const v = o[key];
-  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0) throw new EventDataError(`data.${key} is not a non-negative integer`);
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 0)
+    throw new EventDataError(`data.${key} is not a non-negative integer`);
   return v;
 }
 
@@ -177,9 +188,14 @@ const TRIGGERS = new Set(['resync', 'kyma', 'secret']);
 export function checkKymaRequest(data: unknown): KymaRequest {
   const ref = checkRef(data);
   const d = data as Record<string, unknown>;
-  if (!TRIGGERS.has(d.trigger as string)) throw new EventDataError('data.trigger is not resync, kyma or secret');
+  if (!TRIGGERS.has(d.trigger as string))
+    throw new EventDataError('data.trigger is not resync, kyma or secret');
   if (d.since !== undefined) str(d, 'since', (s) => !Number.isNaN(Date.parse(s)), 64);
-  return { ...ref, trigger: d.trigger as KymaRequest['trigger'], ...(d.since !== undefined ? { since: d.since as string } : {}) };
+  return {
+    ...ref,
+    trigger: d.trigger as KymaRequest['trigger'],
+    ...(d.since !== undefined ? { since: d.since as string } : {}),
+  };
 }
 
 /** checkKymaResolved validates a kyma.resolved event's data. */
@@ -211,22 +227,53 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
   }
   if (d.seen !== undefined) {
-    if (!isMap(d.seen) || typeof d.seen.labelled !== 'boolean' || (d.seen.status !== undefined && !isMap(d.seen.status)) ||
-      (d.seen.progressing !== undefined && typeof d.seen.progressing !== 'boolean')) throw new EventDataError('data.seen is not valid');
+    if (
+      !isMap(d.seen) ||
+      typeof d.seen.labelled !== 'boolean' ||
+      (d.seen.status !== undefined && !isMap(d.seen.status)) ||
+      (d.seen.progressing !== undefined && typeof d.seen.progressing !== 'boolean')
+    )
+      throw new EventDataError('data.seen is not valid');
     str(d.seen, 'resourceVersion', undefined, 64);
     count(d.seen, 'generation');
   }
   for (const i of r.items as unknown[]) {
-    if (!isMap(i) || typeof i.name !== 'string' || !STATES.has(i.state as string) || typeof i.reason !== 'string' || typeof i.message !== 'string') {
+    if (
+      !isMap(i) ||
+      typeof i.name !== 'string' ||
+      !STATES.has(i.state as string) ||
+      typeof i.reason !== 'string' ||
+      typeof i.message !== 'string'
+    ) {
       throw new EventDataError('data.result.items holds an entry that is not {name, state, reason, message}');
     }
-    if (i.object !== undefined && typeof i.object !== 'string') throw new EventDataError('data.result.items[].object is not a string');
-    if (i.health !== undefined && !(isMap(i.health) && HEALTH.has(i.health.status as string) && typeof i.health.message === 'string' &&
-      (i.health.reason === undefined || typeof i.health.reason === 'string'))) {
+    if (i.object !== undefined && typeof i.object !== 'string')
+      throw new EventDataError('data.result.items[].object is not a string');
+    if (
+      i.health !== undefined &&
+      !(
+        isMap(i.health) &&
+        HEALTH.has(i.health.status as string) &&
+        typeof i.health.message === 'string' &&
+        (i.health.reason === undefined || typeof i.health.reason === 'string')
+      )
+    ) {
       throw new EventDataError('data.result.items[].health is not {status, reason, message}');
     }
-    if (i.feedback !== undefined && !(Array.isArray(i.feedback) && i.feedback.length <= MAX_FEEDBACK && i.feedback.every((f: unknown) =>
-      isMap(f) && typeof f.name === 'string' && (f.value === undefined || typeof f.value === 'string') && (f.message === undefined || typeof f.message === 'string')))) {
+    if (
+      i.feedback !== undefined &&
+      !(
+        Array.isArray(i.feedback) &&
+        i.feedback.length <= MAX_FEEDBACK &&
+        i.feedback.every(
+          (f: unknown) =>
+            isMap(f) &&
+            typeof f.name === 'string' &&
+            (f.value === undefined || typeof f.value === 'string') &&
+            (f.message === undefined || typeof f.message === 'string'),
+        )
+      )
+    ) {
       throw new EventDataError('data.result.items[].feedback is not a list of {name, value, message}');
     }
   }

@@ -17,7 +17,10 @@ const MAX_PATH = 256;
 
 type Step = { key: string } | { index: number } | { filter: { path: string[]; value: string } };
 /** FeedbackPath is a compiled rule. */
-export interface FeedbackPath { name: string; steps: Step[] }
+export interface FeedbackPath {
+  name: string;
+  steps: Step[];
+}
 
 const FIELD = /^\.([A-Za-z_$][\w$-]*)/;
 const QUOTED = /^\[\s*'([^']*)'\s*\]|^\[\s*"([^"]*)"\s*\]/;
@@ -27,7 +30,8 @@ const FILTER = /^\[\?\(@((?:\.[A-Za-z_$][\w$-]*)+)\s*==\s*(?:"([^"]*)"|'([^']*)'
 /** compilePath reads one path ({.a.b} or .a.b), or throws a ManifestError saying where it stops. */
 export function compilePath(rule: FeedbackRule): FeedbackPath {
   let rest = rule.jsonPath.trim();
-  if (rest.length > MAX_PATH) throw new ManifestError(`feedback ${rule.name}: jsonPath is over ${MAX_PATH} characters`);
+  if (rest.length > MAX_PATH)
+    throw new ManifestError(`feedback ${rule.name}: jsonPath is over ${MAX_PATH} characters`);
   if (rest.startsWith('{') && rest.endsWith('}')) rest = rest.slice(1, -1).trim();
   if (rest.startsWith('$')) rest = rest.slice(1);
   const steps: Step[] = [];
@@ -36,8 +40,12 @@ export function compilePath(rule: FeedbackRule): FeedbackPath {
     if ((m = FIELD.exec(rest))) steps.push({ key: m[1]! });
     else if ((m = QUOTED.exec(rest))) steps.push({ key: m[1] ?? m[2]! });
     else if ((m = INDEX.exec(rest))) steps.push({ index: Number(m[1]) });
-    else if ((m = FILTER.exec(rest))) steps.push({ filter: { path: m[1]!.slice(1).split('.'), value: m[2] ?? m[3]! } });
-    else throw new ManifestError(`feedback ${rule.name}: jsonPath ${JSON.stringify(rule.jsonPath)} is not supported at ${JSON.stringify(rest.slice(0, 40))} (fields, ['key'], [n] and [?(@.field=="value")] are)`);
+    else if ((m = FILTER.exec(rest)))
+      steps.push({ filter: { path: m[1]!.slice(1).split('.'), value: m[2] ?? m[3]! } });
+    else
+      throw new ManifestError(
+        `feedback ${rule.name}: jsonPath ${JSON.stringify(rule.jsonPath)} is not supported at ${JSON.stringify(rest.slice(0, 40))} (fields, ['key'], [n] and [?(@.field=="value")] are)`,
+      );
     rest = rest.slice(m[0].length);
   }
   if (steps.length === 0) throw new ManifestError(`feedback ${rule.name}: jsonPath selects nothing`);
@@ -45,10 +53,14 @@ export function compilePath(rule: FeedbackRule): FeedbackPath {
 }
 
 /** compileFeedback checks an item's feedback rules: bounded, unique names, never a Secret's values. */
-export function compileFeedback(rules: FeedbackRule[], kind: { apiVersion: string; kind: string }): FeedbackPath[] {
+export function compileFeedback(
+  rules: FeedbackRule[],
+  kind: { apiVersion: string; kind: string },
+): FeedbackPath[] {
   const refused = feedbackRefusal(kind);
   if (refused) throw new ManifestError(refused);
-  if (rules.length > MAX_FEEDBACK) throw new ManifestError(`feedback has ${rules.length} entries, over the limit of ${MAX_FEEDBACK}`);
+  if (rules.length > MAX_FEEDBACK)
+    throw new ManifestError(`feedback has ${rules.length} entries, over the limit of ${MAX_FEEDBACK}`);
   const names = new Set<string>();
   return rules.map((r) => {
     if (names.has(r.name)) throw new ManifestError(`feedback ${r.name} is named twice`);
@@ -58,12 +70,16 @@ export function compileFeedback(rules: FeedbackRule[], kind: { apiVersion: strin
 }
 
 function step(at: unknown, s: Step): unknown {
-  if ('key' in s) return at !== null && typeof at === 'object' && !Array.isArray(at) ? (at as Record<string, unknown>)[s.key] : undefined;
+  if ('key' in s)
+    return at !== null && typeof at === 'object' && !Array.isArray(at)
+      ? (at as Record<string, unknown>)[s.key]
+      : undefined;
   if (!Array.isArray(at)) return undefined;
   if ('index' in s) return at[s.index];
   return at.find((x) => {
     let v: unknown = x;
-    for (const k of s.filter.path) v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
+    for (const k of s.filter.path)
+      v = v !== null && typeof v === 'object' ? (v as Record<string, unknown>)[k] : undefined;
     return v === s.filter.value;
   });
 }
@@ -76,7 +92,8 @@ export function readFeedback(paths: FeedbackPath[], live: KubeObject | undefined
     for (const s of steps) at = step(at, s);
     if (at === undefined) return { name, message: 'not set' };
     const text = typeof at === 'string' ? at : JSON.stringify(at);
-    if (Buffer.byteLength(text) > MAX_FEEDBACK_VALUE) return { name, message: `value is over ${MAX_FEEDBACK_VALUE} bytes` };
+    if (Buffer.byteLength(text) > MAX_FEEDBACK_VALUE)
+      return { name, message: `value is over ${MAX_FEEDBACK_VALUE} bytes` };
     return { name, value: text };
   });
 }

@@ -15,14 +15,25 @@ export interface ManagedFieldsEntry {
 }
 
 /** managedFieldsOf returns an object's managedFields entries. */
-export const managedFieldsOf = (obj: { metadata?: { [k: string]: unknown } } | undefined): ManagedFieldsEntry[] =>
-  (obj?.metadata?.managedFields ?? []) as ManagedFieldsEntry[];
+export const managedFieldsOf = (
+  obj: { metadata?: { [k: string]: unknown } } | undefined,
+): ManagedFieldsEntry[] => (obj?.metadata?.managedFields ?? []) as ManagedFieldsEntry[];
 
 /** ownedFields merges the Apply field sets of manager on the object itself, or on its subresource. */
-export function ownedFields(obj: { metadata?: { [k: string]: unknown } } | undefined, manager: string, subresource?: string): FieldSet {
+export function ownedFields(
+  obj: { metadata?: { [k: string]: unknown } } | undefined,
+  manager: string,
+  subresource?: string,
+): FieldSet {
   let out: FieldSet = {};
   for (const e of managedFieldsOf(obj)) {
-    if (e.manager === manager && e.operation === 'Apply' && (e.subresource ?? '') === (subresource ?? '') && e.fieldsV1) out = mergeFields(out, e.fieldsV1);
+    if (
+      e.manager === manager &&
+      e.operation === 'Apply' &&
+      (e.subresource ?? '') === (subresource ?? '') &&
+      e.fieldsV1
+    )
+      out = mergeFields(out, e.fieldsV1);
   }
   return out;
 }
@@ -44,11 +55,13 @@ export function mergeFields(a: FieldSet, b: FieldSet): FieldSet {
   return out;
 }
 
-
 function matches(element: unknown, key: string): boolean {
   if (key.startsWith('k:')) {
     const keys = JSON.parse(key.slice(2)) as Record<string, unknown>;
-    return isMap(element) && Object.entries(keys).every(([k, v]) => JSON.stringify(element[k]) === JSON.stringify(v));
+    return (
+      isMap(element) &&
+      Object.entries(keys).every(([k, v]) => JSON.stringify(element[k]) === JSON.stringify(v))
+    );
   }
   if (key.startsWith('v:')) return JSON.stringify(element) === JSON.stringify(JSON.parse(key.slice(2)));
   return false;

@@ -10,12 +10,17 @@ import { ManifestError } from './manifest.ts';
 import type { Health, HealthRules } from './model.ts';
 
 /** describeHealth renders an object's health for messages and Events: "Deployment ns/x: ProgressDeadlineExceeded: Progress deadline exceeded". */
-export const describeHealth = (object: string, h: Health): string => [object, h.reason, h.message].filter(Boolean).join(': ');
+export const describeHealth = (object: string, h: Health): string =>
+  [object, h.reason, h.message].filter(Boolean).join(': ');
 
 type Obj = Record<string, unknown>;
 type Cond = { type?: string; status?: string; reason?: string; message?: string };
 
-const current = (message: string, reason?: string): Health => ({ status: 'Current', message, ...(reason ? { reason } : {}) });
+const current = (message: string, reason?: string): Health => ({
+  status: 'Current',
+  message,
+  ...(reason ? { reason } : {}),
+});
 const inProgress = (reason: string, message: string): Health => ({ status: 'InProgress', reason, message });
 const failed = (reason: string, message: string): Health => ({ status: 'Failed', reason, message });
 
@@ -45,14 +50,18 @@ function notObserved(o: KubeObject): Health | undefined {
   const generation = o.metadata.generation;
   const observed = field(o, 'status.observedGeneration');
   if (typeof generation === 'number' && typeof observed === 'number' && observed !== generation) {
-    return inProgress('LatestGenerationNotObserved', `${o.kind} generation is ${generation}, but latest observed generation is ${observed}`);
+    return inProgress(
+      'LatestGenerationNotObserved',
+      `${o.kind} generation is ${generation}, but latest observed generation is ${observed}`,
+    );
   }
   return undefined;
 }
 
 /** generic are kstatus's checks for every kind: deletion, the latest generation observed, Reconciling and Stalled. */
 function generic(o: KubeObject): Health | undefined {
-  if (o.metadata.deletionTimestamp) return { status: 'Terminating', message: 'Resource scheduled for deletion' };
+  if (o.metadata.deletionTimestamp)
+    return { status: 'Terminating', message: 'Resource scheduled for deletion' };
   const behind = notObserved(o);
   if (behind) return behind;
   for (const c of conditions(o)) {
@@ -69,7 +78,8 @@ function deployment(o: KubeObject): Health {
   let available = false;
   for (const c of conditions(o)) {
     if (c.type === 'Progressing') {
-      if (c.reason === 'ProgressDeadlineExceeded') return failed('ProgressDeadlineExceeded', 'Progress deadline exceeded');
+      if (c.reason === 'ProgressDeadlineExceeded')
+        return failed('ProgressDeadlineExceeded', 'Progress deadline exceeded');
       if (c.status === 'True' && c.reason === 'NewReplicaSetAvailable') progressing = true;
     }
     if (c.type === 'Available' && c.status === 'True') available = true;
@@ -90,7 +100,8 @@ function deployment(o: KubeObject): Health {
 }
 
 function statefulSet(o: KubeObject): Health {
-  if (str(o, 'spec.updateStrategy.type', '') === 'OnDelete') return current('StatefulSet is using the ondelete update strategy');
+  if (str(o, 'spec.updateStrategy.type', '') === 'OnDelete')
+    return current('StatefulSet is using the ondelete update strategy');
   const spec = int(o, 'spec.replicas', 1);
   const ready = int(o, 'status.readyReplicas', 0);
   const cur = int(o, 'status.currentReplicas', 0);
@@ -101,7 +112,8 @@ function statefulSet(o: KubeObject): Health {
   if (spec > ready) return inProgress('LessReady', `Ready: ${ready}/${spec}`);
   if (replicas > spec) return inProgress('ExtraPods', `Pending termination: ${replicas - spec}`);
   if (partition !== -1) {
-    if (updated < spec - partition) return inProgress('PartitionRollout', `updated: ${updated}/${spec - partition}`);
+    if (updated < spec - partition)
+      return inProgress('PartitionRollout', `updated: ${updated}/${spec - partition}`);
     return current(`Partition rollout complete. updated: ${updated}`);
   }
   if (spec > cur) return inProgress('LessCurrent', `current: ${cur}/${spec}`);
@@ -112,8 +124,10 @@ function statefulSet(o: KubeObject): Health {
 }
 
 function daemonSet(o: KubeObject): Health {
-  if (typeof o.metadata.generation !== 'number') return inProgress('NoGeneration', `${o.kind} metadata.generation not found`);
-  if (typeof field(o, 'status.observedGeneration') !== 'number') return inProgress('NoObservedGeneration', `${o.kind} status.observedGeneration not found`);
+  if (typeof o.metadata.generation !== 'number')
+    return inProgress('NoGeneration', `${o.kind} metadata.generation not found`);
+  if (typeof field(o, 'status.observedGeneration') !== 'number')
+    return inProgress('NoObservedGeneration', `${o.kind} status.observedGeneration not found`);
   const desired = int(o, 'status.desiredNumberScheduled', -1);
   const scheduled = int(o, 'status.currentNumberScheduled', 0);
   const updated = int(o, 'status.updatedNumberScheduled', 0);
@@ -145,7 +159,9 @@ function replicaSet(o: KubeObject): Health {
 
 function pvc(o: KubeObject): Health {
   const phase = str(o, 'status.phase', 'unknown');
-  return phase === 'Bound' ? current('PVC is Bound') : inProgress('NotBound', `PVC is not Bound. phase: ${phase}`);
+  return phase === 'Bound'
+    ? current('PVC is Bound')
+    : inProgress('NotBound', `PVC is not Bound. phase: ${phase}`);
 }
 
 /** SCHEDULE_WINDOW is how long kstatus gives an unschedulable Pod before it is Failed. */
@@ -161,16 +177,19 @@ function pod(o: KubeObject, now: number): Health {
     case 'Running': {
       if (cs.some((c) => c.type === 'Ready' && c.status === 'True')) return current('Pod is Ready');
       const statuses = field(o, 'status.containerStatuses');
-      const looping = (Array.isArray(statuses) ? statuses as Obj[] : [])
-        .filter((c) => field(c, 'state.waiting.reason') === 'CrashLoopBackOff').map((c) => String(c.name));
-      if (looping.length > 0) return failed('ContainerCrashLooping', `Containers in CrashLoop state: ${looping.join(',')}`);
+      const looping = (Array.isArray(statuses) ? (statuses as Obj[]) : [])
+        .filter((c) => field(c, 'state.waiting.reason') === 'CrashLoopBackOff')
+        .map((c) => String(c.name));
+      if (looping.length > 0)
+        return failed('ContainerCrashLooping', `Containers in CrashLoop state: ${looping.join(',')}`);
       return inProgress('PodRunningNotReady', 'Pod is running but is not Ready');
     }
     case 'Pending': {
       const c = cs.find((x) => x.type === 'PodScheduled' && x.status === 'False');
       if (c?.reason === 'Unschedulable') {
         const created = Date.parse(String(o.metadata.creationTimestamp ?? ''));
-        if (now - SCHEDULE_WINDOW_MS < created) return inProgress('PodNotScheduled', 'Pod has not been scheduled');
+        if (now - SCHEDULE_WINDOW_MS < created)
+          return inProgress('PodNotScheduled', 'Pod has not been scheduled');
         return failed('PodUnschedulable', 'Pod could not be scheduled');
       }
       return inProgress('PodPending', 'Pod is in the Pending phase');
@@ -178,7 +197,11 @@ function pod(o: KubeObject, now: number): Health {
     case '':
       return inProgress('PodNotObserved', 'Pod phase not available');
     default:
-      return { status: 'Unknown', reason: 'UnknownPhase', message: `unknown phase ${str(o, 'status.phase', '')}` };
+      return {
+        status: 'Unknown',
+        reason: 'UnknownPhase',
+        message: `unknown phase ${str(o, 'status.phase', '')}`,
+      };
   }
 }
 
@@ -189,8 +212,10 @@ function job(o: KubeObject): Health {
   const active = int(o, 'status.active', 0);
   const failedPods = int(o, 'status.failed', 0);
   for (const c of conditions(o)) {
-    if (c.type === 'Complete' && c.status === 'True') return current(`Job Completed. succeeded: ${succeeded}/${completions}`);
-    if (c.type === 'Failed' && c.status === 'True') return failed('JobFailed', `Job Failed. failed: ${failedPods}/${completions}`);
+    if (c.type === 'Complete' && c.status === 'True')
+      return current(`Job Completed. succeeded: ${succeeded}/${completions}`);
+    if (c.type === 'Failed' && c.status === 'True')
+      return failed('JobFailed', `Job Failed. failed: ${failedPods}/${completions}`);
   }
   if (str(o, 'status.startTime', '') === '') return inProgress('JobNotStarted', 'Job not started');
   return current(`Job in progress. success:${succeeded}, active: ${active}, failed: ${failedPods}`);
@@ -223,12 +248,23 @@ function namespace(o: KubeObject): Health {
 
 /** RULES are kstatus's built-in kinds by group/kind ("" group: the kind alone), and Namespace. */
 const RULES: Record<string, (o: KubeObject, now: number) => Health> = {
-  Service: service, Pod: pod, Secret: always, PersistentVolumeClaim: pvc, ConfigMap: always, Namespace: namespace,
-  'apps/StatefulSet': statefulSet, 'apps/DaemonSet': daemonSet, 'extensions/DaemonSet': daemonSet,
-  'apps/Deployment': deployment, 'extensions/Deployment': deployment,
-  'apps/ReplicaSet': replicaSet, 'extensions/ReplicaSet': replicaSet,
+  Service: service,
+  Pod: pod,
+  Secret: always,
+  PersistentVolumeClaim: pvc,
+  ConfigMap: always,
+  Namespace: namespace,
+  'apps/StatefulSet': statefulSet,
+  'apps/DaemonSet': daemonSet,
+  'extensions/DaemonSet': daemonSet,
+  'apps/Deployment': deployment,
+  'extensions/Deployment': deployment,
+  'apps/ReplicaSet': replicaSet,
+  'extensions/ReplicaSet': replicaSet,
   'policy/PodDisruptionBudget': () => current('AllowedDisruptions has been computed.'),
-  'batch/CronJob': always, 'batch/Job': job, 'apiextensions.k8s.io/CustomResourceDefinition': crd,
+  'batch/CronJob': always,
+  'batch/Job': job,
+  'apiextensions.k8s.io/CustomResourceDefinition': crd,
 };
 
 /**
@@ -239,16 +275,23 @@ const RULES: Record<string, (o: KubeObject, now: number) => Health> = {
 function moduleState(o: KubeObject): Health | undefined {
   const state = field(o, 'status.state');
   const why = (fallback: string) => {
-    const c = conditions(o).find((x) => x.status === 'False' && x.message) ?? conditions(o).find((x) => x.message);
+    const c =
+      conditions(o).find((x) => x.status === 'False' && x.message) ?? conditions(o).find((x) => x.message);
     return c?.message ? `${fallback}: ${c.message}` : fallback;
   };
   switch (state) {
-    case 'Ready': return current('status.state is Ready');
-    case 'Processing': return inProgress('Processing', why('status.state is Processing'));
-    case 'Warning': return current(why('status.state is Warning'), 'Warning');
-    case 'Error': return failed('Error', why('status.state is Error'));
-    case 'Deleting': return { status: 'Terminating', reason: 'Deleting', message: 'status.state is Deleting' };
-    default: return undefined;
+    case 'Ready':
+      return current('status.state is Ready');
+    case 'Processing':
+      return inProgress('Processing', why('status.state is Processing'));
+    case 'Warning':
+      return current(why('status.state is Warning'), 'Warning');
+    case 'Error':
+      return failed('Error', why('status.state is Error'));
+    case 'Deleting':
+      return { status: 'Terminating', reason: 'Deleting', message: 'status.state is Deleting' };
+    default:
+      return undefined;
   }
 }
 
@@ -282,21 +325,32 @@ const CEL_FIELDS = ['apiVersion', 'kind', 'metadata', 'spec', 'status', 'data'] 
 /** MAX_EXPRESSION bounds a health expression's length (characters). */
 export const MAX_EXPRESSION = 1024;
 const celEnv = (() => {
-  const env = new Environment({ limits: { maxAstNodes: 256, maxDepth: 32, maxListElements: 64, maxMapEntries: 64, maxCallArguments: 8 } });
+  const env = new Environment({
+    limits: { maxAstNodes: 256, maxDepth: 32, maxListElements: 64, maxMapEntries: 64, maxCallArguments: 8 },
+  });
   for (const f of CEL_FIELDS) env.registerVariable(f, 'dyn');
   return env;
 })();
 
 type Program = (ctx: Obj) => unknown;
 /** CompiledRules are an item's health expressions, compiled once. */
-export interface CompiledRules { current: Program; failed?: Program; inProgress?: Program; text: HealthRules }
+export interface CompiledRules {
+  current: Program;
+  failed?: Program;
+  inProgress?: Program;
+  text: HealthRules;
+}
 
 function compileOne(name: string, expr: string): Program {
-  if (expr.length > MAX_EXPRESSION) throw new ManifestError(`health.${name} is ${expr.length} characters, over the limit of ${MAX_EXPRESSION}`);
+  if (expr.length > MAX_EXPRESSION)
+    throw new ManifestError(
+      `health.${name} is ${expr.length} characters, over the limit of ${MAX_EXPRESSION}`,
+    );
   try {
     const checked = celEnv.check(expr) as { valid: boolean; error?: Error; type?: string };
     if (!checked.valid) throw checked.error ?? new Error('does not type-check');
-    if (checked.type !== 'bool' && checked.type !== 'dyn') throw new Error(`is of type ${checked.type}, not bool`);
+    if (checked.type !== 'bool' && checked.type !== 'dyn')
+      throw new Error(`is of type ${checked.type}, not bool`);
     return celEnv.parse(expr) as unknown as Program;
   } catch (err) {
     throw new ManifestError(`health.${name} does not compile: ${(err as Error).message.split('\n')[0]}`);
@@ -317,7 +371,8 @@ export function compileRules(rules: HealthRules): CompiledRules {
 function celValue(v: unknown): unknown {
   if (typeof v === 'number') return Number.isInteger(v) ? BigInt(v) : v;
   if (Array.isArray(v)) return v.map(celValue);
-  if (v !== null && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celValue(x)]));
+  if (v !== null && typeof v === 'object')
+    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celValue(x)]));
   return v;
 }
 
@@ -341,8 +396,13 @@ function evaluateRules(rules: CompiledRules, o: KubeObject): Health {
       return false;
     }
   };
-  if (holds('inProgress', rules.inProgress)) return inProgress('HealthRule', `health.inProgress holds: ${rules.text.inProgress}`);
+  if (holds('inProgress', rules.inProgress))
+    return inProgress('HealthRule', `health.inProgress holds: ${rules.text.inProgress}`);
   if (holds('failed', rules.failed)) return failed('HealthRule', `health.failed holds: ${rules.text.failed}`);
-  if (holds('current', rules.current)) return current(`health.current holds: ${rules.text.current}`, 'HealthRule');
-  return inProgress('HealthRule', errors.length > 0 ? errors.join('; ') : `health.current does not hold yet: ${rules.text.current}`);
+  if (holds('current', rules.current))
+    return current(`health.current holds: ${rules.text.current}`, 'HealthRule');
+  return inProgress(
+    'HealthRule',
+    errors.length > 0 ? errors.join('; ') : `health.current does not hold yet: ${rules.text.current}`,
+  );
 }

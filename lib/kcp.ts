@@ -6,12 +6,22 @@ import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
 import type { Cluster } from './kube/objects.ts';
-import { FINALIZER, SYNC_API_VERSION, type InventoryEntry, type SyncResource, type SyncStatus } from './model.ts';
+import {
+  FINALIZER,
+  SYNC_API_VERSION,
+  type InventoryEntry,
+  type SyncResource,
+  type SyncStatus,
+} from './model.ts';
 import { statusWriteTests } from './policy/rules.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
-  apiVersion: SYNC_API_VERSION, kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true,
+  apiVersion: SYNC_API_VERSION,
+  kind: 'SyncResource',
+  resource: 'syncresources',
+  namespaced: true,
+  hasStatus: true,
 };
 
 /** StatusGuard is what a status write tests besides uid and resourceVersion: the generation, and the spec items' names in order (none: not tested). */
@@ -57,7 +67,10 @@ export class KcpStore {
         ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
         : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
     ];
-    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
+    return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), {
+      body: ops,
+      contentType: PatchType.json,
+    });
   }
 
   /** removeFinalizer removes our finalizer; a vanished SyncResource is fine. */
@@ -78,12 +91,19 @@ export class KcpStore {
   /** writeInventory replaces status.synced, guarded by sr's resourceVersion; returns the updated object. */
   async writeInventory(sr: SyncResource, entries: InventoryEntry[]): Promise<SyncResource> {
     const body = {
-      apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
-      metadata: { name: sr.metadata.name, namespace: sr.metadata.namespace, resourceVersion: sr.metadata.resourceVersion },
+      apiVersion: SYNC_API_VERSION,
+      kind: 'SyncResource',
+      metadata: {
+        name: sr.metadata.name,
+        namespace: sr.metadata.namespace,
+        resourceVersion: sr.metadata.resourceVersion,
+      },
       status: { synced: entries },
     };
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
-      query: { fieldManager: `${this.fieldManager}-inventory`, force: true }, body, contentType: PatchType.apply,
+      query: { fieldManager: `${this.fieldManager}-inventory`, force: true },
+      body,
+      contentType: PatchType.apply,
     });
   }
 
@@ -93,13 +113,19 @@ export class KcpStore {
    * object is still the one decided on: its uid and resourceVersion, its generation, and the
    * names of its spec items in order; a failed test changes nothing (409 or 422).
    */
-  async writeStatus(sr: SyncResource, status: Omit<SyncStatus, 'synced'>, guard?: StatusGuard): Promise<SyncResource> {
+  async writeStatus(
+    sr: SyncResource,
+    status: Omit<SyncStatus, 'synced'>,
+    guard?: StatusGuard,
+  ): Promise<SyncResource> {
     const tests = guard ? statusWriteTests(sr, guard) : [];
     const writes = sr.status
       ? Object.entries(status).map(([k, value]) => ({ op: 'add', path: `/status/${k}`, value }))
       : [{ op: 'add', path: '/status', value: status }];
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
-      query: { fieldManager: `${this.fieldManager}-status` }, body: [...tests, ...writes], contentType: PatchType.json,
+      query: { fieldManager: `${this.fieldManager}-status` },
+      body: [...tests, ...writes],
+      contentType: PatchType.json,
     });
   }
 }

@@ -16,8 +16,16 @@ export class ManifestError extends Error {
   }
 }
 
-const serverFields = ['uid', 'resourceVersion', 'creationTimestamp', 'deletionTimestamp', 'deletionGracePeriodSeconds', 'generation', 'managedFields', 'selfLink'];
-
+const serverFields = [
+  'uid',
+  'resourceVersion',
+  'creationTimestamp',
+  'deletionTimestamp',
+  'deletionGracePeriodSeconds',
+  'generation',
+  'managedFields',
+  'selfLink',
+];
 
 function describe(v: unknown): string {
   if (v === null) return 'null';
@@ -28,8 +36,11 @@ function describe(v: unknown): string {
 // The product's marks, and its former annotations (an object carrying them counts as ours),
 // are the controller's; the former label is Kyma's own key again and free to set.
 const reservedMarks = [
-  ['labels', MANAGED_BY_LABEL], ['annotations', OWNER_ANNOTATION], ['annotations', HASH_ANNOTATION],
-  ['annotations', LEGACY_MARKS.owner], ['annotations', LEGACY_MARKS.hash],
+  ['labels', MANAGED_BY_LABEL],
+  ['annotations', OWNER_ANNOTATION],
+  ['annotations', HASH_ANNOTATION],
+  ['annotations', LEGACY_MARKS.owner],
+  ['annotations', LEGACY_MARKS.hash],
 ] as const;
 
 /**
@@ -55,7 +66,8 @@ function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
   }
   docs = docs.filter((d) => d !== null && d !== undefined);
   if (docs.length === 0) throw new ManifestError(`${field} holds no object`);
-  if (docs.length > 1) throw new ManifestError(`${field} holds ${docs.length} documents; an item takes exactly one object`);
+  if (docs.length > 1)
+    throw new ManifestError(`${field} holds ${docs.length} documents; an item takes exactly one object`);
   const obj = docs[0];
   if (!isMap(obj)) throw new ManifestError(`${field} is ${describe(obj)}, not a mapping`);
   for (const key of ['apiVersion', 'kind'] as const) {
@@ -67,12 +79,18 @@ function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
   }
   const meta = obj.metadata;
   if (!isMap(meta)) throw new ManifestError(`${field} has no metadata`);
-  if (typeof meta.name !== 'string' || meta.name === '') throw new ManifestError(`${field} has no metadata.name`);
+  if (typeof meta.name !== 'string' || meta.name === '')
+    throw new ManifestError(`${field} has no metadata.name`);
   if (meta.namespace !== undefined && (typeof meta.namespace !== 'string' || meta.namespace === '')) {
     throw new ManifestError(`${field} has an invalid metadata.namespace`);
   }
   try {
-    checkIdentity({ apiVersion: obj.apiVersion as string, kind, name: meta.name, namespace: meta.namespace as string | undefined });
+    checkIdentity({
+      apiVersion: obj.apiVersion as string,
+      kind,
+      name: meta.name,
+      namespace: meta.namespace as string | undefined,
+    });
   } catch (err) {
     if (err instanceof IdentityError) throw new ManifestError(`${field} ${err.message}`);
     throw err;
@@ -80,7 +98,9 @@ function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
   for (const [where, reserved] of reservedMarks) {
     const map = meta[where];
     if (isMap(map) && reserved in map) {
-      throw new ManifestError(`${field} sets metadata.${where}["${reserved}"], which only the controller may set`);
+      throw new ManifestError(
+        `${field} sets metadata.${where}["${reserved}"], which only the controller may set`,
+      );
     }
   }
   for (const f of serverFields) delete meta[f];
@@ -89,9 +109,12 @@ function parse(text: string, field: 'resource' | 'subresource'): KubeObject {
 
 /** idOf returns the identity of a parsed object. */
 export const idOf = (o: KubeObject): ObjectId => ({
-  apiVersion: o.apiVersion, kind: o.kind, name: o.metadata.name,
+  apiVersion: o.apiVersion,
+  kind: o.kind,
+  name: o.metadata.name,
   ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
 });
 
 /** describeId renders an id for messages: "ConfigMap kyma-system/name". */
-export const describeId = (id: ObjectId): string => `${id.kind} ${id.namespace ? `${id.namespace}/` : ''}${id.name}`;
+export const describeId = (id: ObjectId): string =>
+  `${id.kind} ${id.namespace ? `${id.namespace}/` : ''}${id.name}`;

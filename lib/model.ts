@@ -160,4 +160,3 @@ export interface FeedbackValue {
   value?: string;
   message?: string;
 }
-

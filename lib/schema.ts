@@ -33,12 +33,16 @@ export interface SchemaProblem {
 const knownRules: Record<string, (self: Record<string, unknown>) => boolean> = {
   'has(self.resource) || has(self.resourceFrom) || has(self.subresource)': (o) =>
     o.resource !== undefined || o.resourceFrom !== undefined || o.subresource !== undefined,
-  '!has(self.resource) || !has(self.resourceFrom)': (o) => o.resource === undefined || o.resourceFrom === undefined,
-  "!has(self.onImmutableChange) || self.onImmutableChange == 'Fail' || self.strategy == 'CreateAndSync'": (o) =>
-    o.onImmutableChange === undefined || o.onImmutableChange === 'Fail' || o.strategy === 'CreateAndSync',
-  "self.strategy != 'Delete' || !has(self.subresource)": (o) => o.strategy !== 'Delete' || o.subresource === undefined,
+  '!has(self.resource) || !has(self.resourceFrom)': (o) =>
+    o.resource === undefined || o.resourceFrom === undefined,
+  "!has(self.onImmutableChange) || self.onImmutableChange == 'Fail' || self.strategy == 'CreateAndSync'": (
+    o,
+  ) => o.onImmutableChange === undefined || o.onImmutableChange === 'Fail' || o.strategy === 'CreateAndSync',
+  "self.strategy != 'Delete' || !has(self.subresource)": (o) =>
+    o.strategy !== 'Delete' || o.subresource === undefined,
   '!has(self.dataFrom) || has(self.resource)': (o) => o.dataFrom === undefined || o.resource !== undefined,
-  "!has(self.dataFrom) || self.strategy != 'Delete'": (o) => o.dataFrom === undefined || o.strategy !== 'Delete',
+  "!has(self.dataFrom) || self.strategy != 'Delete'": (o) =>
+    o.dataFrom === undefined || o.strategy !== 'Delete',
   'self == oldSelf': () => true,
 };
 
@@ -53,21 +57,33 @@ const fits = (type: string, v: unknown): boolean =>
   type === typeOf(v) || (type === 'number' && typeOf(v) === 'integer');
 
 /** checkSchema returns every problem of value against schema, with paths below path; unchecked collects rules it cannot evaluate. */
-export function checkSchema(value: unknown, schema: Schema, path: string, unchecked: string[] = []): SchemaProblem[] {
+export function checkSchema(
+  value: unknown,
+  schema: Schema,
+  path: string,
+  unchecked: string[] = [],
+): SchemaProblem[] {
   const out: SchemaProblem[] = [];
   const bad = (message: string) => out.push({ path, message });
   if (schema.type && !fits(schema.type, value)) {
-    bad(`Invalid value: "${typeOf(value)}": ${path} in body must be of type ${schema.type}: "${typeOf(value)}"`);
+    bad(
+      `Invalid value: "${typeOf(value)}": ${path} in body must be of type ${schema.type}: "${typeOf(value)}"`,
+    );
     return out;
   }
   if (schema.enum && !schema.enum.includes(value)) {
-    bad(`Unsupported value: ${JSON.stringify(value)}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(', ')}`);
+    bad(
+      `Unsupported value: ${JSON.stringify(value)}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(', ')}`,
+    );
   }
   if (typeof value === 'string') {
     if (schema.minLength !== undefined && value.length < schema.minLength) {
-      bad(`Invalid value: ${JSON.stringify(value)}: ${path} in body should be at least ${schema.minLength} chars long`);
+      bad(
+        `Invalid value: ${JSON.stringify(value)}: ${path} in body should be at least ${schema.minLength} chars long`,
+      );
     }
-    if (schema.maxLength !== undefined && value.length > schema.maxLength) bad(`Too long: may not be more than ${schema.maxLength} bytes`);
+    if (schema.maxLength !== undefined && value.length > schema.maxLength)
+      bad(`Too long: may not be more than ${schema.maxLength} bytes`);
     if (schema.pattern && !new RegExp(schema.pattern, 'u').test(value)) {
       bad(`Invalid value: ${JSON.stringify(value)}: ${path} in body should match '${schema.pattern}'`);
     }
@@ -76,20 +92,27 @@ export function checkSchema(value: unknown, schema: Schema, path: string, unchec
     bad(`Invalid value: ${value}: ${path} in body should be greater than or equal to ${schema.minimum}`);
   }
   if (Array.isArray(value)) {
-    if (schema.maxItems !== undefined && value.length > schema.maxItems) bad(`Too many: ${value.length}: must have at most ${schema.maxItems} items`);
-    const keys = schema['x-kubernetes-list-type'] === 'map' ? schema['x-kubernetes-list-map-keys'] ?? [] : [];
+    if (schema.maxItems !== undefined && value.length > schema.maxItems)
+      bad(`Too many: ${value.length}: must have at most ${schema.maxItems} items`);
+    const keys =
+      schema['x-kubernetes-list-type'] === 'map' ? (schema['x-kubernetes-list-map-keys'] ?? []) : [];
     const seen = new Set<string>();
     value.forEach((v, i) => {
       if (schema.items) out.push(...checkSchema(v, schema.items, `${path}[${i}]`, unchecked));
       if (keys.length === 0 || typeOf(v) !== 'object') return;
       const key = JSON.stringify(keys.map((k) => (v as Record<string, unknown>)[k]));
-      if (seen.has(key)) out.push({ path: `${path}[${i}]`, message: `Duplicate value: ${JSON.stringify(Object.fromEntries(keys.map((k) => [k, (v as Record<string, unknown>)[k]])))}` });
+      if (seen.has(key))
+        out.push({
+          path: `${path}[${i}]`,
+          message: `Duplicate value: ${JSON.stringify(Object.fromEntries(keys.map((k) => [k, (v as Record<string, unknown>)[k]])))}`,
+        });
       seen.add(key);
     });
   }
   if (typeOf(value) === 'object') {
     const obj = value as Record<string, unknown>;
-    for (const r of schema.required ?? []) if (obj[r] === undefined) out.push({ path: `${path}.${r}`, message: 'Required value' });
+    for (const r of schema.required ?? [])
+      if (obj[r] === undefined) out.push({ path: `${path}.${r}`, message: 'Required value' });
     for (const [k, sub] of Object.entries(schema.properties ?? {})) {
       if (obj[k] !== undefined) out.push(...checkSchema(obj[k], sub, `${path}.${k}`, unchecked));
     }
@@ -99,7 +122,8 @@ export function checkSchema(value: unknown, schema: Schema, path: string, unchec
       else if (!check(obj)) bad(`Invalid value: "object": ${rule.message ?? `failed rule: ${rule.rule}`}`);
     }
   } else if (schema['x-kubernetes-validations']) {
-    for (const rule of schema['x-kubernetes-validations']) if (!knownRules[rule.rule]) unchecked.push(`${path}: ${rule.rule}`);
+    for (const rule of schema['x-kubernetes-validations'])
+      if (!knownRules[rule.rule]) unchecked.push(`${path}: ${rule.rule}`);
   }
   return out;
 }

@@ -20,20 +20,67 @@ export interface StrategyOptions {
 
 /** strategies maps each strategy to its options. */
 export const strategies: Record<Strategy, StrategyOptions> = {
-  CreateAndSync: { create: true, sync: true, stopOnDeletion: false, remove: false, own: true, status: 'always' },
-  CreateAndIgnore: { create: true, sync: false, stopOnDeletion: false, remove: false, own: true, status: 'onCreate' },
+  CreateAndSync: {
+    create: true,
+    sync: true,
+    stopOnDeletion: false,
+    remove: false,
+    own: true,
+    status: 'always',
+  },
+  CreateAndIgnore: {
+    create: true,
+    sync: false,
+    stopOnDeletion: false,
+    remove: false,
+    own: true,
+    status: 'onCreate',
+  },
   Delete: { create: false, sync: false, stopOnDeletion: false, remove: true, own: false, status: 'never' },
-  UpdateAndDelete: { create: false, sync: true, stopOnDeletion: true, remove: false, own: false, status: 'always' },
+  UpdateAndDelete: {
+    create: false,
+    sync: true,
+    stopOnDeletion: true,
+    remove: false,
+    own: false,
+    status: 'always',
+  },
 };
 
 // Install order by kind, as Helm and Gardener use it, with CRDs moved up next to
 // Namespaces so that custom resources find their kinds; unknown kinds go last.
 const installOrder = [
-  'Namespace', 'CustomResourceDefinition', 'NetworkPolicy', 'ResourceQuota', 'LimitRange', 'PodDisruptionBudget',
-  'ServiceAccount', 'Secret', 'ConfigMap', 'StorageClass', 'PersistentVolume', 'PersistentVolumeClaim',
-  'ClusterRole', 'ClusterRoleBinding', 'Role', 'RoleBinding', 'Service', 'DaemonSet', 'Pod',
-  'ReplicationController', 'ReplicaSet', 'Deployment', 'HorizontalPodAutoscaler', 'StatefulSet', 'Job', 'CronJob',
-  'IngressClass', 'Ingress', 'APIService', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration',
+  'Namespace',
+  'CustomResourceDefinition',
+  'NetworkPolicy',
+  'ResourceQuota',
+  'LimitRange',
+  'PodDisruptionBudget',
+  'ServiceAccount',
+  'Secret',
+  'ConfigMap',
+  'StorageClass',
+  'PersistentVolume',
+  'PersistentVolumeClaim',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'Role',
+  'RoleBinding',
+  'Service',
+  'DaemonSet',
+  'Pod',
+  'ReplicationController',
+  'ReplicaSet',
+  'Deployment',
+  'HorizontalPodAutoscaler',
+  'StatefulSet',
+  'Job',
+  'CronJob',
+  'IngressClass',
+  'Ingress',
+  'APIService',
+  'MutatingWebhookConfiguration',
+  'ValidatingWebhookConfiguration',
 ];
 
 /** installRank orders kinds for creation; deletions run in reverse. */
@@ -43,4 +90,5 @@ export function installRank(kind: string): number {
 }
 
 /** isFoundation tells whether a kind must exist before other kinds can be applied (first phase). */
-export const isFoundation = (kind: string): boolean => kind === 'Namespace' || kind === 'CustomResourceDefinition';
+export const isFoundation = (kind: string): boolean =>
+  kind === 'Namespace' || kind === 'CustomResourceDefinition';

@@ -4,15 +4,23 @@
 /** telemetryConfigured tells whether the environment asks for traces or metrics. */
 export function telemetryConfigured(env: Record<string, string | undefined> = process.env): boolean {
   const set = (k: string) => env[k] !== undefined && env[k] !== '' && env[k] !== 'none';
-  return set('OTEL_TRACES_EXPORTER') || set('OTEL_METRICS_EXPORTER') || set('OTEL_EXPORTER_OTLP_ENDPOINT') ||
-    set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') || set('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT');
+  return (
+    set('OTEL_TRACES_EXPORTER') ||
+    set('OTEL_METRICS_EXPORTER') ||
+    set('OTEL_EXPORTER_OTLP_ENDPOINT') ||
+    set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ||
+    set('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT')
+  );
 }
 
 /**
  * startTelemetry starts the SDK for service (if configured) and returns its shutdown.
  * The SDK is loaded only then: without telemetry it costs no start-up time.
  */
-export async function startTelemetry(service: string, env: Record<string, string | undefined> = process.env): Promise<() => Promise<void>> {
+export async function startTelemetry(
+  service: string,
+  env: Record<string, string | undefined> = process.env,
+): Promise<() => Promise<void>> {
   if (!telemetryConfigured(env)) return async () => {};
   const { NodeSDK } = await import('@opentelemetry/sdk-node');
   process.env.OTEL_SERVICE_NAME ??= service;

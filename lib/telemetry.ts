@@ -2,7 +2,14 @@
 // (no OTEL_* exporter configured) every call here is a no-op. Trace context travels on
 // CloudEvents as the distributed-tracing extension (traceparent, tracestate).
 import {
-  context, metrics, propagation, trace, SpanStatusCode, type Attributes, type Context, type Span,
+  context,
+  metrics,
+  propagation,
+  trace,
+  SpanStatusCode,
+  type Attributes,
+  type Context,
+  type Span,
 } from '@opentelemetry/api';
 
 const NAME = 'kcp-sync-resource';
@@ -38,13 +45,21 @@ export function traceId(): string {
 }
 
 /** inSpan runs fn in a child span of the active context; errors mark the span and rethrow. */
-export async function inSpan<T>(name: string, attributes: Attributes, fn: (span: Span) => Promise<T>, parent?: Context): Promise<T> {
+export async function inSpan<T>(
+  name: string,
+  attributes: Attributes,
+  fn: (span: Span) => Promise<T>,
+  parent?: Context,
+): Promise<T> {
   return tracer.startActiveSpan(name, { attributes }, parent ?? context.active(), async (span) => {
     try {
       return await fn(span);
     } catch (err) {
       span.recordException(err instanceof Error ? err : String(err));
-      span.setStatus({ code: SpanStatusCode.ERROR, message: err instanceof Error ? err.message : String(err) });
+      span.setStatus({
+        code: SpanStatusCode.ERROR,
+        message: err instanceof Error ? err.message : String(err),
+      });
       throw err;
     } finally {
       span.end();
@@ -56,26 +71,45 @@ function createInstruments() {
   const meter = metrics.getMeter(NAME);
   return {
     /** reconcileDuration: seconds per step run, attribute step and outcome. */
-    reconcileDuration: meter.createHistogram('sync.step.duration', { unit: 's', description: 'Duration of one pipeline step run' }),
+    reconcileDuration: meter.createHistogram('sync.step.duration', {
+      unit: 's',
+      description: 'Duration of one pipeline step run',
+    }),
     /** items: item results by strategy, reason and state. */
     items: meter.createCounter('sync.items', { description: 'Item results by strategy, reason and state' }),
     /** apiRequests: API requests by cluster, method and status code class. */
-    apiRequests: meter.createCounter('sync.api.requests', { description: 'Kubernetes API requests by cluster, method and code' }),
+    apiRequests: meter.createCounter('sync.api.requests', {
+      description: 'Kubernetes API requests by cluster, method and code',
+    }),
     /** apiErrors: API requests that failed (non-2xx or unreachable), by cluster. */
-    apiErrors: meter.createCounter('sync.api.errors', { description: 'Failed Kubernetes API requests by cluster and code' }),
+    apiErrors: meter.createCounter('sync.api.errors', {
+      description: 'Failed Kubernetes API requests by cluster and code',
+    }),
     /** driftCorrections: objects re-applied because they had changed in the SKR. */
-    driftCorrections: meter.createCounter('sync.drift.corrections', { description: 'Objects re-applied because they changed in the SKR' }),
+    driftCorrections: meter.createCounter('sync.drift.corrections', {
+      description: 'Objects re-applied because they changed in the SKR',
+    }),
     /** statusWritesSkipped: status writes skipped because nothing changed. */
-    statusWritesSkipped: meter.createCounter('sync.status.writes.skipped', { description: 'Status writes skipped because nothing changed' }),
+    statusWritesSkipped: meter.createCounter('sync.status.writes.skipped', {
+      description: 'Status writes skipped because nothing changed',
+    }),
     /** statusWrites: status writes done. */
     statusWrites: meter.createCounter('sync.status.writes', { description: 'Status writes' }),
-    healthTransitions: meter.createCounter('sync.health.transitions', { description: 'Objects whose health changed, by the new status (Current, InProgress, Failed, Terminating, Unknown)' }),
+    healthTransitions: meter.createCounter('sync.health.transitions', {
+      description:
+        'Objects whose health changed, by the new status (Current, InProgress, Failed, Terminating, Unknown)',
+    }),
     /** cacheHits / cacheMisses / cacheEvictions: the SKR client cache. */
     cacheHits: meter.createCounter('sync.client_cache.hits', { description: 'SKR client cache hits' }),
     cacheMisses: meter.createCounter('sync.client_cache.misses', { description: 'SKR client cache misses' }),
-    cacheEvictions: meter.createCounter('sync.client_cache.evictions', { description: 'SKR client cache evictions: why=capacity (over SYNC_MAX_CLUSTER_CLIENTS, least recently used) or failure (401/TLS)' }),
+    cacheEvictions: meter.createCounter('sync.client_cache.evictions', {
+      description:
+        'SKR client cache evictions: why=capacity (over SYNC_MAX_CLUSTER_CLIENTS, least recently used) or failure (401/TLS)',
+    }),
     /** cacheClients: SKR clients cached now. */
-    cacheClients: meter.createUpDownCounter('sync.client_cache.clients', { description: 'SKR clients cached now (at most SYNC_MAX_CLUSTER_CLIENTS)' }),
+    cacheClients: meter.createUpDownCounter('sync.client_cache.clients', {
+      description: 'SKR clients cached now (at most SYNC_MAX_CLUSTER_CLIENTS)',
+    }),
   };
 }
 

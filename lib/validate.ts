@@ -34,21 +34,33 @@ export interface ValidateReport {
   unchecked: string[];
 }
 
-
 /** validateText checks every document of text (a file's content; source names it in findings). */
-export function validateText(text: string, source: string, config: Config, specSchema: Schema): ValidateReport {
+export function validateText(
+  text: string,
+  source: string,
+  config: Config,
+  specSchema: Schema,
+): ValidateReport {
   const report: ValidateReport = { source, syncResources: [], skipped: [], findings: [], unchecked: [] };
   let docs: unknown[];
   try {
     docs = readYamlDocuments(text).filter((d) => d !== null && d !== undefined);
   } catch (err) {
-    report.findings.push({ source, syncResource: '', state: 'Error', reason: 'InvalidYAML', message: (err as Error).message.split('\n')[0]! });
+    report.findings.push({
+      source,
+      syncResource: '',
+      state: 'Error',
+      reason: 'InvalidYAML',
+      message: (err as Error).message.split('\n')[0]!,
+    });
     return report;
   }
   for (const doc of docs) {
     if (!isMap(doc) || doc.apiVersion !== SYNC_API_VERSION || doc.kind !== 'SyncResource') {
       const d = isMap(doc) ? doc : {};
-      report.skipped.push(`${String(d.kind ?? typeof doc)} ${String((d.metadata as { name?: unknown } | undefined)?.name ?? '')}`.trim());
+      report.skipped.push(
+        `${String(d.kind ?? typeof doc)} ${String((d.metadata as { name?: unknown } | undefined)?.name ?? '')}`.trim(),
+      );
       continue;
     }
     validateOne(doc, report, config, specSchema);
@@ -56,24 +68,36 @@ export function validateText(text: string, source: string, config: Config, specS
   return report;
 }
 
-function validateOne(doc: Record<string, unknown>, report: ValidateReport, config: Config, specSchema: Schema): void {
+function validateOne(
+  doc: Record<string, unknown>,
+  report: ValidateReport,
+  config: Config,
+  specSchema: Schema,
+): void {
   const meta = isMap(doc.metadata) ? doc.metadata : {};
   const name = `${typeof meta.namespace === 'string' ? meta.namespace : ''}/${String(meta.name ?? '')}`;
   report.syncResources.push(name);
-  const add = (f: Omit<Finding, 'source' | 'syncResource'>) => report.findings.push({ source: report.source, syncResource: name, ...f });
+  const add = (f: Omit<Finding, 'source' | 'syncResource'>) =>
+    report.findings.push({ source: report.source, syncResource: name, ...f });
   const rejected = (message: string) => add({ state: 'Rejected', reason: 'Rejected', message });
   if (typeof meta.name !== 'string' || !isDnsSubdomain(meta.name)) {
-    rejected(`metadata.name: Invalid value: ${JSON.stringify(meta.name ?? '')}: a lowercase RFC 1123 subdomain is required`);
+    rejected(
+      `metadata.name: Invalid value: ${JSON.stringify(meta.name ?? '')}: a lowercase RFC 1123 subdomain is required`,
+    );
   }
-  for (const p of checkSchema(doc.spec, { type: 'object', ...specSchema }, 'spec', report.unchecked)) rejected(`${p.path}: ${p.message}`);
+  for (const p of checkSchema(doc.spec, { type: 'object', ...specSchema }, 'spec', report.unchecked))
+    rejected(`${p.path}: ${p.message}`);
   if (doc.spec === undefined) rejected('spec: Required value');
   if (typeof meta.namespace === 'string') {
     const ignored = outsideControlPlane(meta.namespace, config);
     if (ignored) add({ state: 'Ignored', reason: 'Ignored', message: ignored });
   }
   const spec = isMap(doc.spec) ? doc.spec : {};
-  const items = (Array.isArray(spec.items) ? spec.items : []).filter((i): i is SyncItem => isMap(i) && typeof i.name === 'string');
+  const items = (Array.isArray(spec.items) ? spec.items : []).filter(
+    (i): i is SyncItem => isMap(i) && typeof i.name === 'string',
+  );
   for (const p of parseItems(items, config)) {
-    if (p.done && p.done.state !== 'Ready' && p.done.reason !== 'ResourceSourcePending') add({ item: p.item.name, state: p.done.state, reason: p.done.reason, message: p.done.message });
+    if (p.done && p.done.state !== 'Ready' && p.done.reason !== 'ResourceSourcePending')
+      add({ item: p.item.name, state: p.done.state, reason: p.done.reason, message: p.done.message });
   }
 }

@@ -2,7 +2,8 @@
 // comparison, JSON-pointer keys, and freezing values that are shared.
 
 /** isMap tells whether v is a plain mapping (not null, not a list). */
-export const isMap = (v: unknown): v is Record<string, unknown> => typeof v === 'object' && v !== null && !Array.isArray(v);
+export const isMap = (v: unknown): v is Record<string, unknown> =>
+  typeof v === 'object' && v !== null && !Array.isArray(v);
 
 /** pointerToken escapes a key for a JSON pointer (RFC 6901): "~" as "~0", "/" as "~1". */
 export const pointerToken = (key: string): string => key.replace(/~/g, '~0').replace(/\//g, '~1');
@@ -16,10 +17,15 @@ export function isSubset(want: unknown, have: unknown): boolean {
   if (typeof want === 'object' && want !== null) {
     if (typeof have !== 'object' || have === null || Array.isArray(have)) return false;
     const h = have as Record<string, unknown>;
-    return Object.entries(want).every(([k, v]) => (v === null ? h[k] === undefined || h[k] === null : isSubset(v, h[k])));
+    return Object.entries(want).every(([k, v]) =>
+      v === null ? h[k] === undefined || h[k] === null : isSubset(v, h[k]),
+    );
   }
   // Numbers the API server renders as strings (and back) compare by value.
-  if ((typeof want === 'number' && typeof have === 'string') || (typeof want === 'string' && typeof have === 'number')) {
+  if (
+    (typeof want === 'number' && typeof have === 'string') ||
+    (typeof want === 'string' && typeof have === 'number')
+  ) {
     return String(want) === String(have);
   }
   return false;
@@ -29,8 +35,11 @@ export function isSubset(want: unknown, have: unknown): boolean {
 export function canonical(v: unknown): string {
   if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
   if (v && typeof v === 'object') {
-    return `{${Object.keys(v).sort().filter((k) => (v as Record<string, unknown>)[k] !== undefined)
-      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`).join(',')}}`;
+    return `{${Object.keys(v)
+      .sort()
+      .filter((k) => (v as Record<string, unknown>)[k] !== undefined)
+      .map((k) => `${JSON.stringify(k)}:${canonical((v as Record<string, unknown>)[k])}`)
+      .join(',')}}`;
   }
   return JSON.stringify(v);
 }

@@ -7,7 +7,14 @@
 // go-yaml v2's resolve() (resolve.go) on js-yaml's tag API. Every reader of manifest
 // text (the engine, the CLI) goes through readYamlDocuments.
 import {
-  defineMappingTag, defineScalarTag, loadAll, mergeTag, NOT_RESOLVED, Schema, seqTag, strTag,
+  defineMappingTag,
+  defineScalarTag,
+  loadAll,
+  mergeTag,
+  NOT_RESOLVED,
+  Schema,
+  seqTag,
+  strTag,
 } from 'js-yaml';
 
 /** YamlError is text that kubectl would not read, or would read into something we cannot carry. */
@@ -23,10 +30,18 @@ const BOOL_TRUE = ['y', 'Y', 'yes', 'Yes', 'YES', 'true', 'True', 'TRUE', 'on', 
 const BOOL_FALSE = ['n', 'N', 'no', 'No', 'NO', 'false', 'False', 'FALSE', 'off', 'Off', 'OFF'];
 const NULLS = ['', '~', 'null', 'Null', 'NULL'];
 const SPECIAL_FLOATS: Record<string, number> = {
-  '.nan': NaN, '.NaN': NaN, '.NAN': NaN,
-  '.inf': Infinity, '.Inf': Infinity, '.INF': Infinity,
-  '+.inf': Infinity, '+.Inf': Infinity, '+.INF': Infinity,
-  '-.inf': -Infinity, '-.Inf': -Infinity, '-.INF': -Infinity,
+  '.nan': NaN,
+  '.NaN': NaN,
+  '.NAN': NaN,
+  '.inf': Infinity,
+  '.Inf': Infinity,
+  '.INF': Infinity,
+  '+.inf': Infinity,
+  '+.Inf': Infinity,
+  '+.INF': Infinity,
+  '-.inf': -Infinity,
+  '-.Inf': -Infinity,
+  '-.INF': -Infinity,
 };
 const resolveMap = new Map<string, boolean | null | number>([
   ...BOOL_TRUE.map((s) => [s, true] as const),
@@ -140,7 +155,8 @@ const goMapTag = defineMappingTag('tag:yaml.org,2002:map', {
   identify: () => false,
   addPair: (map, key, value) => {
     const k = keyString(key);
-    if (k === undefined) return `a mapping key must be a string, number or boolean, not ${key === null ? 'null' : typeof key}`;
+    if (k === undefined)
+      return `a mapping key must be a string, number or boolean, not ${key === null ? 'null' : typeof key}`;
     Object.defineProperty(map, k, { value, enumerable: true, configurable: true, writable: true });
     return '';
   },
@@ -154,7 +170,10 @@ const goMapTag = defineMappingTag('tag:yaml.org,2002:map', {
 
 /** KUBECTL_SCHEMA resolves scalars as kubectl (go-yaml v2 through sigs.k8s.io/yaml) does. */
 export const KUBECTL_SCHEMA = new Schema([
-  strTag, seqTag, goMapTag, mergeTag,
+  strTag,
+  seqTag,
+  goMapTag,
+  mergeTag,
   scalarTag('null', ['', '~', 'n', 'N']),
   scalarTag('bool', [...'yYnNtTfFoO']),
   scalarTag('int', digitsAndSigns),
@@ -193,7 +212,9 @@ export function readYamlDocuments(text: string, limits: YamlLimits = {}): unknow
 
 function checkFinite(v: unknown, path: string): void {
   if (typeof v === 'number' && !Number.isFinite(v)) {
-    throw new YamlError(`${path || 'the document'} is ${v}, which JSON cannot carry (kubectl refuses it too)`);
+    throw new YamlError(
+      `${path || 'the document'} is ${v}, which JSON cannot carry (kubectl refuses it too)`,
+    );
   }
   if (Array.isArray(v)) v.forEach((x, i) => checkFinite(x, `${path}[${i}]`));
   else if (v !== null && typeof v === 'object') {

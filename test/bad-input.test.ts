@@ -43,12 +43,16 @@ const resolveCluster = (c: Context, e: CloudEvent<unknown>) => resolvePosted(sen
 const subst: Record<string, string> = {};
 
 async function pipeline(name: string): Promise<SyncResource | undefined> {
-  const ref = new CloudEvent({ type: EventTypes.reconcile, source: '/test', data: { namespace: ns, name, trigger: 'resync' } });
-  const resolved = await resolveCluster(ctx, ref) as CloudEvent<unknown> | undefined;
+  const ref = new CloudEvent({
+    type: EventTypes.reconcile,
+    source: '/test',
+    data: { namespace: ns, name, trigger: 'resync' },
+  });
+  const resolved = (await resolveCluster(ctx, ref)) as CloudEvent<unknown> | undefined;
   let applied = resolved;
   if (resolved?.type === EventTypes.clusterResolved) {
     sent.length = 0;
-    applied = await applyItems(ctx, resolved).catch(() => sent.at(-1)) as CloudEvent<unknown>;
+    applied = (await applyItems(ctx, resolved).catch(() => sent.at(-1))) as CloudEvent<unknown>;
   }
   if (applied) await writeStatus(ctx, applied);
   return deps.store.get(ns, name);
@@ -64,20 +68,43 @@ describe('bad-input corpus', async () => {
     ns = uniqueName('bad');
     const clusters = inject('clusters');
     const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
-    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, ...kymaObjects('kyma-1', clusters.skrs[0]!.kubeconfig, ns)]);
+    await applyObjects(kcp, [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+      ...kymaObjects('kyma-1', clusters.skrs[0]!.kubeconfig, ns),
+    ]);
     deps = {
-      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config), lookups: new Lookups(kcp),
-      recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
+      config,
+      kcp,
+      store: new KcpStore(kcp, config.fieldManager),
+      cache: new ClientCache(config),
+      lookups: new Lookups(kcp),
+      recorder: new Recorder(kcp, 'test'),
+      send: async (e) => {
+        sent.push(e);
+      },
+      log: { info() {}, warn() {}, error() {} },
     };
     setDeps(deps);
-    const skr = load(clusters.skrs[0]!.kubeconfig) as { clusters: { cluster: { server: string; 'certificate-authority-data': string } }[] };
+    const skr = load(clusters.skrs[0]!.kubeconfig) as {
+      clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    };
     const other = load(clusters.skrs[1]!.kubeconfig) as typeof skr;
-    const expired = await signCert(await mkdtemp(join(tmpdir(), 'expired-')), 'expired', '/O=system:masters/CN=expired', { days: -1, ca: clusters.skrs[0]!.ca });
+    const expired = await signCert(
+      await mkdtemp(join(tmpdir(), 'expired-')),
+      'expired',
+      '/O=system:masters/CN=expired',
+      { days: -1, ca: clusters.skrs[0]!.ca },
+    );
     Object.assign(subst, {
-      NAMESPACE: ns, SERVER: skr.clusters[0]!.cluster.server, WRONG_CA: other.clusters[0]!.cluster['certificate-authority-data'],
-      CA: skr.clusters[0]!.cluster['certificate-authority-data'], TOKEN: 'not-a-real-token',
-      EXPIRED_CERT: Buffer.from(expired.pem.cert).toString('base64'), EXPIRED_KEY: Buffer.from(expired.pem.key).toString('base64'),
-      HUGE_TEXT: 'x'.repeat(300_000), DEEP_NESTING: `${'['.repeat(5000)}${']'.repeat(5000)}`,
+      NAMESPACE: ns,
+      SERVER: skr.clusters[0]!.cluster.server,
+      WRONG_CA: other.clusters[0]!.cluster['certificate-authority-data'],
+      CA: skr.clusters[0]!.cluster['certificate-authority-data'],
+      TOKEN: 'not-a-real-token',
+      EXPIRED_CERT: Buffer.from(expired.pem.cert).toString('base64'),
+      EXPIRED_KEY: Buffer.from(expired.pem.key).toString('base64'),
+      HUGE_TEXT: 'x'.repeat(300_000),
+      DEEP_NESTING: `${'['.repeat(5000)}${']'.repeat(5000)}`,
     });
   });
   afterAll(async () => {
@@ -98,10 +125,23 @@ describe('bad-input corpus', async () => {
       const [reason, ...msg] = rest!.split(' ');
       const kyma = uniqueName('kc');
       await applyObjects(kcp, kymaObjects(kyma, fill(text), ns));
-      await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), { body: {
-        apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: ns },
-        spec: { kyma, items: [{ name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n` }] },
-      } });
+      await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), {
+        body: {
+          apiVersion: 'operator.kyma-project.io/v1alpha1',
+          kind: 'SyncResource',
+          metadata: { name, namespace: ns },
+          spec: {
+            kyma,
+            items: [
+              {
+                name: 'cm',
+                strategy: 'CreateAndSync',
+                resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n`,
+              },
+            ],
+          },
+        },
+      });
       const sr = await pipeline(name);
       expect(sr?.status?.state).toBe('Error');
       expect(sr?.status?.conditions?.[0]?.reason).toBe(reason);
@@ -123,10 +163,19 @@ describe('bad-input corpus', async () => {
     }
     if (kind === 'admission') {
       expect(created, 'rejected at admission').toBe(false);
-      expect(offline.filter((f) => f.reason === 'Rejected').map((f) => f.message).join('\n'), 'validate refuses it too').toMatch(new RegExp(rest!));
+      expect(
+        offline
+          .filter((f) => f.reason === 'Rejected')
+          .map((f) => f.message)
+          .join('\n'),
+        'validate refuses it too',
+      ).toMatch(new RegExp(rest!));
       return;
     }
-    expect(offline.filter((f) => f.reason === 'Rejected'), 'validate accepts what the API server accepts').toEqual([]);
+    expect(
+      offline.filter((f) => f.reason === 'Rejected'),
+      'validate accepts what the API server accepts',
+    ).toEqual([]);
     expect(created).toBe(true);
     const sr = await pipeline(name);
     if (kind === 'cluster') {
@@ -140,10 +189,20 @@ describe('bad-input corpus', async () => {
     expect(sr?.status?.items?.find((i) => i.name === item)).toMatchObject({ state, reason });
     // Every finding of validate is exactly what the product wrote; what validate can know offline, it finds.
     for (const f of offline) {
-      expect(sr?.status?.items?.find((i) => i.name === f.item), `${f.item} ${f.reason}`).toEqual({ name: f.item, state: f.state, reason: f.reason, message: f.message });
+      expect(
+        sr?.status?.items?.find((i) => i.name === f.item),
+        `${f.item} ${f.reason}`,
+      ).toEqual({ name: f.item, state: f.state, reason: f.reason, message: f.message });
     }
-    const knowable = reason === 'Restricted' || reason === 'DuplicateObject' || (reason === 'InvalidManifest' && !/cluster-scoped/.test(msg.join(' ')));
-    expect(offline.map((f) => f.item), 'validate finds what it can know offline').toEqual(knowable ? [item] : []);
-    if (msg.length > 0) expect(sr?.status?.items?.find((i) => i.name === item)?.message).toMatch(new RegExp(msg.join(' ')));
+    const knowable =
+      reason === 'Restricted' ||
+      reason === 'DuplicateObject' ||
+      (reason === 'InvalidManifest' && !/cluster-scoped/.test(msg.join(' ')));
+    expect(
+      offline.map((f) => f.item),
+      'validate finds what it can know offline',
+    ).toEqual(knowable ? [item] : []);
+    if (msg.length > 0)
+      expect(sr?.status?.items?.find((i) => i.name === item)?.message).toMatch(new RegExp(msg.join(' ')));
   });
 });

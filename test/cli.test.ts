@@ -15,27 +15,44 @@ const root = join(import.meta.dirname, '..');
 const bin = join(root, 'dist', 'cli', 'kcp-sync.js');
 
 /** cli runs the built kcp-sync with args (and stdin), returning its exit code and output. */
-function cli(args: string[], opts: { stdin?: string; env?: Record<string, string> } = {}): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  opts: { stdin?: string; env?: Record<string, string> } = {},
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    const child = execFile(process.execPath, [bin, ...args], { cwd: root, env: { ...process.env, ...opts.env }, maxBuffer: 8 << 20 }, (err, stdout, stderr) =>
-      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr }));
+    const child = execFile(
+      process.execPath,
+      [bin, ...args],
+      { cwd: root, env: { ...process.env, ...opts.env }, maxBuffer: 8 << 20 },
+      (err, stdout, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr }),
+    );
     child.stdin!.end(opts.stdin ?? '');
   });
 }
 
-const srDoc = (name: string, items: SyncItem[]) => dump({
-  apiVersion: SYNC_API_VERSION, kind: 'SyncResource', metadata: { name, namespace: 'kcp-system' }, spec: { kyma: 'kyma-1', items },
-});
+const srDoc = (name: string, items: SyncItem[]) =>
+  dump({
+    apiVersion: SYNC_API_VERSION,
+    kind: 'SyncResource',
+    metadata: { name, namespace: 'kcp-system' },
+    spec: { kyma: 'kyma-1', items },
+  });
 
 describe('kcp-sync validate', () => {
   it('finds every example clean (exit 0), as text and as JSON', async () => {
-    const examples = (await readdir(join(root, 'examples'))).filter((f) => f.endsWith('.yaml')).map((f) => join('examples', f));
+    const examples = (await readdir(join(root, 'examples')))
+      .filter((f) => f.endsWith('.yaml'))
+      .map((f) => join('examples', f));
     const text = await cli(['validate', ...examples]);
     expect(text.stdout).toMatch(/^\d+ SyncResources valid$/m);
     expect(text.code).toBe(0);
     const json = await cli(['validate', '-o', 'json', ...examples]);
     expect(json.code).toBe(0);
-    const out = JSON.parse(json.stdout) as { ok: boolean; reports: { source: string; syncResources: string[]; findings: unknown[] }[] };
+    const out = JSON.parse(json.stdout) as {
+      ok: boolean;
+      reports: { source: string; syncResources: string[]; findings: unknown[] }[];
+    };
     expect(out.ok).toBe(true);
     expect(out.reports.map((r) => r.source)).toEqual(examples);
     expect(out.reports.every((r) => r.syncResources.length > 0 && r.findings.length === 0)).toBe(true);
@@ -45,65 +62,134 @@ describe('kcp-sync validate', () => {
     const input = [
       dump({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'other' } }),
       srDoc('bad', [
-        { name: 'dot', strategy: 'Delete', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ".", namespace: x}\n' },
-        { name: 'secret', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: secret\nmetadata: {name: s, namespace: x}\n' },
-        { name: 'sys', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: kube-system}\n' },
-        { name: 'first', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n' },
-        { name: 'second', strategy: 'Delete', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n' },
-        { name: 'odd', strategy: 'Sync' as never, resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d, namespace: x}\n' },
-        { name: 'cel', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: x}\n', health: { current: "data.ready = 'yes'" } },
-        { name: 'path', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, namespace: x}\n', feedback: [{ name: 'a', jsonPath: '.data..x' }] },
+        {
+          name: 'dot',
+          strategy: 'Delete',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ".", namespace: x}\n',
+        },
+        {
+          name: 'secret',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: secret\nmetadata: {name: s, namespace: x}\n',
+        },
+        {
+          name: 'sys',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: kube-system}\n',
+        },
+        {
+          name: 'first',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n',
+        },
+        {
+          name: 'second',
+          strategy: 'Delete',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n',
+        },
+        {
+          name: 'odd',
+          strategy: 'Sync' as never,
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: d, namespace: x}\n',
+        },
+        {
+          name: 'cel',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: e, namespace: x}\n',
+          health: { current: "data.ready = 'yes'" },
+        },
+        {
+          name: 'path',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: f, namespace: x}\n',
+          feedback: [{ name: 'a', jsonPath: '.data..x' }],
+        },
       ]),
     ].join('---\n');
     const json = await cli(['validate', '-o', 'json', '-'], { stdin: input });
     expect(json.code).toBe(1);
-    const out = JSON.parse(json.stdout) as { ok: boolean; reports: { skipped: string[]; findings: { item?: string; state: string; reason: string; message: string }[] }[] };
+    const out = JSON.parse(json.stdout) as {
+      ok: boolean;
+      reports: {
+        skipped: string[];
+        findings: { item?: string; state: string; reason: string; message: string }[];
+      }[];
+    };
     expect(out.ok).toBe(false);
     expect(out.reports[0]!.skipped).toEqual(['ConfigMap other']);
-    const byItem = Object.fromEntries(out.reports[0]!.findings.map((f) => [f.item ?? '', `${f.state}/${f.reason}: ${f.message}`]));
+    const byItem = Object.fromEntries(
+      out.reports[0]!.findings.map((f) => [f.item ?? '', `${f.state}/${f.reason}: ${f.message}`]),
+    );
     expect(byItem).toEqual({
       '': 'Rejected/Rejected: spec.items[5].strategy: Unsupported value: "Sync": supported values: "CreateAndSync", "CreateAndIgnore", "Delete", "UpdateAndDelete"',
       dot: 'Error/InvalidManifest: resource metadata.name "." is not a valid object name',
-      secret: 'Warning/Restricted: kind v1/secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)',
+      secret:
+        'Warning/Restricted: kind v1/secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)',
       sys: 'Warning/Restricted: namespace kube-system is protected: nothing is created, changed or deleted in it',
-      second: 'Error/DuplicateObject: ConfigMap x/c is already named by item first; an object belongs to one item',
+      second:
+        'Error/DuplicateObject: ConfigMap x/c is already named by item first; an object belongs to one item',
       cel: expect.stringMatching(/^Error\/InvalidManifest: health.current does not compile: /),
       path: 'Error/InvalidManifest: feedback a: jsonPath ".data..x" is not supported at "..x" (fields, [\'key\'], [n] and [?(@.field=="value")] are)',
     });
     const text = await cli(['validate', '-'], { stdin: input });
     expect(text.code).toBe(1);
     expect(text.stdout).toMatch(/^FILE\s+SYNCRESOURCE\s+ITEM\s+STATE\s+REASON\s+MESSAGE$/m);
-    expect(text.stdout).toMatch(/^-\s+kcp-system\/bad\s+second\s+Error\s+DuplicateObject\s+ConfigMap x\/c is already named by item first/m);
+    expect(text.stdout).toMatch(
+      /^-\s+kcp-system\/bad\s+second\s+Error\s+DuplicateObject\s+ConfigMap x\/c is already named by item first/m,
+    );
     expect(text.stdout).toContain('skipped ConfigMap other (not a SyncResource)');
   });
 
-  it('checks the rules of values by reference (dataFrom): admission rules and the engine\'s', async () => {
-    const secret = (extra = '') => `apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\n${extra}`;
+  it("checks the rules of values by reference (dataFrom): admission rules and the engine's", async () => {
+    const secret = (extra = '') =>
+      `apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: x}\n${extra}`;
     const ref = () => ({ secretRef: { name: 'src' } });
-    const good = srDoc('good', [{ name: 'ok', strategy: 'CreateAndSync', resource: secret('type: Opaque\n'), dataFrom: ref() }]);
+    const good = srDoc('good', [
+      { name: 'ok', strategy: 'CreateAndSync', resource: secret('type: Opaque\n'), dataFrom: ref() },
+    ]);
     expect((await cli(['validate', '-'], { stdin: good })).code).toBe(0);
     const bad = [
       srDoc('engine', [
-        { name: 'cm', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n', dataFrom: ref() },
+        {
+          name: 'cm',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: x}\n',
+          dataFrom: ref(),
+        },
         { name: 'data', strategy: 'CreateAndSync', resource: secret('data: {k: dg==}\n'), dataFrom: ref() },
       ]),
       srDoc('admission', [{ name: 'del', strategy: 'Delete', resource: secret(), dataFrom: ref() }]),
     ].join('---\n');
-    const out = JSON.parse((await cli(['validate', '-o', 'json', '-'], { stdin: bad })).stdout) as { reports: { findings: { syncResource: string; item?: string; reason: string; message: string }[] }[] };
-    expect(out.reports[0]!.findings.map((f) => `${f.syncResource} ${f.item ?? ''} ${f.reason}: ${f.message}`)).toEqual([
+    const out = JSON.parse((await cli(['validate', '-o', 'json', '-'], { stdin: bad })).stdout) as {
+      reports: { findings: { syncResource: string; item?: string; reason: string; message: string }[] }[];
+    };
+    expect(
+      out.reports[0]!.findings.map((f) => `${f.syncResource} ${f.item ?? ''} ${f.reason}: ${f.message}`),
+    ).toEqual([
       'kcp-system/engine cm InvalidManifest: dataFrom is allowed only on a v1 Secret, not on v1/ConfigMap',
       'kcp-system/engine data InvalidManifest: resource sets data, but a Secret with dataFrom takes its data from the source Secret only; remove data',
       'kcp-system/admission  Rejected: spec.items[0]: Invalid value: "object": an item with strategy Delete takes no dataFrom',
     ]);
   });
 
-  it('takes the restricted kinds and protected namespaces from the product\'s variables', async () => {
-    const input = srDoc('cfg', [{ name: 'cm', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team-ns}\n' }]);
+  it("takes the restricted kinds and protected namespaces from the product's variables", async () => {
+    const input = srDoc('cfg', [
+      {
+        name: 'cm',
+        strategy: 'CreateAndSync',
+        resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: team-ns}\n',
+      },
+    ]);
     expect((await cli(['validate', '-'], { stdin: input })).code).toBe(0);
-    const out = await cli(['validate', '-'], { stdin: input, env: { SYNC_RESTRICTED_KINDS: 'v1/ConfigMap' } });
+    const out = await cli(['validate', '-'], {
+      stdin: input,
+      env: { SYNC_RESTRICTED_KINDS: 'v1/ConfigMap' },
+    });
     expect(out.code).toBe(1);
     expect(out.stdout).toContain('kind v1/ConfigMap is restricted and never synced');
-    expect((await cli(['validate', '-'], { stdin: input, env: { SYNC_PROTECTED_NAMESPACES: 'team-ns' } })).stdout).toContain('namespace team-ns is protected');
+    expect(
+      (await cli(['validate', '-'], { stdin: input, env: { SYNC_PROTECTED_NAMESPACES: 'team-ns' } })).stdout,
+    ).toContain('namespace team-ns is protected');
   });
 
   it('answers --help on each command and 2 on usage errors', async () => {
@@ -128,11 +214,34 @@ describe('kcp-sync diff', () => {
       { name: 'changed', strategy: 'CreateAndSync', resource: h.cm('changed', { a: '1', keep: 'k' }) },
     ]);
     await h.sync();
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'foreign', namespace: h.ns }, data: { a: 'theirs' } } as never);
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'victim', namespace: h.ns } } as never);
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'taken', namespace: h.ns, annotations: { [OWNER_ANNOTATION]: 'kcp-system/another' } } } as never);
-    await h.skrCreate({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'creds', namespace: h.ns }, stringData: { password: 'old-secret-value-1' } } as never);
-    await h.skrCreate({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'refd', namespace: h.ns }, stringData: { token: 'skr-held-value-3' } } as never);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'foreign', namespace: h.ns },
+      data: { a: 'theirs' },
+    } as never);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'victim', namespace: h.ns },
+    } as never);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'taken', namespace: h.ns, annotations: { [OWNER_ANNOTATION]: 'kcp-system/another' } },
+    } as never);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'creds', namespace: h.ns },
+      stringData: { password: 'old-secret-value-1' },
+    } as never);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name: 'refd', namespace: h.ns },
+      stringData: { token: 'skr-held-value-3' },
+    } as never);
     const items: SyncItem[] = [
       { name: 'same', strategy: 'CreateAndSync', resource: h.cm('same', { a: '1' }) },
       { name: 'changed', strategy: 'CreateAndSync', resource: h.cm('changed', { a: '2', keep: 'k' }) },
@@ -140,28 +249,63 @@ describe('kcp-sync diff', () => {
       { name: 'adopt', strategy: 'CreateAndSync', resource: h.cm('foreign', { a: 'ours' }) },
       { name: 'gone', strategy: 'Delete', resource: h.cm('victim', {}) },
       { name: 'theirs', strategy: 'CreateAndSync', resource: h.cm('taken', {}) },
-      { name: 'secret', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: ${h.ns}}\nstringData: {password: new-secret-value-2}\n` },
+      {
+        name: 'secret',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: ${h.ns}}\nstringData: {password: new-secret-value-2}\n`,
+      },
       { name: 'peer', strategy: 'UpdateAndDelete', resource: h.cm('absent', {}) },
-      { name: 'byref', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: refd, namespace: ${h.ns}}\ntype: Opaque\n`, dataFrom: { secretRef: { name: 'btp-source' } } },
-      { name: 'typo', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Configmap\nmetadata: {name: t, namespace: ${h.ns}}\n` },
+      {
+        name: 'byref',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: refd, namespace: ${h.ns}}\ntype: Opaque\n`,
+        dataFrom: { secretRef: { name: 'btp-source' } },
+      },
+      {
+        name: 'typo',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Configmap\nmetadata: {name: t, namespace: ${h.ns}}\n`,
+      },
     ];
     const file = join(tmpdir(), `${h.name}.yaml`);
     await writeFile(file, srDoc(h.name, items));
     const info = async (kind: string) => mustFind(h.skr, 'v1', kind);
-    const state = async () => Object.fromEntries((await Promise.all(['ConfigMap', 'Secret'].map(async (k) => listObjects(h.skr, await info(k), { namespace: h.ns }))))
-      .flat().map((o) => [`${o.kind}/${o.metadata.name}`, o.metadata.resourceVersion]));
+    const state = async () =>
+      Object.fromEntries(
+        (
+          await Promise.all(
+            ['ConfigMap', 'Secret'].map(async (k) => listObjects(h.skr, await info(k), { namespace: h.ns })),
+          )
+        )
+          .flat()
+          .map((o) => [`${o.kind}/${o.metadata.name}`, o.metadata.resourceVersion]),
+      );
     const before = await state();
 
     const json = await cli(['diff', file, '--kubeconfig', skrKubeconfig, '-o', 'json']);
     expect(json.stderr).toBe('');
     expect(json.code).toBe(2); // an item would fail (typo) and one is another's (conflict)
-    const out = JSON.parse(json.stdout) as { changes: boolean; syncResources: { syncResource: string; items: { item: string; outcome: string; reason?: string; diff?: string }[] }[] };
+    const out = JSON.parse(json.stdout) as {
+      changes: boolean;
+      syncResources: {
+        syncResource: string;
+        items: { item: string; outcome: string; reason?: string; diff?: string }[];
+      }[];
+    };
     expect(out.changes).toBe(true);
     expect(out.syncResources[0]!.syncResource).toBe(`kcp-system/${h.name}`);
     const outcomes = Object.fromEntries(out.syncResources[0]!.items.map((i) => [i.item, i.outcome]));
     expect(outcomes).toEqual({
-      same: 'unchanged', changed: 'update', new: 'create', adopt: 'adopt', gone: 'delete',
-      theirs: 'conflict', secret: 'restricted', peer: 'not found', byref: 'adopt', typo: 'error',
+      same: 'unchanged',
+      changed: 'update',
+      new: 'create',
+      adopt: 'adopt',
+      gone: 'delete',
+      theirs: 'conflict',
+      secret: 'restricted',
+      peer: 'not found',
+      byref: 'adopt',
+      typo: 'error',
     });
     expect(Object.keys(outcomes)).toEqual(items.map((i) => i.name));
     const diffOf = (item: string) => out.syncResources[0]!.items.find((i) => i.item === item)!.diff!;
@@ -172,11 +316,16 @@ describe('kcp-sync diff', () => {
     expect(diffOf('adopt')).toMatch(/^\+\s+kcp-sync.kyma-project.io\/owned-by: kcp-system\//m);
     expect(out.syncResources[0]!.items.find((i) => i.item === 'typo')!.reason).toBe('UnknownKind');
     // Values by reference live in the KCP: compared as the cluster holds them, never shown.
-    expect(out.syncResources[0]!.items.find((i) => i.item === 'byref')).toMatchObject({ message: expect.stringContaining('Secret btp-source in the KCP by reference') });
-    for (const v of ['skr-held-value-3', Buffer.from('skr-held-value-3').toString('base64')]) expect(json.stdout).not.toContain(v);
+    expect(out.syncResources[0]!.items.find((i) => i.item === 'byref')).toMatchObject({
+      message: expect.stringContaining('Secret btp-source in the KCP by reference'),
+    });
+    for (const v of ['skr-held-value-3', Buffer.from('skr-held-value-3').toString('base64')])
+      expect(json.stdout).not.toContain(v);
 
     // With Secrets allowed, a Secret's values are masked: changed ones say so, none appears.
-    const secrets = await cli(['diff', file, '--kubeconfig', skrKubeconfig], { env: { SYNC_RESTRICTED_KINDS: '' } });
+    const secrets = await cli(['diff', file, '--kubeconfig', skrKubeconfig], {
+      env: { SYNC_RESTRICTED_KINDS: '' },
+    });
     expect(secrets.stdout).toMatch(/^\+\s+password: '\*\*\* \(changed\)'$/m);
     expect(secrets.stdout).toMatch(/^-\s+password: '\*\*\*'$/m);
     for (const v of ['old-secret-value-1', 'new-secret-value-2']) {
@@ -195,19 +344,49 @@ describe('kcp-sync diff', () => {
     expect((await cli(['diff', file, '--kubeconfig', '/nonexistent'])).code).toBe(2);
 
     // A person's kubeconfig with a credential plugin (refused in access Secrets) works here.
-    const admin = load(await readFile(skrKubeconfig, 'utf8')) as { clusters: [{ cluster: Record<string, string> }]; users: [{ user: Record<string, string> }] };
+    const admin = load(await readFile(skrKubeconfig, 'utf8')) as {
+      clusters: [{ cluster: Record<string, string> }];
+      users: [{ user: Record<string, string> }];
+    };
     const credential = join(tmpdir(), `${h.name}-cred.json`);
-    await writeFile(credential, JSON.stringify({
-      apiVersion: 'client.authentication.k8s.io/v1', kind: 'ExecCredential',
-      status: { clientCertificateData: Buffer.from(admin.users[0].user['client-certificate-data']!, 'base64').toString(), clientKeyData: Buffer.from(admin.users[0].user['client-key-data']!, 'base64').toString() },
-    }));
+    await writeFile(
+      credential,
+      JSON.stringify({
+        apiVersion: 'client.authentication.k8s.io/v1',
+        kind: 'ExecCredential',
+        status: {
+          clientCertificateData: Buffer.from(
+            admin.users[0].user['client-certificate-data']!,
+            'base64',
+          ).toString(),
+          clientKeyData: Buffer.from(admin.users[0].user['client-key-data']!, 'base64').toString(),
+        },
+      }),
+    );
     const withPlugin = join(tmpdir(), `${h.name}-exec.yaml`);
-    await writeFile(withPlugin, dump({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'skr',
-      clusters: [{ name: 'skr', cluster: admin.clusters[0].cluster }],
-      users: [{ name: 'me', user: { exec: { apiVersion: 'client.authentication.k8s.io/v1', command: 'cat', args: [credential], interactiveMode: 'Never' } } }],
-      contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'me' } }],
-    }));
+    await writeFile(
+      withPlugin,
+      dump({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'skr',
+        clusters: [{ name: 'skr', cluster: admin.clusters[0].cluster }],
+        users: [
+          {
+            name: 'me',
+            user: {
+              exec: {
+                apiVersion: 'client.authentication.k8s.io/v1',
+                command: 'cat',
+                args: [credential],
+                interactiveMode: 'Never',
+              },
+            },
+          },
+        ],
+        contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'me' } }],
+      }),
+    );
     await writeFile(file, srDoc(h.name, items.slice(0, 1)));
     const viaPlugin = await cli(['diff', file, '--kubeconfig', withPlugin]);
     expect(viaPlugin.stderr).toBe('');

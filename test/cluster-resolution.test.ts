@@ -15,13 +15,21 @@ let kcp: Cluster;
 const ns = uniqueName('resolve');
 
 async function secret(name: string, kyma: string, config?: string) {
-  await applyObjects(kcp, [{
-    apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns, labels: { 'operator.kyma-project.io/kyma-name': kyma } },
-    ...(config ? { stringData: { config } } : {}),
-  }]);
+  await applyObjects(kcp, [
+    {
+      apiVersion: 'v1',
+      kind: 'Secret',
+      metadata: { name, namespace: ns, labels: { 'operator.kyma-project.io/kyma-name': kyma } },
+      ...(config ? { stringData: { config } } : {}),
+    },
+  ]);
 }
 
-const failure = async (p: Promise<unknown>) => p.then(() => undefined, (e: unknown) => e as { reason?: string; message: string; transient?: boolean });
+const failure = async (p: Promise<unknown>) =>
+  p.then(
+    () => undefined,
+    (e: unknown) => e as { reason?: string; message: string; transient?: boolean },
+  );
 
 describe('cluster resolution', () => {
   beforeAll(async () => {
@@ -31,13 +39,18 @@ describe('cluster resolution', () => {
 
   it('fails with KymaNotFound when spec.kyma names no Kyma', async () => {
     const err = await failure(getKyma(kcp, ns, 'nope'));
-    expect(err).toMatchObject({ reason: 'KymaNotFound', message: `Kyma ${ns}/nope does not exist`, transient: false });
+    expect(err).toMatchObject({
+      reason: 'KymaNotFound',
+      message: `Kyma ${ns}/nope does not exist`,
+      transient: false,
+    });
   });
 
   it('needs exactly one access Secret with key config', async () => {
     await applyObjects(kcp, kymaObjects('k-none', 'unused', ns).slice(0, 1));
     expect(await failure(findAccessSecret(kcp, ns, 'k-none'))).toMatchObject({
-      reason: 'AccessSecretNotFound', message: `no Secret in ${ns} has label operator.kyma-project.io/kyma-name=k-none`,
+      reason: 'AccessSecretNotFound',
+      message: `no Secret in ${ns} has label operator.kyma-project.io/kyma-name=k-none`,
     });
     await secret('two-a', 'k-two', 'x');
     await secret('two-b', 'k-two', 'y');
@@ -46,7 +59,9 @@ describe('cluster resolution', () => {
       message: `2 Secrets in ${ns} have label operator.kyma-project.io/kyma-name=k-two (two-a, two-b); exactly one is allowed`,
     });
     await secret('empty', 'k-empty');
-    expect(await failure(findAccessSecret(kcp, ns, 'k-empty'))).toMatchObject({ reason: 'InvalidKubeconfig' });
+    expect(await failure(findAccessSecret(kcp, ns, 'k-empty'))).toMatchObject({
+      reason: 'InvalidKubeconfig',
+    });
   });
 
   it('connects through the cache, keyed by Secret uid and resourceVersion', async () => {
@@ -60,7 +75,10 @@ describe('cluster resolution', () => {
     expect(await cache.get(await findAccessSecret(kcp, ns, 'k-real'), 'k-real')).toBe(c1);
     expect(cache.stats).toMatchObject({ hits: 1, misses: 1 });
     // Rotation: a new resourceVersion gets a new client.
-    await applyObjects(kcp, kymaObjects('k-real', clusters.skrs[0]!.kubeconfig + '\n# rotated\n', ns).slice(1));
+    await applyObjects(
+      kcp,
+      kymaObjects('k-real', clusters.skrs[0]!.kubeconfig + '\n# rotated\n', ns).slice(1),
+    );
     const s2 = await findAccessSecret(kcp, ns, 'k-real');
     expect(s2.ref.resourceVersion).not.toBe(s1.ref.resourceVersion);
     const c2 = await cache.get(s2, 'k-real');
@@ -73,7 +91,10 @@ describe('cluster resolution', () => {
 
   it('keeps at most SYNC_MAX_CLUSTER_CLIENTS clients: the least recently used is closed, and connects afresh when used again', async () => {
     const cache = new ClientCache(parseConfig({ SYNC_MAX_CLUSTER_CLIENTS: '2' }));
-    await applyObjects(kcp, ['lru-a', 'lru-b', 'lru-c'].flatMap((k) => kymaObjects(k, clusters.skrs[0]!.kubeconfig, ns)));
+    await applyObjects(
+      kcp,
+      ['lru-a', 'lru-b', 'lru-c'].flatMap((k) => kymaObjects(k, clusters.skrs[0]!.kubeconfig, ns)),
+    );
     const secret = (k: string) => findAccessSecret(kcp, ns, k);
     const use = async (k: string) => {
       const c = await cache.get(await secret(k), k);
@@ -100,7 +121,22 @@ describe('cluster resolution', () => {
     // its next run after another replica had applied the new one, turning the rotation back.)
     const lookups = new Lookups(kcp);
     const name = uniqueName('src');
-    const put = (v: string) => applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Secret', metadata: { name, namespace: ns, labels: { 'operator.kyma-project.io/sync-source': 'true', 'operator.kyma-project.io/kyma-name': 'k' } }, stringData: { v } } as never]);
+    const put = (v: string) =>
+      applyObjects(kcp, [
+        {
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: {
+            name,
+            namespace: ns,
+            labels: {
+              'operator.kyma-project.io/sync-source': 'true',
+              'operator.kyma-project.io/kyma-name': 'k',
+            },
+          },
+          stringData: { v },
+        } as never,
+      ]);
     await put('one');
     expect((await lookups.source(ns, name))?.data).toEqual({ v: Buffer.from('one').toString('base64') });
     await put('two');
@@ -109,13 +145,20 @@ describe('cluster resolution', () => {
 
   it('classifies a wrong CA and a rejected token as authentication failures', async () => {
     const cache = new ClientCache(parseConfig({}));
-    const good = load(clusters.skrs[0]!.kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
+    const good = load(clusters.skrs[0]!.kubeconfig) as {
+      clusters: { cluster: Record<string, string> }[];
+      users: { user: Record<string, string> }[];
+    };
     const other = load(clusters.skrs[1]!.kubeconfig) as typeof good;
     const wrongCa = structuredClone(good);
-    wrongCa.clusters[0]!.cluster['certificate-authority-data'] = other.clusters[0]!.cluster['certificate-authority-data']!;
+    wrongCa.clusters[0]!.cluster['certificate-authority-data'] =
+      other.clusters[0]!.cluster['certificate-authority-data']!;
     const badToken = structuredClone(good);
     badToken.users[0]!.user = { token: 'not-a-valid-token' };
-    for (const [kc, code] of [[wrongCa, 0], [badToken, 401]] as const) {
+    for (const [kc, code] of [
+      [wrongCa, 0],
+      [badToken, 401],
+    ] as const) {
       const ref = { namespace: ns, name: uniqueName('s'), uid: uniqueName('u'), resourceVersion: '1' };
       const c = await cache.get({ ref, kubeconfig: dump(kc) }, 'bad');
       const err = await failure(c.client.call('GET', '/api/v1/namespaces'));

@@ -17,13 +17,26 @@ describe('local clusters', () => {
       expect(c.url).toMatch(/^https:\/\/127\.0\.0\.1:\d+$/);
       expect(await readFile(c.kubeconfig, 'utf8')).toContain(c.url);
     }
-    const roles = state.processes.map((p: { role: string; cluster: string }) => `${p.role}/${p.cluster}`).sort();
+    const roles = state.processes
+      .map((p: { role: string; cluster: string }) => `${p.role}/${p.cluster}`)
+      .sort();
     expect(roles).toEqual([
       'etcd/shared',
-      'kube-apiserver/kcp', 'kube-apiserver/skr-1', 'kube-apiserver/skr-2', 'kube-apiserver/skr-3',
-      'kube-controller-manager/kcp', 'kube-controller-manager/skr-1', 'kube-controller-manager/skr-2', 'kube-controller-manager/skr-3',
+      'kube-apiserver/kcp',
+      'kube-apiserver/skr-1',
+      'kube-apiserver/skr-2',
+      'kube-apiserver/skr-3',
+      'kube-controller-manager/kcp',
+      'kube-controller-manager/skr-1',
+      'kube-controller-manager/skr-2',
+      'kube-controller-manager/skr-3',
       // Each SKR runs Pods: a scheduler and a KWOK Node.
-      'kube-scheduler/skr-1', 'kube-scheduler/skr-2', 'kube-scheduler/skr-3', 'kwok/skr-1', 'kwok/skr-2', 'kwok/skr-3',
+      'kube-scheduler/skr-1',
+      'kube-scheduler/skr-2',
+      'kube-scheduler/skr-3',
+      'kwok/skr-1',
+      'kwok/skr-2',
+      'kwok/skr-3',
     ]);
     for (const p of state.processes) expect(() => process.kill(p.pid, 0)).not.toThrow();
   });
@@ -51,49 +64,63 @@ describe('local clusters', () => {
     expect(admin.status).toBe(200);
   });
 
-  it.each(clusters.skrs.map((s) => [s.name, s] as const))('%s serves core and apps APIs and runs controllers', async (_, skr) => {
-    const kc = kubeConfig(skr.kubeconfig);
-    const core = kc.makeApiClient(CoreV1Api);
-    const apps = kc.makeApiClient(AppsV1Api);
-    const ns = uniqueName('clusters');
-    await core.createNamespace({ body: { metadata: { name: ns } } });
-    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: 'cm' }, data: { a: '1' } } });
-    expect((await core.readNamespacedConfigMap({ namespace: ns, name: 'cm' })).data).toEqual({ a: '1' });
-    await apps.createNamespacedDeployment({
-      namespace: ns,
-      body: {
-        metadata: { name: 'app' },
-        spec: {
-          selector: { matchLabels: { app: 'x' } },
-          template: { metadata: { labels: { app: 'x' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+  it.each(clusters.skrs.map((s) => [s.name, s] as const))(
+    '%s serves core and apps APIs and runs controllers',
+    async (_, skr) => {
+      const kc = kubeConfig(skr.kubeconfig);
+      const core = kc.makeApiClient(CoreV1Api);
+      const apps = kc.makeApiClient(AppsV1Api);
+      const ns = uniqueName('clusters');
+      await core.createNamespace({ body: { metadata: { name: ns } } });
+      await core.createNamespacedConfigMap({
+        namespace: ns,
+        body: { metadata: { name: 'cm' }, data: { a: '1' } },
+      });
+      expect((await core.readNamespacedConfigMap({ namespace: ns, name: 'cm' })).data).toEqual({ a: '1' });
+      await apps.createNamespacedDeployment({
+        namespace: ns,
+        body: {
+          metadata: { name: 'app' },
+          spec: {
+            selector: { matchLabels: { app: 'x' } },
+            template: {
+              metadata: { labels: { app: 'x' } },
+              spec: { containers: [{ name: 'c', image: 'busybox' }] },
+            },
+          },
         },
-      },
-    });
-    expect((await apps.readNamespacedDeployment({ namespace: ns, name: 'app' })).spec?.replicas).toBe(1);
-    // The controller manager makes a ReplicaSet for the Deployment ...
-    const rs = await eventually(async () => {
-      const list = await apps.listNamespacedReplicaSet({ namespace: ns });
-      expect(list.items).toHaveLength(1);
-      return list.items[0]!;
-    });
-    expect(rs.metadata?.ownerReferences?.[0]?.name).toBe('app');
-    // ... garbage-collects it with its owner ...
-    await apps.deleteNamespacedDeployment({ namespace: ns, name: 'app' });
-    await eventually(async () => expect((await apps.listNamespacedReplicaSet({ namespace: ns })).items).toHaveLength(0));
-    // ... and finishes deleting namespaces.
-    await core.deleteNamespace({ name: ns });
-    await eventually(async () => {
-      const names = (await core.listNamespace()).items.map((n) => n.metadata?.name);
-      expect(names).not.toContain(ns);
-    }, 60_000);
-  });
+      });
+      expect((await apps.readNamespacedDeployment({ namespace: ns, name: 'app' })).spec?.replicas).toBe(1);
+      // The controller manager makes a ReplicaSet for the Deployment ...
+      const rs = await eventually(async () => {
+        const list = await apps.listNamespacedReplicaSet({ namespace: ns });
+        expect(list.items).toHaveLength(1);
+        return list.items[0]!;
+      });
+      expect(rs.metadata?.ownerReferences?.[0]?.name).toBe('app');
+      // ... garbage-collects it with its owner ...
+      await apps.deleteNamespacedDeployment({ namespace: ns, name: 'app' });
+      await eventually(async () =>
+        expect((await apps.listNamespacedReplicaSet({ namespace: ns })).items).toHaveLength(0),
+      );
+      // ... and finishes deleting namespaces.
+      await core.deleteNamespace({ name: ns });
+      await eventually(async () => {
+        const names = (await core.listNamespace()).items.map((n) => n.metadata?.name);
+        expect(names).not.toContain(ns);
+      }, 60_000);
+    },
+  );
 
   it('KCP holds the control-plane namespace, a Kyma and an access Secret per SKR', async () => {
     const core = kcpConfig().makeApiClient(CoreV1Api);
     const secrets = await core.listNamespacedSecret({
-      namespace: 'kcp-system', labelSelector: 'operator.kyma-project.io/kyma-name',
+      namespace: 'kcp-system',
+      labelSelector: 'operator.kyma-project.io/kyma-name',
     });
-    const byKyma = Object.fromEntries(secrets.items.map((s) => [s.metadata!.labels!['operator.kyma-project.io/kyma-name'], s]));
+    const byKyma = Object.fromEntries(
+      secrets.items.map((s) => [s.metadata!.labels!['operator.kyma-project.io/kyma-name'], s]),
+    );
     for (const [i, skr] of clusters.skrs.entries()) {
       const secret = byKyma[`kyma-${i + 1}`];
       expect(secret, `secret for kyma-${i + 1}`).toBeDefined();

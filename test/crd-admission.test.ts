@@ -12,8 +12,10 @@ const cm = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: defa
 
 function syncResource(spec: unknown): KubeObject {
   return {
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource',
-    metadata: { name: 'admission', namespace: 'kcp-system' }, spec,
+    apiVersion: 'operator.kyma-project.io/v1alpha1',
+    kind: 'SyncResource',
+    metadata: { name: 'admission', namespace: 'kcp-system' },
+    spec,
   } as KubeObject;
 }
 
@@ -21,7 +23,10 @@ function syncResource(spec: unknown): KubeObject {
 async function dryRunCreate(obj: KubeObject): Promise<KubeObject> {
   const c = await cluster('kcp');
   const info = await mustFind(c, obj.apiVersion, obj.kind);
-  return c.client.call<KubeObject>('POST', resourcePath(info, obj.metadata.namespace), { body: obj, query: { dryRun: 'All' } });
+  return c.client.call<KubeObject>('POST', resourcePath(info, obj.metadata.namespace), {
+    body: obj,
+    query: { dryRun: 'All' },
+  });
 }
 
 /** rejection dry-run creates obj and returns the API server's message, or "accepted". */
@@ -34,31 +39,124 @@ async function rejection(obj: KubeObject): Promise<string> {
   }
 }
 
-const item = (over: Record<string, unknown> = {}) => ({ name: 'a', strategy: 'CreateAndSync', resource: cm, ...over });
+const item = (over: Record<string, unknown> = {}) => ({
+  name: 'a',
+  strategy: 'CreateAndSync',
+  resource: cm,
+  ...over,
+});
 
 const invalid: [string, unknown, RegExp][] = [
   ['no spec', undefined, /spec: Required value/],
   ['missing spec.kyma', { items: [item()] }, /spec\.kyma: Required value/],
-  ['kyma not a DNS name', { kyma: 'Kyma_1', items: [item()] }, /spec\.kyma: Invalid value: "Kyma_1": spec\.kyma in body should match/],
+  [
+    'kyma not a DNS name',
+    { kyma: 'Kyma_1', items: [item()] },
+    /spec\.kyma: Invalid value: "Kyma_1": spec\.kyma in body should match/,
+  ],
   ['missing items', { kyma: 'kyma-1' }, /spec\.items: Required value/],
-  ['unknown strategy', { kyma: 'k', items: [item({ strategy: 'Sync' })] }, /spec\.items\[0\]\.strategy: Unsupported value: "Sync": supported values: "CreateAndSync", "CreateAndIgnore", "Delete", "UpdateAndDelete"/],
-  ['missing strategy', { kyma: 'k', items: [{ name: 'a', resource: cm }] }, /spec\.items\[0\]\.strategy: Required value/],
-  ['duplicate item names', { kyma: 'k', items: [item(), item()] }, /spec\.items\[1\]: Duplicate value: .*"name":"a"/],
-  ['empty item name', { kyma: 'k', items: [item({ name: '' })] }, /spec\.items\[0\]\.name: Invalid value: "": spec\.items\[0\]\.name in body should be at least 1 chars long/],
-  ['item name not a DNS name', { kyma: 'k', items: [item({ name: 'My Item' })] }, /spec\.items\[0\]\.name: Invalid value: "My Item": spec\.items\[0\]\.name in body should match/],
-  ['neither resource nor subresource', { kyma: 'k', items: [{ name: 'a', strategy: 'CreateAndSync' }] }, /spec\.items\[0\]: Invalid value: "object": an item needs a resource, a resourceFrom or a subresource/],
-  ['Delete with a subresource', { kyma: 'k', items: [item({ strategy: 'Delete', subresource: cm })] }, /spec\.items\[0\]: Invalid value: "object": an item with strategy Delete cannot carry a subresource/],
-  ['oversize resource text', { kyma: 'k', items: [item({ resource: cm + '#'.repeat(262_144) })] }, /spec\.items\[0\]\.resource: Too long: may not be (more|longer) than 262144/],
-  ['oversize subresource text', { kyma: 'k', items: [item({ subresource: '#'.repeat(65_537) })] }, /spec\.items\[0\]\.subresource: Too long: may not be (more|longer) than 65536/],
-  ['empty resource text', { kyma: 'k', items: [item({ resource: '' })] }, /spec\.items\[0\]\.resource: Invalid value: "": spec\.items\[0\]\.resource in body should be at least 1 chars long/],
-  ['unknown deletionPolicy', { kyma: 'k', deletionPolicy: 'Keep', items: [item()] }, /spec\.deletionPolicy: Unsupported value: "Keep": supported values: "Delete", "Orphan"/],
-  ['resource and resourceFrom', { kyma: 'k', items: [item({ resourceFrom: { configMapKeyRef: { name: 'big', key: 'crd.yaml' } } })] }, /an item takes its text from resource or from resourceFrom, not both/],
-  ['resourceFrom without a key', { kyma: 'k', items: [{ name: 'a', strategy: 'CreateAndSync', resourceFrom: { configMapKeyRef: { name: 'big' } } }] }, /spec\.items\[0\]\.resourceFrom\.configMapKeyRef\.key: Required value/],
-  ['resourceFrom with a key that is no ConfigMap key', { kyma: 'k', items: [{ name: 'a', strategy: 'CreateAndSync', resourceFrom: { configMapKeyRef: { name: 'big', key: '../x' } } }] }, /resourceFrom\.configMapKeyRef\.key in body should match/],
-  ['unknown onImmutableChange', { kyma: 'k', items: [item({ onImmutableChange: 'Replace' })] }, /spec\.items\[0\]\.onImmutableChange: Unsupported value: "Replace": supported values: "Fail", "Recreate"/],
-  ['Recreate on an item that is not CreateAndSync', { kyma: 'k', items: [item({ strategy: 'UpdateAndDelete', onImmutableChange: 'Recreate' })] }, /onImmutableChange Recreate needs strategy CreateAndSync/],
-  ['suspend not a boolean', { kyma: 'k', suspend: 'yes', items: [item()] }, /spec\.suspend: Invalid value: "string": spec\.suspend in body must be of type boolean/],
-  ['too many items', { kyma: 'k', items: Array.from({ length: 101 }, (_, i) => item({ name: `i${i}` })) }, /spec\.items: Too many: 101: must have at most 100 items/],
+  [
+    'unknown strategy',
+    { kyma: 'k', items: [item({ strategy: 'Sync' })] },
+    /spec\.items\[0\]\.strategy: Unsupported value: "Sync": supported values: "CreateAndSync", "CreateAndIgnore", "Delete", "UpdateAndDelete"/,
+  ],
+  [
+    'missing strategy',
+    { kyma: 'k', items: [{ name: 'a', resource: cm }] },
+    /spec\.items\[0\]\.strategy: Required value/,
+  ],
+  [
+    'duplicate item names',
+    { kyma: 'k', items: [item(), item()] },
+    /spec\.items\[1\]: Duplicate value: .*"name":"a"/,
+  ],
+  [
+    'empty item name',
+    { kyma: 'k', items: [item({ name: '' })] },
+    /spec\.items\[0\]\.name: Invalid value: "": spec\.items\[0\]\.name in body should be at least 1 chars long/,
+  ],
+  [
+    'item name not a DNS name',
+    { kyma: 'k', items: [item({ name: 'My Item' })] },
+    /spec\.items\[0\]\.name: Invalid value: "My Item": spec\.items\[0\]\.name in body should match/,
+  ],
+  [
+    'neither resource nor subresource',
+    { kyma: 'k', items: [{ name: 'a', strategy: 'CreateAndSync' }] },
+    /spec\.items\[0\]: Invalid value: "object": an item needs a resource, a resourceFrom or a subresource/,
+  ],
+  [
+    'Delete with a subresource',
+    { kyma: 'k', items: [item({ strategy: 'Delete', subresource: cm })] },
+    /spec\.items\[0\]: Invalid value: "object": an item with strategy Delete cannot carry a subresource/,
+  ],
+  [
+    'oversize resource text',
+    { kyma: 'k', items: [item({ resource: cm + '#'.repeat(262_144) })] },
+    /spec\.items\[0\]\.resource: Too long: may not be (more|longer) than 262144/,
+  ],
+  [
+    'oversize subresource text',
+    { kyma: 'k', items: [item({ subresource: '#'.repeat(65_537) })] },
+    /spec\.items\[0\]\.subresource: Too long: may not be (more|longer) than 65536/,
+  ],
+  [
+    'empty resource text',
+    { kyma: 'k', items: [item({ resource: '' })] },
+    /spec\.items\[0\]\.resource: Invalid value: "": spec\.items\[0\]\.resource in body should be at least 1 chars long/,
+  ],
+  [
+    'unknown deletionPolicy',
+    { kyma: 'k', deletionPolicy: 'Keep', items: [item()] },
+    /spec\.deletionPolicy: Unsupported value: "Keep": supported values: "Delete", "Orphan"/,
+  ],
+  [
+    'resource and resourceFrom',
+    { kyma: 'k', items: [item({ resourceFrom: { configMapKeyRef: { name: 'big', key: 'crd.yaml' } } })] },
+    /an item takes its text from resource or from resourceFrom, not both/,
+  ],
+  [
+    'resourceFrom without a key',
+    {
+      kyma: 'k',
+      items: [{ name: 'a', strategy: 'CreateAndSync', resourceFrom: { configMapKeyRef: { name: 'big' } } }],
+    },
+    /spec\.items\[0\]\.resourceFrom\.configMapKeyRef\.key: Required value/,
+  ],
+  [
+    'resourceFrom with a key that is no ConfigMap key',
+    {
+      kyma: 'k',
+      items: [
+        {
+          name: 'a',
+          strategy: 'CreateAndSync',
+          resourceFrom: { configMapKeyRef: { name: 'big', key: '../x' } },
+        },
+      ],
+    },
+    /resourceFrom\.configMapKeyRef\.key in body should match/,
+  ],
+  [
+    'unknown onImmutableChange',
+    { kyma: 'k', items: [item({ onImmutableChange: 'Replace' })] },
+    /spec\.items\[0\]\.onImmutableChange: Unsupported value: "Replace": supported values: "Fail", "Recreate"/,
+  ],
+  [
+    'Recreate on an item that is not CreateAndSync',
+    { kyma: 'k', items: [item({ strategy: 'UpdateAndDelete', onImmutableChange: 'Recreate' })] },
+    /onImmutableChange Recreate needs strategy CreateAndSync/,
+  ],
+  [
+    'suspend not a boolean',
+    { kyma: 'k', suspend: 'yes', items: [item()] },
+    /spec\.suspend: Invalid value: "string": spec\.suspend in body must be of type boolean/,
+  ],
+  [
+    'too many items',
+    { kyma: 'k', items: Array.from({ length: 101 }, (_, i) => item({ name: `i${i}` })) },
+    /spec\.items: Too many: 101: must have at most 100 items/,
+  ],
 ];
 
 describe('SyncResource CRD admission', () => {
@@ -72,10 +170,13 @@ describe('SyncResource CRD admission', () => {
   });
 
   const examples = join(import.meta.dirname, '..', 'examples');
-  it.each(['design-example.yaml', 'seed-scenario.yaml', 'nfs.yaml', 'nfs-delete.yaml'])('accepts examples/%s', async (file) => {
-    const obj = load(await readFile(join(examples, file), 'utf8')) as KubeObject;
-    expect(await rejection(obj)).toBe('accepted');
-  });
+  it.each(['design-example.yaml', 'seed-scenario.yaml', 'nfs.yaml', 'nfs-delete.yaml'])(
+    'accepts examples/%s',
+    async (file) => {
+      const obj = load(await readFile(join(examples, file), 'utf8')) as KubeObject;
+      expect(await rejection(obj)).toBe('accepted');
+    },
+  );
 
   it('accepts every example in the repository', async () => {
     const files = (await readdir(examples)).filter((f) => f.endsWith('.yaml'));

@@ -14,8 +14,13 @@ import { cluster, eventually, uniqueName } from './helpers.ts';
 /** kubectl runs kubectl against a kubeconfig file, with optional stdin; rejects with stderr on failure. */
 export function kubectl(kubeconfig: string, args: string[], stdin?: string): Promise<string> {
   return new Promise((resolve, reject) => {
-    const child = execFile('kubectl', ['--kubeconfig', kubeconfig, ...args], { maxBuffer: 16 * 1024 * 1024 }, (err, stdout, stderr) =>
-      err ? reject(new Error(`kubectl ${args.join(' ')}: ${stderr || err.message}`)) : resolve(stdout));
+    const child = execFile(
+      'kubectl',
+      ['--kubeconfig', kubeconfig, ...args],
+      { maxBuffer: 16 * 1024 * 1024 },
+      (err, stdout, stderr) =>
+        err ? reject(new Error(`kubectl ${args.join(' ')}: ${stderr || err.message}`)) : resolve(stdout),
+    );
     if (stdin !== undefined) child.stdin!.end(stdin);
   });
 }
@@ -35,7 +40,11 @@ export interface Stack {
  * runtime for it. On Knative's own parts (knative: "real"), which install cluster-wide,
  * the stack gets a KCP and two SKRs of its own instead, and runs in kcp-system.
  */
-export async function startStack(prefix: string, opts: Partial<RuntimeOptions> = {}, own = { clusters: false }): Promise<Stack> {
+export async function startStack(
+  prefix: string,
+  opts: Partial<RuntimeOptions> = {},
+  own = { clusters: false },
+): Promise<Stack> {
   const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-${prefix}-`));
   // own.clusters: a KCP and two SKRs of the stack's own, for tests that count every request an SKR serves.
   if (opts.knative === 'real' || own.clusters) return startRealStack(stateDir, opts);
@@ -47,9 +56,18 @@ export async function startStack(prefix: string, opts: Partial<RuntimeOptions> =
     ...clusters.skrs.flatMap((s, i) => kymaObjects(kymaName(i + 1), s.kubeconfig, ns)),
   ]);
   const kcpFile = `${clusters.stateDir}/kubeconfig/kcp.yaml`;
-  const runtime = await startRuntime({ kubeconfig: kcpFile, stateDir, pingIntervalMs: 2000, namespace: ns, ...opts });
+  const runtime = await startRuntime({
+    kubeconfig: kcpFile,
+    stateDir,
+    pingIntervalMs: 2000,
+    namespace: ns,
+    ...opts,
+  });
   return {
-    ns, runtime, stateDir, kcp: kcpFile,
+    ns,
+    runtime,
+    stateDir,
+    kcp: kcpFile,
     skr: clusters.skrs.map((_, i) => `${clusters.stateDir}/kubeconfig/skr-${i + 1}.yaml`),
     async stop() {
       await runtime.stop();
@@ -68,43 +86,79 @@ async function startRealStack(stateDir: string, opts: Partial<RuntimeOptions>): 
   let runtime: Runtime | undefined;
   try {
     await setupKcp(set);
-    runtime = await startRuntime({ kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 2000, ...opts });
+    runtime = await startRuntime({
+      kubeconfig: set.kcp.kubeconfigFile,
+      stateDir,
+      pingIntervalMs: 2000,
+      ...opts,
+    });
   } catch (err) {
     await stop();
     throw err;
   }
   return {
-    ns: controlPlaneNamespace, runtime, stateDir, kcp: set.kcp.kubeconfigFile, skr: set.skrs.map((s) => s.kubeconfigFile),
+    ns: controlPlaneNamespace,
+    runtime,
+    stateDir,
+    kcp: set.kcp.kubeconfigFile,
+    skr: set.skrs.map((s) => s.kubeconfigFile),
     stop: () => stop(runtime),
   };
 }
 
 /** getSr reads a SyncResource with kubectl (undefined when it does not exist). */
 export async function getSr(s: Stack, name: string): Promise<SyncResource | undefined> {
-  const out = await kubectl(s.kcp, ['get', 'syncresource', name, '-n', s.ns, '-o', 'json', '--ignore-not-found']);
+  const out = await kubectl(s.kcp, [
+    'get',
+    'syncresource',
+    name,
+    '-n',
+    s.ns,
+    '-o',
+    'json',
+    '--ignore-not-found',
+  ]);
   return out.trim() ? (JSON.parse(out) as SyncResource) : undefined;
 }
 
 /** waitSr waits until check passes on the SyncResource. */
-export async function waitSr(s: Stack, name: string, check: (sr: SyncResource | undefined) => void, timeoutMs = 30_000): Promise<SyncResource | undefined> {
-  return eventually(async () => {
-    const sr = await getSr(s, name);
-    check(sr);
-    return sr;
-  }, timeoutMs, 250);
+export async function waitSr(
+  s: Stack,
+  name: string,
+  check: (sr: SyncResource | undefined) => void,
+  timeoutMs = 30_000,
+): Promise<SyncResource | undefined> {
+  return eventually(
+    async () => {
+      const sr = await getSr(s, name);
+      check(sr);
+      return sr;
+    },
+    timeoutMs,
+    250,
+  );
 }
 
 /** syncResourceYaml renders a SyncResource for kubectl apply. */
-export function syncResourceYaml(ns: string, name: string, kyma: string, items: { name: string; strategy: string; resource?: string; subresource?: string }[]): string {
+export function syncResourceYaml(
+  ns: string,
+  name: string,
+  kyma: string,
+  items: { name: string; strategy: string; resource?: string; subresource?: string }[],
+): string {
   return JSON.stringify({
-    apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource',
-    metadata: { name, namespace: ns }, spec: { kyma, items },
+    apiVersion: 'operator.kyma-project.io/v1alpha1',
+    kind: 'SyncResource',
+    metadata: { name, namespace: ns },
+    spec: { kyma, items },
   });
 }
 
 /** serviceLog is the log of every replica of a function Service (function-<service>.log, function-<service>-<n>.log). */
 export async function serviceLog(stateDir: string, service: string): Promise<string> {
   const dir = join(stateDir, 'logs');
-  const files = (await readdir(dir)).filter((f) => f === `function-${service}.log` || new RegExp(`^function-${service}-\\d+\\.log$`).test(f));
+  const files = (await readdir(dir)).filter(
+    (f) => f === `function-${service}.log` || new RegExp(`^function-${service}-\\d+\\.log$`).test(f),
+  );
   return (await Promise.all(files.map((f) => readFile(join(dir, f), 'utf8')))).join('\n');
 }

@@ -12,8 +12,16 @@ import type { SyncResource } from '../lib/model.ts';
 
 const cm = (name: string, ns: string, data: Record<string, string>) =>
   `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: ${ns}}\ndata: ${JSON.stringify(data)}\n`;
-const nsItem = (ns: string) => ({ name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n` });
-const ready = (sr: { status?: { state?: string; observedGeneration?: number }; metadata: { generation?: number } } | undefined) => {
+const nsItem = (ns: string) => ({
+  name: 'ns',
+  strategy: 'CreateAndSync',
+  resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n`,
+});
+const ready = (
+  sr:
+    | { status?: { state?: string; observedGeneration?: number }; metadata: { generation?: number } }
+    | undefined,
+) => {
   expect(sr?.status?.state).toBe('Ready');
   expect(sr?.status?.observedGeneration).toBe(sr?.metadata.generation);
 };
@@ -23,7 +31,12 @@ const readyFor = (kyma: string) => (sr: SyncResource | undefined) => {
   expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe(kyma);
 };
 
-async function skrGet(skr: string, kind: string, name: string, ns: string): Promise<{ data?: Record<string, string>; metadata: { uid: string } } | undefined> {
+async function skrGet(
+  skr: string,
+  kind: string,
+  name: string,
+  ns: string,
+): Promise<{ data?: Record<string, string>; metadata: { uid: string } } | undefined> {
   const out = await kubectl(skr, ['get', kind, name, '-n', ns, '-o', 'json', '--ignore-not-found']);
   return out.trim() ? JSON.parse(out) : undefined;
 }
@@ -43,10 +56,12 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
   it('syncs, updates, reverts drift, keeps ignored edits, recreates, prunes and deletes', async () => {
     const name = uniqueName('sr');
     const target = uniqueName('target');
-    const items = [nsItem(target),
+    const items = [
+      nsItem(target),
       { name: 'sync', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '1' }) },
       { name: 'ignore', strategy: 'CreateAndIgnore', resource: cm('ignored', target, { a: '1' }) },
-      { name: 'extra', strategy: 'CreateAndSync', resource: cm('extra', target, {}) }];
+      { name: 'extra', strategy: 'CreateAndSync', resource: cm('extra', target, {}) },
+    ];
     // kyma-2: the objects must land in the second SKR, and only there.
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items));
     let sr = await waitSr(s, name, readyFor('kyma-2'));
@@ -56,18 +71,46 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     // Change an item: updated.
     items[1] = { name: 'sync', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '2' }) };
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items));
-    await eventually(async () => expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }));
+    await eventually(async () =>
+      expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }),
+    );
     await waitSr(s, name, ready);
 
     // Edits in the SKR: the CreateAndSync one is reverted at the next resync, the CreateAndIgnore one is kept.
-    await kubectl(s.skr[1]!, ['patch', 'configmap', 'synced', '-n', target, '--type', 'merge', '-p', '{"data":{"a":"user"}}']);
-    await kubectl(s.skr[1]!, ['patch', 'configmap', 'ignored', '-n', target, '--type', 'merge', '-p', '{"data":{"a":"user"}}']);
-    await eventually(async () => expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }));
+    await kubectl(s.skr[1]!, [
+      'patch',
+      'configmap',
+      'synced',
+      '-n',
+      target,
+      '--type',
+      'merge',
+      '-p',
+      '{"data":{"a":"user"}}',
+    ]);
+    await kubectl(s.skr[1]!, [
+      'patch',
+      'configmap',
+      'ignored',
+      '-n',
+      target,
+      '--type',
+      'merge',
+      '-p',
+      '{"data":{"a":"user"}}',
+    ]);
+    await eventually(async () =>
+      expect((await skrGet(s.skr[1]!, 'configmap', 'synced', target))?.data).toEqual({ a: '2' }),
+    );
     expect((await skrGet(s.skr[1]!, 'configmap', 'ignored', target))?.data).toEqual({ a: 'user' });
     // The correction's Kubernetes Event names the field manager and the path.
     await eventually(async () => {
-      const events = JSON.parse(await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '-o', 'json'])) as { items: { reason: string; note: string; regarding: { name: string } }[] };
-      const notes = events.items.filter((e) => e.reason === 'DriftCorrected' && e.regarding.name === name).map((e) => e.note);
+      const events = JSON.parse(
+        await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '-o', 'json']),
+      ) as { items: { reason: string; note: string; regarding: { name: string } }[] };
+      const notes = events.items
+        .filter((e) => e.reason === 'DriftCorrected' && e.regarding.name === name)
+        .map((e) => e.note);
       expect(notes).toContain(`ConfigMap ${target}/synced: data.a changed by kubectl-patch; reverted`);
     });
 
@@ -82,7 +125,9 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
 
     // A removed item is pruned.
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-2', items.slice(0, 3)));
-    await eventually(async () => expect(await skrGet(s.skr[1]!, 'configmap', 'extra', target)).toBeUndefined());
+    await eventually(async () =>
+      expect(await skrGet(s.skr[1]!, 'configmap', 'extra', target)).toBeUndefined(),
+    );
     sr = await waitSr(s, name, (x) => {
       ready(x);
       expect(x?.status?.synced?.map((e) => e.name).sort()).toEqual(['ignored', 'synced', target].sort());
@@ -92,18 +137,30 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     await kubectl(s.kcp, ['delete', 'syncresource', name, '-n', s.ns, '--wait=false']);
     await waitSr(s, name, (x) => expect(x).toBeUndefined());
     expect(await skrGet(s.skr[1]!, 'configmap', 'synced', target)).toBeUndefined();
-    await eventually(async () => expect(await skrGet(s.skr[1]!, 'namespace', target, '')).toBeUndefined(), 60_000);
+    await eventually(
+      async () => expect(await skrGet(s.skr[1]!, 'namespace', target, '')).toBeUndefined(),
+      60_000,
+    );
   });
 
   it('the real ApiServerSource adapter killed mid-change: nothing is sent for what changed while it was down, one resync catches up; a broken watch resumes without loss', async () => {
     expect(s.runtime.proxy, 'runs the real adapter').toBeDefined();
     const names = Array.from({ length: 5 }, () => uniqueName('adapter'));
     const target = 'default';
-    const item = (n: string, v: string) => [{ name: 'cm', strategy: 'CreateAndSync', resource: cm(n, target, { v }) }];
-    const apply = (n: string, v: string) => kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', item(n, v)));
-    const converged = (v: string) => eventually(async () => {
-      for (const n of names) expect((await skrGet(s.skr[0]!, 'configmap', n, target))?.data, n).toEqual({ v });
-    }, 60_000, 250);
+    const item = (n: string, v: string) => [
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm(n, target, { v }) },
+    ];
+    const apply = (n: string, v: string) =>
+      kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', item(n, v)));
+    const converged = (v: string) =>
+      eventually(
+        async () => {
+          for (const n of names)
+            expect((await skrGet(s.skr[0]!, 'configmap', n, target))?.data, n).toEqual({ v });
+        },
+        60_000,
+        250,
+      );
     // The resync timer is held: every catch-up below is caused by the one tick the test fires.
     for (const p of s.runtime.ping) p.stop();
     try {
@@ -121,10 +178,15 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
       expect((await getSr(s, names[0]!))?.status?.observedGeneration).toBeLessThan(3);
       // ... until one resync tick (the documented bound: one PingSource interval plus one run).
       s.runtime.ping[0]!.fire();
-      await eventually(async () => {
-        expect((await skrGet(s.skr[0]!, 'configmap', names[0]!, target))?.data).toEqual({ v: '3' });
-        for (const n of names.slice(1)) expect((await skrGet(s.skr[0]!, 'configmap', n, target))?.data, n).toEqual({ v: '2' });
-      }, 60_000, 250);
+      await eventually(
+        async () => {
+          expect((await skrGet(s.skr[0]!, 'configmap', names[0]!, target))?.data).toEqual({ v: '3' });
+          for (const n of names.slice(1))
+            expect((await skrGet(s.skr[0]!, 'configmap', n, target))?.data, n).toEqual({ v: '2' });
+        },
+        60_000,
+        250,
+      );
       for (const n of names) await waitSr(s, n, ready);
       // A broken watch (the connection cut, the adapter alive) resumes from its last
       // resourceVersion: the edits made meanwhile arrive as events, no tick needed.
@@ -134,7 +196,13 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
       // An adapter that crashes is started again (as the kubelet restarts its container), and events flow again.
       const crashed = s.runtime.adapters.find((a) => a.name === 'sync-resources')!;
       process.kill(crashed.proc.pid, 'SIGKILL');
-      await eventually(async () => expect(s.runtime.adapters.find((a) => a.name === 'sync-resources')?.proc.pid ?? crashed.proc.pid).not.toBe(crashed.proc.pid), 30_000);
+      await eventually(
+        async () =>
+          expect(
+            s.runtime.adapters.find((a) => a.name === 'sync-resources')?.proc.pid ?? crashed.proc.pid,
+          ).not.toBe(crashed.proc.pid),
+        30_000,
+      );
       await Promise.all(names.map((n) => apply(n, '5')));
       await converged('5');
     } finally {
@@ -145,7 +213,14 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
   it('an edit of an established SyncResource is not queued behind new ones: their events come through an adapter of their own', async () => {
     const established = uniqueName('est');
     const fresh = uniqueName('new');
-    const apply = (n: string, v: string) => kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, n, 'kyma-1', [{ name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v }) }]));
+    const apply = (n: string, v: string) =>
+      kubectl(
+        s.kcp,
+        ['apply', '-f', '-'],
+        syncResourceYaml(s.ns, n, 'kyma-1', [
+          { name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v }) },
+        ]),
+      );
     await apply(established, '1');
     // The status step labels a SyncResource once its first run is over: from then on it is sync-resources'.
     await waitSr(s, established, readyFor('kyma-1'));
@@ -161,7 +236,9 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
       await sleep(3000);
       await apply(fresh, '1');
       await apply(established, '2');
-      await eventually(async () => expect((await skrGet(s.skr[0]!, 'configmap', established, 'default'))?.data).toEqual({ v: '2' }));
+      await eventually(async () =>
+        expect((await skrGet(s.skr[0]!, 'configmap', established, 'default'))?.data).toEqual({ v: '2' }),
+      );
       await waitSr(s, established, (x) => {
         ready(x);
         expect(x?.metadata.generation).toBe(2);
@@ -182,21 +259,41 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
 
   it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {
     const lost = uniqueName('lost');
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, lost, 'no-such-kyma', [{ name: 'a', strategy: 'CreateAndSync', resource: cm('a', 'default', {}) }]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, lost, 'no-such-kyma', [
+        { name: 'a', strategy: 'CreateAndSync', resource: cm('a', 'default', {}) },
+      ]),
+    );
     const sr = await waitSr(s, lost, (x) => expect(x?.status?.state).toBe('Error'));
-    expect(sr?.status?.conditions?.[0]).toMatchObject({ reason: 'KymaNotFound', message: `Kyma ${s.ns}/no-such-kyma does not exist` });
+    expect(sr?.status?.conditions?.[0]).toMatchObject({
+      reason: 'KymaNotFound',
+      message: `Kyma ${s.ns}/no-such-kyma does not exist`,
+    });
     const described = await kubectl(s.kcp, ['describe', 'syncresource', lost, '-n', s.ns]);
     expect(described).toMatch(/Warning\s+Error\s+.*Kyma .* does not exist/);
 
     const mixed = uniqueName('mixed');
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, mixed, 'kyma-1', [
-      { name: 'good', strategy: 'CreateAndSync', resource: cm(mixed, 'default', { ok: 'yes' }) },
-      { name: 'typo', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: Configmap\nmetadata: {name: x, namespace: default}\n' },
-    ]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, mixed, 'kyma-1', [
+        { name: 'good', strategy: 'CreateAndSync', resource: cm(mixed, 'default', { ok: 'yes' }) },
+        {
+          name: 'typo',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: Configmap\nmetadata: {name: x, namespace: default}\n',
+        },
+      ]),
+    );
     const m = await waitSr(s, mixed, (x) => expect(x?.status?.items).toHaveLength(2));
     expect(m?.status?.state).toBe('Error');
     expect(m?.status?.items?.find((i) => i.name === 'good')).toMatchObject({ state: 'Ready' });
-    expect(m?.status?.items?.find((i) => i.name === 'typo')).toMatchObject({ state: 'Error', reason: 'UnknownKind' });
+    expect(m?.status?.items?.find((i) => i.name === 'typo')).toMatchObject({
+      state: 'Error',
+      reason: 'UnknownKind',
+    });
     expect((await skrGet(s.skr[0]!, 'configmap', mixed, 'default'))?.data).toEqual({ ok: 'yes' });
     await kubectl(s.kcp, ['delete', 'syncresource', mixed, lost, '-n', s.ns, '--wait=false']);
     await waitSr(s, mixed, (x) => expect(x).toBeUndefined());
@@ -207,23 +304,47 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     const id = uniqueName('rot');
     const token = async (sa: string) => {
       await kubectl(skr, ['create', 'serviceaccount', sa, '-n', 'default']);
-      await kubectl(skr, ['create', 'clusterrolebinding', sa, '--clusterrole=cluster-admin', `--serviceaccount=default:${sa}`]);
+      await kubectl(skr, [
+        'create',
+        'clusterrolebinding',
+        sa,
+        '--clusterrole=cluster-admin',
+        `--serviceaccount=default:${sa}`,
+      ]);
       return (await kubectl(skr, ['create', 'token', sa, '-n', 'default', '--duration=1h'])).trim();
     };
-    const view = JSON.parse(await kubectl(skr, ['config', 'view', '--raw', '-o', 'json'])) as { clusters: { cluster: { server: string; 'certificate-authority-data': string } }[] };
-    const kubeconfigFor = (t: string) => dump({
-      apiVersion: 'v1', kind: 'Config', 'current-context': 'skr',
-      clusters: [{ name: 'skr', cluster: view.clusters[0]!.cluster }],
-      users: [{ name: 'sa', user: { token: t } }],
-      contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'sa' } }],
-    });
-    const secret = (t: string) => JSON.stringify({
-      apiVersion: 'v1', kind: 'Secret', metadata: { name: 'kyma-1-kubeconfig', namespace: s.ns, labels: { 'operator.kyma-project.io/kyma-name': 'kyma-1' } },
-      stringData: { config: kubeconfigFor(t) },
-    });
+    const view = JSON.parse(await kubectl(skr, ['config', 'view', '--raw', '-o', 'json'])) as {
+      clusters: { cluster: { server: string; 'certificate-authority-data': string } }[];
+    };
+    const kubeconfigFor = (t: string) =>
+      dump({
+        apiVersion: 'v1',
+        kind: 'Config',
+        'current-context': 'skr',
+        clusters: [{ name: 'skr', cluster: view.clusters[0]!.cluster }],
+        users: [{ name: 'sa', user: { token: t } }],
+        contexts: [{ name: 'skr', context: { cluster: 'skr', user: 'sa' } }],
+      });
+    const secret = (t: string) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: {
+          name: 'kyma-1-kubeconfig',
+          namespace: s.ns,
+          labels: { 'operator.kyma-project.io/kyma-name': 'kyma-1' },
+        },
+        stringData: { config: kubeconfigFor(t) },
+      });
     const old = await token(`${id}-a`);
     await kubectl(s.kcp, ['apply', '-f', '-'], secret(old));
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, id, 'kyma-1', [{ name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '1' }) }]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, id, 'kyma-1', [
+        { name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '1' }) },
+      ]),
+    );
     await waitSr(s, id, ready);
     // Rotate: new credential in the Secret, then revoke the old one and wait until the
     // API server really refuses it (it caches successful authentications for seconds).
@@ -231,10 +352,22 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     await kubectl(skr, ['delete', 'serviceaccount', `${id}-a`, '-n', 'default']);
     const oldFile = join(s.stateDir, 'old-kubeconfig.yaml');
     await writeFile(oldFile, kubeconfigFor(old));
-    await eventually(() => expect(kubectl(oldFile, ['get', 'ns'])).rejects.toThrow(/Unauthorized|must be logged in/), 30_000, 500);
+    await eventually(
+      () => expect(kubectl(oldFile, ['get', 'ns'])).rejects.toThrow(/Unauthorized|must be logged in/),
+      30_000,
+      500,
+    );
     // The next reconcile can only succeed with the new credential.
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, id, 'kyma-1', [{ name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '2' }) }]));
-    await eventually(async () => expect((await skrGet(skr, 'configmap', id, 'default'))?.data).toEqual({ v: '2' }));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, id, 'kyma-1', [
+        { name: 'c', strategy: 'CreateAndSync', resource: cm(id, 'default', { v: '2' }) },
+      ]),
+    );
+    await eventually(async () =>
+      expect((await skrGet(skr, 'configmap', id, 'default'))?.data).toEqual({ v: '2' }),
+    );
     await waitSr(s, id, ready);
     await kubectl(s.kcp, ['delete', 'syncresource', id, '-n', s.ns, '--wait=false']);
     await waitSr(s, id, (x) => expect(x).toBeUndefined());

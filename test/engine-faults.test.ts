@@ -16,15 +16,21 @@ let viaProxy: Cluster;
 /** annotated lists ConfigMaps in ns carrying h's owner annotation. */
 async function annotated(h: Harness): Promise<string[]> {
   const all = await listObjects(h.skr, await mustFind(h.skr, 'v1', 'ConfigMap'), { namespace: h.ns });
-  return all.filter((o) => o.metadata.annotations?.[OWNER_ANNOTATION] === `kcp-system/${h.name}`).map((o) => o.metadata.name).sort();
+  return all
+    .filter((o) => o.metadata.annotations?.[OWNER_ANNOTATION] === `kcp-system/${h.name}`)
+    .map((o) => o.metadata.name)
+    .sort();
 }
 
-const items = (h: Harness) => ['a', 'b', 'c'].map((n) => ({ name: n, strategy: 'CreateAndSync' as const, resource: h.cm(n, { v: n }) }));
+const items = (h: Harness) =>
+  ['a', 'b', 'c'].map((n) => ({ name: n, strategy: 'CreateAndSync' as const, resource: h.cm(n, { v: n }) }));
 
 describe('faults', () => {
   beforeAll(async () => {
     proxy = await FaultProxy.start(inject('clusters').skrs[0]!.kubeconfig);
-    const client = KubeClient.create(credentialsFromKubeconfig(proxy.kubeconfig), { name: 'skr-1-via-proxy' });
+    const client = KubeClient.create(credentialsFromKubeconfig(proxy.kubeconfig), {
+      name: 'skr-1-via-proxy',
+    });
     viaProxy = { client, mapper: new RestMapper(client) };
   });
   afterAll(async () => {
@@ -36,7 +42,15 @@ describe('faults', () => {
     const h = await new Harness('crash').init();
     await h.put(items(h));
     const crash = new Error('injected crash');
-    await expect(h.sync({ hooks: { afterInventoryWrite: async () => { throw crash; } } })).rejects.toBe(crash);
+    await expect(
+      h.sync({
+        hooks: {
+          afterInventoryWrite: async () => {
+            throw crash;
+          },
+        },
+      }),
+    ).rejects.toBe(crash);
     let sr = await h.get();
     expect(sr?.status?.synced?.map((e) => e.name).sort()).toEqual(['a', 'b', 'c']);
     expect(await annotated(h)).toEqual([]); // recorded, not created: nothing unknown exists
@@ -49,7 +63,15 @@ describe('faults', () => {
     expect(sr?.status?.synced?.map((e) => e.name)).toEqual(['a']);
     // A crash before the create of an item that is then removed: its entry is dropped, nothing is left.
     await h.put([...items(h).slice(0, 1), { name: 'd', strategy: 'CreateAndSync', resource: h.cm('d', {}) }]);
-    await expect(h.sync({ hooks: { afterInventoryWrite: async () => { throw crash; } } })).rejects.toBe(crash);
+    await expect(
+      h.sync({
+        hooks: {
+          afterInventoryWrite: async () => {
+            throw crash;
+          },
+        },
+      }),
+    ).rejects.toBe(crash);
     await h.put(items(h).slice(0, 1));
     ({ sr } = await h.sync());
     expect(sr?.status?.synced?.map((e) => e.name)).toEqual(['a']);
@@ -59,7 +81,12 @@ describe('faults', () => {
   it('a 500 in the middle of a run fails that item as transient; a rerun converges', async () => {
     const h = await new Harness('f500').init();
     await h.put(items(h));
-    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/b\\?`), kind: 'status', status: 500 });
+    proxy.faults.push({
+      method: 'PATCH',
+      path: new RegExp(`/namespaces/${h.ns}/configmaps/b\\?`),
+      kind: 'status',
+      status: 500,
+    });
     const { result, sr } = await h.sync({ skr: viaProxy });
     const b = result.items.find((i) => i.name === 'b');
     expect(b).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
@@ -75,19 +102,51 @@ describe('faults', () => {
 
   it('429 is retried after its Retry-After; when it persists it is transient and carries the delay', async () => {
     const seen = proxy.seen.length;
-    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '1' } });
-    const ns = await viaProxy.client.call<{ metadata: { name: string } }>('GET', '/api/v1/namespaces/default');
+    proxy.faults.push({
+      method: 'GET',
+      path: /\/api\/v1\/namespaces\/default$/,
+      kind: 'status',
+      status: 429,
+      headers: { 'retry-after': '1' },
+    });
+    const ns = await viaProxy.client.call<{ metadata: { name: string } }>(
+      'GET',
+      '/api/v1/namespaces/default',
+    );
     expect(ns.metadata.name).toBe('default');
-    expect(proxy.seen.slice(seen).filter((s) => s.path === '/api/v1/namespaces/default').map((s) => s.fault ?? 'passed')).toEqual(['429', 'passed']);
-    proxy.faults.push({ method: 'GET', path: /\/api\/v1\/namespaces\/default$/, kind: 'status', status: 429, headers: { 'retry-after': '0' }, times: 4 });
+    expect(
+      proxy.seen
+        .slice(seen)
+        .filter((s) => s.path === '/api/v1/namespaces/default')
+        .map((s) => s.fault ?? 'passed'),
+    ).toEqual(['429', 'passed']);
+    proxy.faults.push({
+      method: 'GET',
+      path: /\/api\/v1\/namespaces\/default$/,
+      kind: 'status',
+      status: 429,
+      headers: { 'retry-after': '0' },
+      times: 4,
+    });
     const err = await viaProxy.client.call('GET', '/api/v1/namespaces/default').catch((e: unknown) => e);
     expect(err).toBeInstanceOf(KubeApiError);
     expect(err).toMatchObject({ code: 429, transient: true, retryAfterSeconds: 0, authFailure: false });
     const h = await new Harness('f429').init();
     await h.put(items(h));
-    proxy.faults.push({ method: 'PATCH', path: new RegExp(`/namespaces/${h.ns}/configmaps/c\\?`), kind: 'status', status: 429, headers: { 'retry-after': '0' }, times: 4 });
+    proxy.faults.push({
+      method: 'PATCH',
+      path: new RegExp(`/namespaces/${h.ns}/configmaps/c\\?`),
+      kind: 'status',
+      status: 429,
+      headers: { 'retry-after': '0' },
+      times: 4,
+    });
     const { result } = await h.sync({ skr: viaProxy });
-    expect(result.items.find((i) => i.name === 'c')).toMatchObject({ state: 'Error', reason: 'ApplyFailed', transient: true });
+    expect(result.items.find((i) => i.name === 'c')).toMatchObject({
+      state: 'Error',
+      reason: 'ApplyFailed',
+      transient: true,
+    });
   });
 
   it('discovery that lags behind an Established CRD: its custom resource is still applied in the same run', async () => {
@@ -95,22 +154,45 @@ describe('faults', () => {
     const group = `${h.name}.example.io`;
     const gv = `/apis/${group}/v1alpha1`;
     // The first look (before the CRD exists) and three after it is Established find no such group-version.
-    proxy.faults.push({ method: 'GET', path: new RegExp(`^${gv.replaceAll('.', '\\.')}$`), kind: 'status', status: 404, times: 4 });
+    proxy.faults.push({
+      method: 'GET',
+      path: new RegExp(`^${gv.replaceAll('.', '\\.')}$`),
+      kind: 'status',
+      status: 404,
+      times: 4,
+    });
     const seen = proxy.seen.length;
     await h.put([
       { name: 'crd', strategy: 'CreateAndSync', resource: Harness.crd(group, 'Lagging', 'laggings') },
-      { name: 'cr', strategy: 'CreateAndSync', resource: `apiVersion: ${group}/v1alpha1\nkind: Lagging\nmetadata: {name: one, namespace: ${h.ns}}\nspec: {a: 1}\n` },
+      {
+        name: 'cr',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: ${group}/v1alpha1\nkind: Lagging\nmetadata: {name: one, namespace: ${h.ns}}\nspec: {a: 1}\n`,
+      },
     ]);
     const { sr } = await h.sync({ skr: viaProxy });
-    expect(proxy.seen.slice(seen).filter((x) => x.path === gv).map((x) => x.fault ?? 'passed')).toEqual(['404', '404', '404', '404', 'passed']);
-    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual(['crd:Ready:Created', 'cr:Ready:Created']);
+    expect(
+      proxy.seen
+        .slice(seen)
+        .filter((x) => x.path === gv)
+        .map((x) => x.fault ?? 'passed'),
+    ).toEqual(['404', '404', '404', '404', 'passed']);
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual([
+      'crd:Ready:Created',
+      'cr:Ready:Created',
+    ]);
     expect((await h.skrGet(`${group}/v1alpha1`, 'Lagging', 'one', h.ns))?.spec).toEqual({ a: 1 });
   });
 
   it('a reset connection aborts the run as ClusterUnreachable, with nothing created or recorded', async () => {
     const h = await new Harness('freset').init();
     await h.put(items(h));
-    proxy.faults.push({ method: 'GET', path: new RegExp(`/namespaces/${h.ns}/configmaps/`), kind: 'reset', times: 3 });
+    proxy.faults.push({
+      method: 'GET',
+      path: new RegExp(`/namespaces/${h.ns}/configmaps/`),
+      kind: 'reset',
+      times: 3,
+    });
     const { result, sr } = await h.sync({ skr: viaProxy });
     expect(result.clusterError).toMatchObject({ reason: 'ClusterUnreachable', transient: true });
     expect(sr?.status?.state).toBe('Error');

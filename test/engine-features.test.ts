@@ -22,39 +22,67 @@ describe('engine', () => {
     await h.put([
       { name: 'module-cr', strategy: 'CreateAndSync', resource: cr, subresource: status },
       { name: 'crd', strategy: 'CreateAndSync', resource: crd(group, 'SomeModule', 'somemodules') },
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n`,
+      },
     ]);
     let { sr } = await h.sync();
-    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual(['module-cr:Ready:Created', 'crd:Ready:Created', 'ns:Ready:Created']);
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual([
+      'module-cr:Ready:Created',
+      'crd:Ready:Created',
+      'ns:Ready:Created',
+    ]);
     const live = await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns);
     expect(live?.status).toEqual({ state: 'Ready' });
     expect(live?.spec).toEqual({ size: 1 });
     // Someone changes the status in the SKR: CreateAndSync writes it back.
-    await h.skrPatchStatus(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns, { status: { state: 'Error' } });
+    await h.skrPatchStatus(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns, {
+      status: { state: 'Error' },
+    });
     ({ sr } = await h.sync());
     expect(item(sr, 'module-cr')).toMatchObject({ state: 'Ready', reason: 'Applied' });
-    expect((await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns))?.status).toEqual({ state: 'Ready' });
+    expect((await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns))?.status).toEqual({
+      state: 'Ready',
+    });
     // A subresource-only item patches the status of an existing object, never creates it.
     await h.put([
       { name: 'module-cr', strategy: 'CreateAndSync', resource: cr },
       { name: 'crd', strategy: 'CreateAndSync', resource: crd(group, 'SomeModule', 'somemodules') },
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n`,
+      },
       { name: 'status-only', strategy: 'CreateAndSync', subresource: status.replace('Ready', 'Warning') },
-      { name: 'status-missing', strategy: 'CreateAndSync', subresource: status.replace('module-cr-name', 'absent') },
+      {
+        name: 'status-missing',
+        strategy: 'CreateAndSync',
+        subresource: status.replace('module-cr-name', 'absent'),
+      },
     ]);
     ({ sr } = await h.sync());
     expect(item(sr, 'status-only')).toMatchObject({ state: 'Ready', reason: 'Applied' });
-    expect((await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns))?.status).toEqual({ state: 'Warning' });
+    expect((await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'module-cr-name', ns))?.status).toEqual({
+      state: 'Warning',
+    });
     expect(item(sr, 'status-missing')).toMatchObject({ state: 'Warning', reason: 'NotFound' });
     expect(await h.skrGet(`${group}/v1alpha1`, 'SomeModule', 'absent', ns)).toBeUndefined();
     // Deleting everything goes in reverse order: CR, CRD, then Namespace.
     await h.delete();
     ({ sr } = await h.sync());
-    await eventually(async () => {
-      const r = await h.sync().catch(() => undefined);
-      expect(r?.sr).toBeUndefined();
-    }, 60_000, 500);
-    expect(await h.skrGet('apiextensions.k8s.io/v1', 'CustomResourceDefinition', `somemodules.${group}`)).toBeUndefined();
+    await eventually(
+      async () => {
+        const r = await h.sync().catch(() => undefined);
+        expect(r?.sr).toBeUndefined();
+      },
+      60_000,
+      500,
+    );
+    expect(
+      await h.skrGet('apiextensions.k8s.io/v1', 'CustomResourceDefinition', `somemodules.${group}`),
+    ).toBeUndefined();
   });
 
   it('fails an item whose object another SyncResource owns with Conflict, and never overwrites it', async () => {
@@ -64,7 +92,11 @@ describe('engine', () => {
     await a.sync();
     await b.put([{ name: 'y', strategy: 'CreateAndSync', resource: a.cm('shared', { by: 'b' }) }]);
     const { sr } = await b.sync();
-    expect(item(sr, 'y')).toMatchObject({ state: 'Error', reason: 'Conflict', message: `ConfigMap ${a.ns}/shared is owned by SyncResource kcp-system/${a.name}` });
+    expect(item(sr, 'y')).toMatchObject({
+      state: 'Error',
+      reason: 'Conflict',
+      message: `ConfigMap ${a.ns}/shared is owned by SyncResource kcp-system/${a.name}`,
+    });
     expect(sr?.status?.state).toBe('Error');
     const live = await a.skrGet('v1', 'ConfigMap', 'shared', a.ns);
     expect(live?.data).toEqual({ by: 'a' });
@@ -79,27 +111,60 @@ describe('engine', () => {
     const h = await new Harness('bad').init();
     await h.put([
       { name: 'good', strategy: 'CreateAndSync', resource: h.cm('good', { a: '1' }) },
-      { name: 'secret', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: ${h.ns}}\nstringData: {password: hunter2}\n` },
-      { name: 'typo', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Configmap\nmetadata: {name: config-update, namespace: ${h.ns}}\ndata: {a: b}\n` },
-      { name: 'broken', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n' },
+      {
+        name: 'secret',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: ${h.ns}}\nstringData: {password: hunter2}\n`,
+      },
+      {
+        name: 'typo',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Configmap\nmetadata: {name: config-update, namespace: ${h.ns}}\ndata: {a: b}\n`,
+      },
+      {
+        name: 'broken',
+        strategy: 'CreateAndSync',
+        resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: [oops\n',
+      },
       { name: 'two', strategy: 'CreateAndSync', resource: `${h.cm('t1', {})}---\n${h.cm('t2', {})}` },
       { name: 'rejected', strategy: 'CreateAndSync', resource: h.cm('Not_A_DNS_Name', {}) },
-      { name: 'scoped', strategy: 'CreateAndSync', resource: `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: sc-${h.name}, namespace: ${h.ns}}\nprovisioner: x\n` },
+      {
+        name: 'scoped',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: sc-${h.name}, namespace: ${h.ns}}\nprovisioner: x\n`,
+      },
     ]);
     const { sr } = await h.sync();
     const byName = Object.fromEntries((sr?.status?.items ?? []).map((i) => [i.name, i]));
     expect(byName.good).toMatchObject({ state: 'Ready', reason: 'Created' });
-    expect(byName.secret).toMatchObject({ state: 'Warning', reason: 'Restricted', message: 'kind v1/Secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)' });
-    expect(byName.typo).toMatchObject({ state: 'Error', reason: 'UnknownKind', message: 'the SKR does not serve kind Configmap in v1' });
+    expect(byName.secret).toMatchObject({
+      state: 'Warning',
+      reason: 'Restricted',
+      message:
+        'kind v1/Secret is restricted and never synced; ship Secret values by reference (dataFrom.secretRef)',
+    });
+    expect(byName.typo).toMatchObject({
+      state: 'Error',
+      reason: 'UnknownKind',
+      message: 'the SKR does not serve kind Configmap in v1',
+    });
     expect(byName.broken).toMatchObject({ state: 'Error', reason: 'InvalidManifest' });
     expect(byName.broken!.message).toMatch(/^resource is not valid YAML: /);
-    expect(byName.two).toMatchObject({ state: 'Error', reason: 'InvalidManifest', message: 'resource holds 2 documents; an item takes exactly one object' });
+    expect(byName.two).toMatchObject({
+      state: 'Error',
+      reason: 'InvalidManifest',
+      message: 'resource holds 2 documents; an item takes exactly one object',
+    });
     expect(byName.rejected).toMatchObject({ state: 'Error', reason: 'ApplyFailed' });
     expect(byName.rejected!.message).toMatch(/Not_A_DNS_Name.*(invalid|must consist)/i);
     // A cluster-scoped object's namespace is ignored, as kubectl and the API server ignore it.
     expect(byName.scoped).toMatchObject({ state: 'Ready', reason: 'Created' });
     expect(sr?.status?.state).toBe('Error');
-    expect(sr?.status?.conditions?.[0]).toMatchObject({ type: 'Resources', status: 'False', reason: 'Error' });
+    expect(sr?.status?.conditions?.[0]).toMatchObject({
+      type: 'Resources',
+      status: 'False',
+      reason: 'Error',
+    });
     expect(await h.skrGet('v1', 'ConfigMap', 'good', h.ns)).toBeDefined();
     expect(await h.skrGet('v1', 'Secret', 's', h.ns)).toBeUndefined();
     // The inventory holds exactly the created objects.
@@ -110,7 +175,13 @@ describe('engine', () => {
     const h = await new Harness('defns', {}).init();
     const local = { ...h.config, defaultNamespace: h.ns };
     Object.assign(h.config, local);
-    await h.put([{ name: 'cfg', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: no-ns}\n' }]);
+    await h.put([
+      {
+        name: 'cfg',
+        strategy: 'CreateAndSync',
+        resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: no-ns}\n',
+      },
+    ]);
     const { sr } = await h.sync();
     expect(item(sr, 'cfg')?.reason).toBe('Created');
     expect(await h.skrGet('v1', 'ConfigMap', 'no-ns', h.ns)).toBeDefined();
@@ -150,10 +221,13 @@ describe('engine', () => {
 
   it.each(['Delete', 'Orphan'] as const)('deletionPolicy %s', async (policy) => {
     const h = await new Harness(`dp-${policy.toLowerCase()}`).init();
-    await h.put([
-      { name: 'a', strategy: 'CreateAndSync', resource: h.cm('a', {}) },
-      { name: 'b', strategy: 'CreateAndIgnore', resource: h.cm('b', {}) },
-    ], { deletionPolicy: policy });
+    await h.put(
+      [
+        { name: 'a', strategy: 'CreateAndSync', resource: h.cm('a', {}) },
+        { name: 'b', strategy: 'CreateAndIgnore', resource: h.cm('b', {}) },
+      ],
+      { deletionPolicy: policy },
+    );
     await h.sync();
     await h.delete();
     let { result, sr } = await h.sync();
@@ -188,13 +262,18 @@ describe('engine', () => {
 
   it('confirms unchanged objects from a LIST snapshot only if it was taken after the resync began', async () => {
     const h = await new Harness('snapshot').init();
-    h.skr = { ...h.skr, lists: new ListCache(h.skr.client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`, 60_000) };
+    h.skr = {
+      ...h.skr,
+      lists: new ListCache(h.skr.client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`, 60_000),
+    };
     const cm = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: snap, namespace: ${h.ns}}\ndata: {a: "1"}\n`;
     await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: cm }]);
     await h.sync();
     // A resync takes a snapshot; then someone edits the object in the SKR.
     const before = Date.now();
-    expect(item((await h.sync({ snapshots: true, snapshotsSince: before })).sr, 'cm')).toMatchObject({ reason: 'Unchanged' });
+    expect(item((await h.sync({ snapshots: true, snapshotsSince: before })).sr, 'cm')).toMatchObject({
+      reason: 'Unchanged',
+    });
     await h.skrPatch('v1', 'ConfigMap', 'snap', h.ns, { data: { a: 'drifted' } });
     // A run of the same resync may confirm from its snapshot ...
     let { result } = await h.sync({ snapshots: true, snapshotsSince: before });

@@ -5,7 +5,13 @@ import { describe, expect, it } from 'vitest';
 import { PatchType } from '../lib/kube/client.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { applyObject, mustFind } from '../lib/kube/objects.ts';
-import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../lib/model.ts';
+import {
+  HASH_ANNOTATION,
+  LEGACY_MARKS,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  OWNER_ANNOTATION,
+} from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
 
 const item = Harness.item;
@@ -13,7 +19,8 @@ const item = Harness.item;
 describe('engine: manifests as kubectl reads them', () => {
   it('applies a cluster-scoped object whose manifest names a namespace as kubectl does: without one', async () => {
     const h = await new Harness('clusterns').init();
-    const role = (ns: string) => `apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: ${h.name}, namespace: ${ns}}\nrules: []\n`;
+    const role = (ns: string) =>
+      `apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: ${h.name}, namespace: ${ns}}\nrules: []\n`;
     await h.put([{ name: 'role', strategy: 'CreateAndSync', resource: role('kyma-system') }]);
     let { sr } = await h.sync();
     expect(item(sr, 'role')).toMatchObject({ state: 'Ready', reason: 'Created' });
@@ -30,7 +37,11 @@ describe('engine: manifests as kubectl reads them', () => {
     // The same object named with another namespace, or none, is the same object.
     await h.put([
       { name: 'role', strategy: 'CreateAndSync', resource: role('kyma-system') },
-      { name: 'again', strategy: 'CreateAndSync', resource: role('other').replace('namespace: other', 'namespace: default') },
+      {
+        name: 'again',
+        strategy: 'CreateAndSync',
+        resource: role('other').replace('namespace: other', 'namespace: default'),
+      },
     ]);
     ({ sr } = await h.sync());
     expect(item(sr, 'again')).toMatchObject({ state: 'Error', reason: 'DuplicateObject' });
@@ -48,7 +59,10 @@ describe('engine: manifests as kubectl reads them', () => {
     let { sr } = await h.sync();
     expect(item(sr, 'cm')).toMatchObject({ state: 'Ready', reason: 'Created' });
     const live = await h.skrGet('v1', 'ConfigMap', 'busola', h.ns);
-    expect(live?.metadata.labels).toMatchObject({ [LEGACY_MARKS.label]: 'kyma', [MANAGED_BY_LABEL]: MANAGED_BY_VALUE });
+    expect(live?.metadata.labels).toMatchObject({
+      [LEGACY_MARKS.label]: 'kyma',
+      [MANAGED_BY_LABEL]: MANAGED_BY_VALUE,
+    });
     ({ sr } = await h.sync());
     expect(item(sr, 'cm')).toMatchObject({ state: 'Ready', reason: 'Unchanged' });
   });
@@ -56,7 +70,12 @@ describe('engine: manifests as kubectl reads them', () => {
   it('takes objects marked by an earlier version as its own and moves them to the new marks', async () => {
     const h = await new Harness('upgrade').init();
     const owner = `kcp-system/${h.name}`;
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'found', namespace: h.ns }, data: { theirs: 'x' } });
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'found', namespace: h.ns },
+      data: { theirs: 'x' },
+    });
     await h.put([
       { name: 'made', strategy: 'CreateAndSync', resource: h.cm('made', { k: 'v' }) },
       { name: 'found', strategy: 'CreateAndSync', resource: h.cm('found', { k: 'v' }) },
@@ -67,13 +86,22 @@ describe('engine: manifests as kubectl reads them', () => {
     // the former marks on what it created; a JSON patch put them on what it adopted.
     const info = await mustFind(h.skr, 'v1', 'ConfigMap');
     for (const name of ['made', 'once']) {
-      await applyObject(h.skr, info, {
-        apiVersion: 'v1', kind: 'ConfigMap', data: { k: 'v' },
-        metadata: {
-          name, namespace: h.ns, labels: { [LEGACY_MARKS.label]: MANAGED_BY_VALUE },
-          annotations: { [LEGACY_MARKS.owner]: owner, [LEGACY_MARKS.hash]: 'old' },
+      await applyObject(
+        h.skr,
+        info,
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          data: { k: 'v' },
+          metadata: {
+            name,
+            namespace: h.ns,
+            labels: { [LEGACY_MARKS.label]: MANAGED_BY_VALUE },
+            annotations: { [LEGACY_MARKS.owner]: owner, [LEGACY_MARKS.hash]: 'old' },
+          },
         },
-      }, h.config.fieldManager);
+        h.config.fieldManager,
+      );
     }
     const pointer = (k: string) => k.replace('/', '~1');
     await h.skr.client.call('PATCH', resourcePath(info, h.ns, 'found'), {
@@ -92,15 +120,27 @@ describe('engine: manifests as kubectl reads them', () => {
       expect(old?.metadata.annotations?.[LEGACY_MARKS.owner]).toBe(owner);
     }
     let { sr } = await h.sync();
-    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual(['made:Ready:Applied', 'found:Ready:Adopted', 'once:Ready:Ignored']);
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`)).toEqual([
+      'made:Ready:Applied',
+      'found:Ready:Adopted',
+      'once:Ready:Ignored',
+    ]);
     for (const name of ['made', 'found', 'once']) {
       const live = await h.skrGet('v1', 'ConfigMap', name, h.ns);
-      expect({ name, labels: live?.metadata.labels ?? {} }).toEqual({ name, labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE } });
+      expect({ name, labels: live?.metadata.labels ?? {} }).toEqual({
+        name,
+        labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE },
+      });
       const annotations = live?.metadata.annotations ?? {};
-      expect({ name, owner: annotations[OWNER_ANNOTATION], legacy: Object.keys(annotations).filter((a) => a.startsWith('operator.')) })
-        .toEqual({ name, owner, legacy: [] });
+      expect({
+        name,
+        owner: annotations[OWNER_ANNOTATION],
+        legacy: Object.keys(annotations).filter((a) => a.startsWith('operator.')),
+      }).toEqual({ name, owner, legacy: [] });
     }
-    expect((await h.skrGet('v1', 'ConfigMap', 'made', h.ns))?.metadata.annotations?.[HASH_ANNOTATION]).toBeDefined();
+    expect(
+      (await h.skrGet('v1', 'ConfigMap', 'made', h.ns))?.metadata.annotations?.[HASH_ANNOTATION],
+    ).toBeDefined();
     // Settled: the next run writes nothing in the SKR.
     ({ sr } = await h.sync());
     expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Unchanged', 'Adopted', 'Ignored']);
@@ -111,7 +151,11 @@ describe('engine: manifests as kubectl reads them', () => {
     expect(await h.skrGet('v1', 'ConfigMap', 'once', h.ns)).toBeUndefined();
     const found = await h.skrGet('v1', 'ConfigMap', 'found', h.ns);
     expect(found?.data).toMatchObject({ theirs: 'x' });
-    expect(Object.keys({ ...found?.metadata.labels, ...found?.metadata.annotations }).filter((k) => k.includes('kyma-project.io'))).toEqual([]);
+    expect(
+      Object.keys({ ...found?.metadata.labels, ...found?.metadata.annotations }).filter((k) =>
+        k.includes('kyma-project.io'),
+      ),
+    ).toEqual([]);
   });
 
   it('prunes an object the earlier version created and a later spec no longer names', async () => {
@@ -119,13 +163,22 @@ describe('engine: manifests as kubectl reads them', () => {
     await h.put([{ name: 'made', strategy: 'CreateAndSync', resource: h.cm('gone-soon', { k: 'v' }) }]);
     await h.sync();
     const info = await mustFind(h.skr, 'v1', 'ConfigMap');
-    await applyObject(h.skr, info, {
-      apiVersion: 'v1', kind: 'ConfigMap', data: { k: 'v' },
-      metadata: {
-        name: 'gone-soon', namespace: h.ns, labels: { [LEGACY_MARKS.label]: MANAGED_BY_VALUE },
-        annotations: { [LEGACY_MARKS.owner]: `kcp-system/${h.name}` },
+    await applyObject(
+      h.skr,
+      info,
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        data: { k: 'v' },
+        metadata: {
+          name: 'gone-soon',
+          namespace: h.ns,
+          labels: { [LEGACY_MARKS.label]: MANAGED_BY_VALUE },
+          annotations: { [LEGACY_MARKS.owner]: `kcp-system/${h.name}` },
+        },
       },
-    }, h.config.fieldManager);
+      h.config.fieldManager,
+    );
     await h.put([]);
     const { sr } = await h.sync();
     expect(await h.skrGet('v1', 'ConfigMap', 'gone-soon', h.ns)).toBeUndefined();
@@ -138,30 +191,58 @@ describe('engine: onImmutableChange and suspend', () => {
   const octet = () => 1 + Math.floor(Math.random() * 250);
   const ip = (last: number, third = octet()) => `10.100.${third}.${last}`;
   const third = octet();
-  const job = (ns: string, image: string) => `apiVersion: batch/v1\nkind: Job\nmetadata: {name: once, namespace: ${ns}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: ${image}}]\n`;
-  const deploy = (ns: string, app: string) => `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ${ns}}\nspec:\n  selector: {matchLabels: {app: ${app}}}\n  template:\n    metadata: {labels: {app: ${app}}}\n    spec: {containers: [{name: c, image: nginx}]}\n`;
-  const svc = (ns: string, ip: string) => `apiVersion: v1\nkind: Service\nmetadata: {name: fixed, namespace: ${ns}}\nspec:\n  clusterIP: ${ip}\n  ports: [{port: 80}]\n`;
-  const sc = (name: string, server: string) => `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${name}}\nprovisioner: nfs.csi.k8s.io\nparameters: {server: ${server}}\n`;
-  const pvc = (ns: string, cls: string) => `apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ${ns}}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: ${cls}\n  resources: {requests: {storage: 1Gi}}\n`;
+  const job = (ns: string, image: string) =>
+    `apiVersion: batch/v1\nkind: Job\nmetadata: {name: once, namespace: ${ns}}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: ${image}}]\n`;
+  const deploy = (ns: string, app: string) =>
+    `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, namespace: ${ns}}\nspec:\n  selector: {matchLabels: {app: ${app}}}\n  template:\n    metadata: {labels: {app: ${app}}}\n    spec: {containers: [{name: c, image: nginx}]}\n`;
+  const svc = (ns: string, ip: string) =>
+    `apiVersion: v1\nkind: Service\nmetadata: {name: fixed, namespace: ${ns}}\nspec:\n  clusterIP: ${ip}\n  ports: [{port: 80}]\n`;
+  const sc = (name: string, server: string) =>
+    `apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: ${name}}\nprovisioner: nfs.csi.k8s.io\nparameters: {server: ${server}}\n`;
+  const pvc = (ns: string, cls: string) =>
+    `apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: data, namespace: ${ns}}\nspec:\n  accessModes: [ReadWriteOnce]\n  storageClassName: ${cls}\n  resources: {requests: {storage: 1Gi}}\n`;
 
   it('recreates a Job, Deployment, Service, StorageClass and claim when an apply changes an immutable field, only when asked', async () => {
     const h = await new Harness('recreate').init();
-    const kinds = (v: number, recreate: boolean) => [
-      { name: 'job', strategy: 'CreateAndSync' as const, resource: job(h.ns, v ? 'busybox:2' : 'busybox:1') },
-      { name: 'deploy', strategy: 'CreateAndSync' as const, resource: deploy(h.ns, v ? 'b' : 'a') },
-      { name: 'svc', strategy: 'CreateAndSync' as const, resource: svc(h.ns, v ? ip(61, third) : ip(60, third)) },
-      { name: 'sc', strategy: 'CreateAndSync' as const, resource: sc(`${h.name}-sc`, v ? 'nfs-2' : 'nfs-1') },
-      { name: 'pvc', strategy: 'CreateAndSync' as const, resource: pvc(h.ns, v ? 'other' : 'first') },
-    ].map((i) => (recreate ? { ...i, onImmutableChange: 'Recreate' as const } : i));
+    const kinds = (v: number, recreate: boolean) =>
+      [
+        {
+          name: 'job',
+          strategy: 'CreateAndSync' as const,
+          resource: job(h.ns, v ? 'busybox:2' : 'busybox:1'),
+        },
+        { name: 'deploy', strategy: 'CreateAndSync' as const, resource: deploy(h.ns, v ? 'b' : 'a') },
+        {
+          name: 'svc',
+          strategy: 'CreateAndSync' as const,
+          resource: svc(h.ns, v ? ip(61, third) : ip(60, third)),
+        },
+        {
+          name: 'sc',
+          strategy: 'CreateAndSync' as const,
+          resource: sc(`${h.name}-sc`, v ? 'nfs-2' : 'nfs-1'),
+        },
+        { name: 'pvc', strategy: 'CreateAndSync' as const, resource: pvc(h.ns, v ? 'other' : 'first') },
+      ].map((i) => (recreate ? { ...i, onImmutableChange: 'Recreate' as const } : i));
     await h.put(kinds(0, false));
     let { sr, result } = await h.sync();
-    expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Created', 'Created', 'Created', 'Created', 'Created']);
+    expect(sr?.status?.items?.map((i) => i.reason)).toEqual([
+      'Created',
+      'Created',
+      'Created',
+      'Created',
+      'Created',
+    ]);
     const uids = new Map<string, string | undefined>();
     const objects: [string, string, string, string, string | undefined][] = [
-      ['job', 'batch/v1', 'Job', 'once', h.ns], ['deploy', 'apps/v1', 'Deployment', 'web', h.ns], ['svc', 'v1', 'Service', 'fixed', h.ns],
-      ['sc', 'storage.k8s.io/v1', 'StorageClass', `${h.name}-sc`, undefined], ['pvc', 'v1', 'PersistentVolumeClaim', 'data', h.ns],
+      ['job', 'batch/v1', 'Job', 'once', h.ns],
+      ['deploy', 'apps/v1', 'Deployment', 'web', h.ns],
+      ['svc', 'v1', 'Service', 'fixed', h.ns],
+      ['sc', 'storage.k8s.io/v1', 'StorageClass', `${h.name}-sc`, undefined],
+      ['pvc', 'v1', 'PersistentVolumeClaim', 'data', h.ns],
     ];
-    for (const [item, av, kind, name, ns] of objects) uids.set(item, (await h.skrGet(av, kind, name, ns))?.metadata.uid);
+    for (const [item, av, kind, name, ns] of objects)
+      uids.set(item, (await h.skrGet(av, kind, name, ns))?.metadata.uid);
     // Off by default: every change is refused, and nothing is deleted.
     await h.put(kinds(1, false));
     ({ sr } = await h.sync());
@@ -173,29 +254,65 @@ describe('engine: onImmutableChange and suspend', () => {
     await h.put(kinds(1, true));
     ({ sr, result } = await h.sync());
     if (sr?.status?.items?.some((i) => i.reason === 'Recreating')) ({ sr, result } = await h.sync());
-    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`).sort()).toEqual(objects.map(([item]) => `${item}:Ready:Recreated`).sort());
-    expect(Harness.item(sr, 'job')?.message).toMatch(/^Job .*\/once was deleted and created again: .*immutable/);
-    expect(result.changes.filter((c) => c.action === 'recreated').map((c) => c.item).sort()).toEqual(objects.map(([item]) => item).sort());
+    expect(sr?.status?.items?.map((i) => `${i.name}:${i.state}:${i.reason}`).sort()).toEqual(
+      objects.map(([item]) => `${item}:Ready:Recreated`).sort(),
+    );
+    expect(Harness.item(sr, 'job')?.message).toMatch(
+      /^Job .*\/once was deleted and created again: .*immutable/,
+    );
+    expect(
+      result.changes
+        .filter((c) => c.action === 'recreated')
+        .map((c) => c.item)
+        .sort(),
+    ).toEqual(objects.map(([item]) => item).sort());
     for (const [item, av, kind, name, ns] of objects) {
       const live = await h.skrGet(av, kind, name, ns);
       expect({ item, same: live?.metadata.uid === uids.get(item) }).toEqual({ item, same: false });
       expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
     }
-    expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.spec).toMatchObject({ clusterIP: ip(61, third) });
+    expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.spec).toMatchObject({
+      clusterIP: ip(61, third),
+    });
     // Settled again: the next run recreates nothing.
     ({ sr } = await h.sync());
-    expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Unchanged', 'Unchanged', 'Unchanged', 'Unchanged', 'Unchanged']);
+    expect(sr?.status?.items?.map((i) => i.reason)).toEqual([
+      'Unchanged',
+      'Unchanged',
+      'Unchanged',
+      'Unchanged',
+      'Unchanged',
+    ]);
   });
 
   it('never recreates an adopted object', async () => {
     const h = await new Harness('recreate-adopted').init();
     const t = octet();
-    await h.skrCreate({ apiVersion: 'v1', kind: 'Service', metadata: { name: 'fixed', namespace: h.ns }, spec: { clusterIP: ip(70, t), ports: [{ port: 80 }] } });
-    await h.put([{ name: 'svc', strategy: 'CreateAndSync', resource: svc(h.ns, ip(70, t)), onImmutableChange: 'Recreate' }]);
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'fixed', namespace: h.ns },
+      spec: { clusterIP: ip(70, t), ports: [{ port: 80 }] },
+    });
+    await h.put([
+      {
+        name: 'svc',
+        strategy: 'CreateAndSync',
+        resource: svc(h.ns, ip(70, t)),
+        onImmutableChange: 'Recreate',
+      },
+    ]);
     let { sr } = await h.sync();
     expect(Harness.item(sr, 'svc')?.reason).toBe('Adopted');
     const uid = (await h.skrGet('v1', 'Service', 'fixed', h.ns))?.metadata.uid;
-    await h.put([{ name: 'svc', strategy: 'CreateAndSync', resource: svc(h.ns, ip(71, t)), onImmutableChange: 'Recreate' }]);
+    await h.put([
+      {
+        name: 'svc',
+        strategy: 'CreateAndSync',
+        resource: svc(h.ns, ip(71, t)),
+        onImmutableChange: 'Recreate',
+      },
+    ]);
     ({ sr } = await h.sync());
     expect(Harness.item(sr, 'svc')).toMatchObject({ state: 'Error', reason: 'ApplyFailed' });
     expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.metadata.uid).toBe(uid);
@@ -203,11 +320,30 @@ describe('engine: onImmutableChange and suspend', () => {
 
   it('writes nothing to the SKR while suspended, says so, and applies again once lifted', async () => {
     const h = await new Harness('suspend').init();
-    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('kept', { k: 'v1' }) }, { name: 'old', strategy: 'CreateAndSync', resource: h.cm('old', { k: 'v' }) }]);
+    await h.put([
+      { name: 'cm', strategy: 'CreateAndSync', resource: h.cm('kept', { k: 'v1' }) },
+      { name: 'old', strategy: 'CreateAndSync', resource: h.cm('old', { k: 'v' }) },
+    ]);
     await h.sync();
-    const suspend = (on: boolean) => h.kcp.client.call('PATCH', resourcePath({ apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true }, 'kcp-system', h.name), {
-      body: { spec: { suspend: on } }, contentType: PatchType.merge,
-    });
+    const suspend = (on: boolean) =>
+      h.kcp.client.call(
+        'PATCH',
+        resourcePath(
+          {
+            apiVersion: 'operator.kyma-project.io/v1alpha1',
+            kind: 'SyncResource',
+            resource: 'syncresources',
+            namespaced: true,
+            hasStatus: true,
+          },
+          'kcp-system',
+          h.name,
+        ),
+        {
+          body: { spec: { suspend: on } },
+          contentType: PatchType.merge,
+        },
+      );
     await suspend(true);
     // A new text, a removed item and drift in the SKR: none is acted on.
     await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('kept', { k: 'v2' }) }]);
@@ -216,7 +352,12 @@ describe('engine: onImmutableChange and suspend', () => {
     let { sr } = await h.sync();
     expect(h.skr.client.requests - before.reads).toBe(0);
     expect(h.skr.client.writes - before.writes).toBe(0);
-    expect(sr?.status).toMatchObject({ state: 'Warning', conditions: expect.arrayContaining([expect.objectContaining({ type: 'Resources', reason: 'Suspended' })]) });
+    expect(sr?.status).toMatchObject({
+      state: 'Warning',
+      conditions: expect.arrayContaining([
+        expect.objectContaining({ type: 'Resources', reason: 'Suspended' }),
+      ]),
+    });
     expect((await h.skrGet('v1', 'ConfigMap', 'kept', h.ns))?.data).toEqual({ k: 'edited' });
     expect(await h.skrGet('v1', 'ConfigMap', 'old', h.ns)).toBeDefined();
     await suspend(false);
@@ -230,14 +371,31 @@ describe('engine: onImmutableChange and suspend', () => {
     const h = await new Harness('suspend-delete').init();
     await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: h.cm('stays', { k: 'v' }) }]);
     await h.sync();
-    await h.kcp.client.call('PATCH', resourcePath({ apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', resource: 'syncresources', namespaced: true, hasStatus: true }, 'kcp-system', h.name), {
-      body: { spec: { suspend: true } }, contentType: PatchType.merge,
-    });
+    await h.kcp.client.call(
+      'PATCH',
+      resourcePath(
+        {
+          apiVersion: 'operator.kyma-project.io/v1alpha1',
+          kind: 'SyncResource',
+          resource: 'syncresources',
+          namespaced: true,
+          hasStatus: true,
+        },
+        'kcp-system',
+        h.name,
+      ),
+      {
+        body: { spec: { suspend: true } },
+        contentType: PatchType.merge,
+      },
+    );
     await h.delete();
     const writes = h.skr.client.writes;
     await h.sync();
     expect(await h.get()).toBeUndefined();
     expect(h.skr.client.writes).toBe(writes);
-    expect((await h.skrGet('v1', 'ConfigMap', 'stays', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    expect((await h.skrGet('v1', 'ConfigMap', 'stays', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(
+      `kcp-system/${h.name}`,
+    );
   });
 });

@@ -31,16 +31,29 @@ export class Harness {
     this.kcp = await cluster('kcp');
     this.skr = await cluster(skrIndex);
     this.store = new KcpStore(this.kcp, this.config.fieldManager);
-    await applyObject(this.skr, await mustFind(this.skr, 'v1', 'Namespace'), { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.ns } }, 'test');
+    await applyObject(
+      this.skr,
+      await mustFind(this.skr, 'v1', 'Namespace'),
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: this.ns } },
+      'test',
+    );
     return this;
   }
 
   /** put creates or replaces the SyncResource's spec. */
-  async put(items: SyncItem[], extra: { deletionPolicy?: 'Delete' | 'Orphan'; kyma?: string } = {}): Promise<void> {
+  async put(
+    items: SyncItem[],
+    extra: { deletionPolicy?: 'Delete' | 'Orphan'; kyma?: string } = {},
+  ): Promise<void> {
     const body = {
-      apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+      apiVersion: SYNC_API_VERSION,
+      kind: 'SyncResource',
       metadata: { name: this.name, namespace: 'kcp-system' },
-      spec: { kyma: extra.kyma ?? 'kyma-1', items, ...(extra.deletionPolicy ? { deletionPolicy: extra.deletionPolicy } : {}) },
+      spec: {
+        kyma: extra.kyma ?? 'kyma-1',
+        items,
+        ...(extra.deletionPolicy ? { deletionPolicy: extra.deletionPolicy } : {}),
+      },
     };
     // Create, or merge-patch the spec (server-side apply would drop an empty items list).
     try {
@@ -48,7 +61,8 @@ export class Harness {
     } catch (err) {
       if (!isConflict(err)) throw err;
       await this.kcp.client.call('PATCH', resourcePath(syncResourceInfo, 'kcp-system', this.name), {
-        body: { spec: { ...body.spec, deletionPolicy: extra.deletionPolicy ?? null } }, contentType: 'application/merge-patch+json',
+        body: { spec: { ...body.spec, deletionPolicy: extra.deletionPolicy ?? null } },
+        contentType: 'application/merge-patch+json',
       });
     }
   }
@@ -58,7 +72,9 @@ export class Harness {
   }
 
   /** sync runs one reconcile and writes the status like the functions; returns both. */
-  async sync(deps: Partial<ReconcileDeps> = {}): Promise<{ result: ApplyResult; sr: SyncResource | undefined }> {
+  async sync(
+    deps: Partial<ReconcileDeps> = {},
+  ): Promise<{ result: ApplyResult; sr: SyncResource | undefined }> {
     const sr = await this.get();
     if (!sr) throw new Error(`SyncResource ${this.name} is gone`);
     const result = await reconcile(sr, { skr: this.skr, kcp: this.store, config: this.config, ...deps });
@@ -106,24 +122,50 @@ spec:
   }
 
   /** skrGet reads an object from the SKR. */
-  async skrGet(apiVersion: string, kind: string, name: string, namespace?: string): Promise<KubeObject | undefined> {
+  async skrGet(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace?: string,
+  ): Promise<KubeObject | undefined> {
     return getObject(this.skr, await mustFind(this.skr, apiVersion, kind), namespace, name);
   }
 
   /** skrPatch merge-patches an object in the SKR, as a user would edit it. */
-  async skrPatch(apiVersion: string, kind: string, name: string, namespace: string | undefined, patch: unknown): Promise<void> {
+  async skrPatch(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace: string | undefined,
+    patch: unknown,
+  ): Promise<void> {
     const info = await mustFind(this.skr, apiVersion, kind);
-    await this.skr.client.call('PATCH', resourcePath(info, namespace, name), { body: patch, contentType: 'application/merge-patch+json' });
+    await this.skr.client.call('PATCH', resourcePath(info, namespace, name), {
+      body: patch,
+      contentType: 'application/merge-patch+json',
+    });
   }
 
   /** skrPatchStatus merge-patches the /status of an object in the SKR. */
-  async skrPatchStatus(apiVersion: string, kind: string, name: string, namespace: string | undefined, patch: unknown): Promise<void> {
+  async skrPatchStatus(
+    apiVersion: string,
+    kind: string,
+    name: string,
+    namespace: string | undefined,
+    patch: unknown,
+  ): Promise<void> {
     const info = await mustFind(this.skr, apiVersion, kind);
-    await this.skr.client.call('PATCH', resourcePath(info, namespace, name, 'status'), { body: patch, contentType: 'application/merge-patch+json' });
+    await this.skr.client.call('PATCH', resourcePath(info, namespace, name, 'status'), {
+      body: patch,
+      contentType: 'application/merge-patch+json',
+    });
   }
 
   async skrDelete(apiVersion: string, kind: string, name: string, namespace?: string): Promise<void> {
-    await this.skr.client.call('DELETE', resourcePath(await mustFind(this.skr, apiVersion, kind), namespace, name));
+    await this.skr.client.call(
+      'DELETE',
+      resourcePath(await mustFind(this.skr, apiVersion, kind), namespace, name),
+    );
   }
 
   /** skrCreate creates an object in the SKR as someone else would. */

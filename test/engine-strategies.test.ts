@@ -14,7 +14,9 @@ describe('CreateAndSync', () => {
     let { sr, result } = await h.sync();
     expect(item(sr, 'cfg')).toMatchObject({ state: 'Ready', reason: 'Created' });
     expect(sr?.metadata.finalizers).toContain(FINALIZER);
-    expect(sr?.status?.synced).toMatchObject([{ item: 'cfg', apiVersion: 'v1', kind: 'ConfigMap', namespace: h.ns, name: 'cfg' }]);
+    expect(sr?.status?.synced).toMatchObject([
+      { item: 'cfg', apiVersion: 'v1', kind: 'ConfigMap', namespace: h.ns, name: 'cfg' },
+    ]);
     expect(result.changes).toEqual([{ subject: `ConfigMap/${h.ns}/cfg`, action: 'created', item: 'cfg' }]);
     let live = await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns);
     expect(live?.data).toEqual({ a: '1' });
@@ -87,10 +89,18 @@ describe('Delete', () => {
     const text = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: old, namespace: ${h.ns}}\n`;
     await h.put([{ name: 'old', strategy: 'Delete', resource: text }]);
     let { sr } = await h.sync();
-    expect(item(sr, 'old')).toMatchObject({ state: 'Ready', reason: 'Deleted', message: 'resource has been deleted' });
+    expect(item(sr, 'old')).toMatchObject({
+      state: 'Ready',
+      reason: 'Deleted',
+      message: 'resource has been deleted',
+    });
 
     // Present, held by a finalizer: Deleting until really gone.
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'old', namespace: h.ns, finalizers: ['test/hold'] } });
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'old', namespace: h.ns, finalizers: ['test/hold'] },
+    });
     ({ sr } = await h.sync());
     expect(item(sr, 'old')).toMatchObject({ state: 'Deleting', reason: 'DeletionInProgress' });
     expect(sr?.status?.state).toBe('Processing');
@@ -124,7 +134,12 @@ describe('UpdateAndDelete', () => {
     expect(sr?.status?.synced ?? []).toEqual([]);
 
     // Someone else creates it: kept in sync.
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns, finalizers: ['test/hold'] }, data: { a: '0', b: 'theirs' } });
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'peer', namespace: h.ns, finalizers: ['test/hold'] },
+      data: { a: '0', b: 'theirs' },
+    });
     ({ sr } = await h.sync());
     expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'Applied' });
     let live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
@@ -148,7 +163,12 @@ describe('UpdateAndDelete', () => {
     expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'NotFound' });
 
     // Item removed: nothing happens to a present object.
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns }, data: { a: 'x' } });
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'peer', namespace: h.ns },
+      data: { a: 'x' },
+    });
     await h.put([]);
     ({ sr } = await h.sync());
     expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.data).toEqual({ a: 'x' });
@@ -160,7 +180,12 @@ describe('UpdateAndDelete over an object that carries our marks', () => {
     const h = await new Harness('uad-marks').init();
     // A text the server stores differently (an empty map it drops): only a dry run can tell it changes nothing.
     const text = `${h.cm('peer', { a: '1' })}binaryData: {}\n`;
-    await h.skrCreate({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'peer', namespace: h.ns }, data: { a: '0' } });
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'peer', namespace: h.ns },
+      data: { a: '0' },
+    });
     await h.put([{ name: 'y', strategy: 'UpdateAndDelete', resource: text }]);
     let { sr } = await h.sync();
     expect(item(sr, 'y')).toMatchObject({ reason: 'Applied' });
@@ -168,7 +193,9 @@ describe('UpdateAndDelete over an object that carries our marks', () => {
     await h.put([{ name: 'x', strategy: 'CreateAndIgnore', resource: h.cm('peer', { a: '1' }) }]);
     ({ sr } = await h.sync());
     expect(item(sr, 'x')).toMatchObject({ reason: 'Adopted' });
-    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(
+      `kcp-system/${h.name}`,
+    );
     await h.put([{ name: 'y', strategy: 'UpdateAndDelete', resource: text }]);
     ({ sr } = await h.sync());
     expect(item(sr, 'y')).toMatchObject({ state: 'Ready', reason: 'Unchanged' });
@@ -184,16 +211,23 @@ describe('values by reference', () => {
   it('a run whose source Secret changed while it applied fails transiently, so an older value is never the last word', async () => {
     const h = await new Harness('byref').init();
     const text = `apiVersion: v1\nkind: Secret\nmetadata: {name: creds, namespace: ${h.ns}}\ntype: Opaque\n`;
-    await h.put([{ name: 's', strategy: 'CreateAndSync', resource: text, dataFrom: { secretRef: { name: 'src' } } }]);
+    await h.put([
+      { name: 's', strategy: 'CreateAndSync', resource: text, dataFrom: { secretRef: { name: 'src' } } },
+    ]);
     let version = 1;
     // The source moves on between the read that fills the item and the check after the write.
-    const rotating = async () => ({ data: { k: Buffer.from(`v${version}`).toString('base64') }, version: String(version++) });
+    const rotating = async () => ({
+      data: { k: Buffer.from(`v${version}`).toString('base64') },
+      version: String(version++),
+    });
     await expect(h.sync({ sources: rotating })).rejects.toMatchObject({ reason: 'SecretSourceChanged' });
     // A stable source: applied, and the SKR Secret holds its value.
     const stable = async () => ({ data: { k: Buffer.from('v9').toString('base64') }, version: '9' });
     const { sr } = await h.sync({ sources: stable });
     expect(item(sr, 's')).toMatchObject({ state: 'Ready' });
-    expect((await h.skrGet('v1', 'Secret', 'creds', h.ns))?.data).toEqual({ k: Buffer.from('v9').toString('base64') });
+    expect((await h.skrGet('v1', 'Secret', 'creds', h.ns))?.data).toEqual({
+      k: Buffer.from('v9').toString('base64'),
+    });
   });
 });
 
@@ -203,27 +237,62 @@ describe('request budget', () => {
     await h.put([
       { name: 'cm1', strategy: 'CreateAndSync', resource: h.cm('cm1', { a: '1' }) },
       { name: 'cm2', strategy: 'CreateAndSync', resource: h.cm('cm2', { b: '2' }) },
-      { name: 'svc', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: ${h.ns}}\nspec: {ports: [{port: 80}]}\n` },
-      { name: 'deploy', strategy: 'CreateAndSync', resource: `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app, namespace: ${h.ns}}\nspec:\n  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: x}}\n    spec: {containers: [{name: c, image: nginx}]}\n` },
+      {
+        name: 'svc',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Service\nmetadata: {name: svc, namespace: ${h.ns}}\nspec: {ports: [{port: 80}]}\n`,
+      },
+      {
+        name: 'deploy',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: app, namespace: ${h.ns}}\nspec:\n  selector: {matchLabels: {app: x}}\n  template:\n    metadata: {labels: {app: x}}\n    spec: {containers: [{name: c, image: nginx}]}\n`,
+      },
       { name: 'ignored', strategy: 'CreateAndIgnore', resource: h.cm('ignored', {}) },
     ]);
-    const count = () => ({ skr: h.skr.client.requests, skrWrites: h.skr.client.writes, kcpWrites: h.kcp.client.writes });
-    const delta = (a: ReturnType<typeof count>, b: ReturnType<typeof count>) => ({ skr: b.skr - a.skr, skrWrites: b.skrWrites - a.skrWrites, kcpWrites: b.kcpWrites - a.kcpWrites });
+    const count = () => ({
+      skr: h.skr.client.requests,
+      skrWrites: h.skr.client.writes,
+      kcpWrites: h.kcp.client.writes,
+    });
+    const delta = (a: ReturnType<typeof count>, b: ReturnType<typeof count>) => ({
+      skr: b.skr - a.skr,
+      skrWrites: b.skrWrites - a.skrWrites,
+      kcpWrites: b.kcpWrites - a.kcpWrites,
+    });
     let before = count();
     let { sr } = await h.sync();
     const first = delta(before, count());
     // Written, not yet working: the Deployment has just been created.
-    expect(sr?.status).toMatchObject({ state: 'Processing', conditions: [{ type: 'Resources', status: 'True' }, { type: 'Healthy', reason: 'Progressing' }, { type: 'Progressing', status: 'True' }] });
+    expect(sr?.status).toMatchObject({
+      state: 'Processing',
+      conditions: [
+        { type: 'Resources', status: 'True' },
+        { type: 'Healthy', reason: 'Progressing' },
+        { type: 'Progressing', status: 'True' },
+      ],
+    });
     // 5 reads, 5 applies; finalizer, inventory and status in the KCP (plus the harness' own reads).
     expect(first.skrWrites).toBe(5);
     // The SKR's KWOK Node runs its Pod; the second run sees it Available (and reasons go from Created to Unchanged: one status write).
-    await eventually(async () => expect((await h.skrGet('apps/v1', 'Deployment', 'app', h.ns) as { status?: { availableReplicas?: number } })?.status?.availableReplicas).toBe(1), 60_000);
+    await eventually(
+      async () =>
+        expect(
+          (
+            (await h.skrGet('apps/v1', 'Deployment', 'app', h.ns)) as {
+              status?: { availableReplicas?: number };
+            }
+          )?.status?.availableReplicas,
+        ).toBe(1),
+      60_000,
+    );
     ({ sr } = await h.sync());
     expect(sr?.status?.state).toBe('Ready');
     before = count();
     ({ sr } = await h.sync());
     const rerun = delta(before, count());
     expect(rerun).toEqual({ skr: 5, skrWrites: 0, kcpWrites: 0 });
-    console.log(`request budget (5 items): first apply ${JSON.stringify(first)}, unchanged rerun ${JSON.stringify(rerun)}`);
+    console.log(
+      `request budget (5 items): first apply ${JSON.stringify(first)}, unchanged rerun ${JSON.stringify(rerun)}`,
+    );
   });
 });

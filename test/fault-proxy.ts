@@ -43,17 +43,30 @@ export class FaultProxy {
     };
     const b = (s: string) => Buffer.from(s, 'base64');
     const upstream = new URL(up.clusters[0]!.cluster.server);
-    const tls = { ca: b(up.clusters[0]!.cluster['certificate-authority-data']), cert: b(up.users[0]!.user['client-certificate-data']), key: b(up.users[0]!.user['client-key-data']) };
+    const tls = {
+      ca: b(up.clusters[0]!.cluster['certificate-authority-data']),
+      cert: b(up.users[0]!.user['client-certificate-data']),
+      key: b(up.users[0]!.user['client-key-data']),
+    };
     this.dir = await mkdtemp(join(tmpdir(), 'fault-proxy-'));
     const ca = await makeCa(this.dir, 'fault-proxy-ca');
     const serving = await signCert(this.dir, 'serving', '/CN=fault-proxy', { san: 'IP:127.0.0.1' });
-    this.server = createServer({ cert: serving.pem.cert, key: serving.pem.key }, (req, res) => this.handle(req, res, upstream, tls));
+    this.server = createServer({ cert: serving.pem.cert, key: serving.pem.key }, (req, res) =>
+      this.handle(req, res, upstream, tls),
+    );
     await new Promise<void>((r) => this.server.listen(0, '127.0.0.1', r));
     const port = (this.server.address() as { port: number }).port;
-    this.kubeconfig = renderKubeconfig('fault-proxy', `https://127.0.0.1:${port}`, ca.cert, { token: 'proxy-token' });
+    this.kubeconfig = renderKubeconfig('fault-proxy', `https://127.0.0.1:${port}`, ca.cert, {
+      token: 'proxy-token',
+    });
   }
 
-  private handle(req: IncomingMessage, res: ServerResponse, upstream: URL, tls: { ca: Buffer; cert: Buffer; key: Buffer }): void {
+  private handle(
+    req: IncomingMessage,
+    res: ServerResponse,
+    upstream: URL,
+    tls: { ca: Buffer; cert: Buffer; key: Buffer },
+  ): void {
     const method = req.method ?? 'GET';
     const path = req.url ?? '/';
     const i = this.faults.findIndex((f) => (!f.method || f.method === method) && f.path.test(path));
@@ -65,15 +78,27 @@ export class FaultProxy {
       req.resume();
       if (f.kind === 'reset') return void req.socket.destroy();
       res.writeHead(f.status!, { 'content-type': 'application/json', ...f.headers });
-      return void res.end(JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', code: f.status, message: `injected ${f.status}`, reason: f.status === 429 ? 'TooManyRequests' : 'InternalError' }));
+      return void res.end(
+        JSON.stringify({
+          kind: 'Status',
+          apiVersion: 'v1',
+          status: 'Failure',
+          code: f.status,
+          message: `injected ${f.status}`,
+          reason: f.status === 429 ? 'TooManyRequests' : 'InternalError',
+        }),
+      );
     }
     this.seen.push({ method, path });
     const headers = { ...req.headers, host: upstream.host };
     delete headers.authorization;
-    const up = httpsRequest({ host: upstream.hostname, port: upstream.port, method, path, headers, ...tls }, (ur) => {
-      res.writeHead(ur.statusCode ?? 502, ur.headers);
-      ur.pipe(res);
-    });
+    const up = httpsRequest(
+      { host: upstream.hostname, port: upstream.port, method, path, headers, ...tls },
+      (ur) => {
+        res.writeHead(ur.statusCode ?? 502, ur.headers);
+        ur.pipe(res);
+      },
+    );
     up.on('error', () => res.destroy());
     req.pipe(up);
   }

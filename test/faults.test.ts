@@ -30,14 +30,34 @@ const NS = 'kcp-system';
 // machine that takes minutes, longer than the suite's default of 2.
 const FAULT_TIMEOUT_MS = 300_000;
 
-const cm = (name: string, v: string) => JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: 'default' }, data: { v } });
+const cm = (name: string, v: string) =>
+  JSON.stringify({
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name, namespace: 'default' },
+    data: { v },
+  });
 const srBody = (name: string, kyma: string, v = '1', n = 2) => ({
-  apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: NS },
-  spec: { kyma, items: Array.from({ length: n }, (_, i) => ({ name: `i${i}`, strategy: 'CreateAndSync', resource: cm(`${name}-${i}`, v) })) },
+  apiVersion: 'operator.kyma-project.io/v1alpha1',
+  kind: 'SyncResource',
+  metadata: { name, namespace: NS },
+  spec: {
+    kyma,
+    items: Array.from({ length: n }, (_, i) => ({
+      name: `i${i}`,
+      strategy: 'CreateAndSync',
+      resource: cm(`${name}-${i}`, v),
+    })),
+  },
 });
-const create = (bodies: object[]) => mapLimit(bodies, 16, (b) => kcp.client.call('POST', resourcePath(syncResourceInfo, NS), { body: b }));
-const list = async (prefix: string) => (await kcp.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, NS))).items.filter((s) => s.metadata.name.startsWith(prefix));
-const ready = (s: SyncResource) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
+const create = (bodies: object[]) =>
+  mapLimit(bodies, 16, (b) => kcp.client.call('POST', resourcePath(syncResourceInfo, NS), { body: b }));
+const list = async (prefix: string) =>
+  (await kcp.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, NS))).items.filter(
+    (s) => s.metadata.name.startsWith(prefix),
+  );
+const ready = (s: SyncResource) =>
+  s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
 
 /** settle fires resync ticks and waits for the broker to drain, n times. */
 async function resync(n: number): Promise<void> {
@@ -51,14 +71,19 @@ async function resync(n: number): Promise<void> {
 
 /** ours lists the ConfigMaps in an SKR that carry our label, by name. */
 async function ours(skr: Cluster): Promise<Map<string, string>> {
-  const all = await listObjects(skr, await mustFind(skr, 'v1', 'ConfigMap'), { namespace: 'default', labelSelector: MANAGED_BY_LABEL });
+  const all = await listObjects(skr, await mustFind(skr, 'v1', 'ConfigMap'), {
+    namespace: 'default',
+    labelSelector: MANAGED_BY_LABEL,
+  });
   return new Map(all.map((o) => [o.metadata.name, (o.data as { v: string }).v]));
 }
 
 async function startPipeline(chaos?: { duplicate: number; maxDelayMs: number }): Promise<void> {
   // Knative's retry rules with a short backoff, so a dead SKR's retries end quickly.
   runtime = await startRuntime({
-    kubeconfig: set.kcp.kubeconfigFile, stateDir, pingIntervalMs: 24 * 3600_000,
+    kubeconfig: set.kcp.kubeconfigFile,
+    stateDir,
+    pingIntervalMs: 24 * 3600_000,
     delivery: { retry: 3, backoffPolicy: 'exponential', backoffDelay: 'PT0.1S' },
     ...(chaos ? { chaos, knative: 'emulated' } : { knative: 'real' }),
   });
@@ -81,65 +106,98 @@ describe('fault suite', () => {
     await rm(stateDir, { recursive: true, force: true });
   });
 
-  it('an SKR API server killed mid-apply: its SyncResources go to ClusterUnreachable, the other SKR is unaffected, and after a restart all converge within two resyncs', async () => {
-    const p = uniqueName('kill');
-    const A = 30;
-    await create(Array.from({ length: A }, (_, i) => srBody(`${p}-a${i}`, 'kyma-1')));
-    await create(Array.from({ length: 5 }, (_, i) => srBody(`${p}-b${i}`, 'kyma-2')));
-    await eventually(async () => expect((await list(`${p}-a`)).filter(ready).length).toBeGreaterThanOrEqual(5), 60_000, 50);
-    // The SKR comes back whatever happens here, so a failure stays this test's alone.
-    await set.killApiServer('skr-1');
-    try {
-      await resync(1);
-      await eventually(async () => {
-        const a = await list(`${p}-a`);
-        expect(a.map((s) => s.status?.conditions?.[0]?.reason)).toEqual(Array(A).fill('ClusterUnreachable'));
-        expect(a.every((s) => s.status?.state === 'Error')).toBe(true);
-      }, 60_000, 250);
-      expect((await list(`${p}-b`)).filter(ready)).toHaveLength(5);
-    } finally {
-      await set.restartApiServer('skr-1');
-    }
-    await resync(2);
-    const a = await list(`${p}-a`);
-    expect(a.filter(ready)).toHaveLength(A);
-    // Exactly the desired objects: each recorded once, none unrecorded.
-    const recorded = a.flatMap((s) => (s.status?.synced ?? []).map((e) => e.name)).sort();
-    expect(new Set(recorded).size).toBe(recorded.length);
-    const live = [...(await ours(skrs[0]!)).keys()].filter((n) => n.startsWith(`${p}-`)).sort();
-    expect(live).toEqual(recorded);
-    expect(live).toHaveLength(2 * A);
-  }, FAULT_TIMEOUT_MS);
+  it(
+    'an SKR API server killed mid-apply: its SyncResources go to ClusterUnreachable, the other SKR is unaffected, and after a restart all converge within two resyncs',
+    async () => {
+      const p = uniqueName('kill');
+      const A = 30;
+      await create(Array.from({ length: A }, (_, i) => srBody(`${p}-a${i}`, 'kyma-1')));
+      await create(Array.from({ length: 5 }, (_, i) => srBody(`${p}-b${i}`, 'kyma-2')));
+      await eventually(
+        async () => expect((await list(`${p}-a`)).filter(ready).length).toBeGreaterThanOrEqual(5),
+        60_000,
+        50,
+      );
+      // The SKR comes back whatever happens here, so a failure stays this test's alone.
+      await set.killApiServer('skr-1');
+      try {
+        await resync(1);
+        await eventually(
+          async () => {
+            const a = await list(`${p}-a`);
+            expect(a.map((s) => s.status?.conditions?.[0]?.reason)).toEqual(
+              Array(A).fill('ClusterUnreachable'),
+            );
+            expect(a.every((s) => s.status?.state === 'Error')).toBe(true);
+          },
+          60_000,
+          250,
+        );
+        expect((await list(`${p}-b`)).filter(ready)).toHaveLength(5);
+      } finally {
+        await set.restartApiServer('skr-1');
+      }
+      await resync(2);
+      const a = await list(`${p}-a`);
+      expect(a.filter(ready)).toHaveLength(A);
+      // Exactly the desired objects: each recorded once, none unrecorded.
+      const recorded = a.flatMap((s) => (s.status?.synced ?? []).map((e) => e.name)).sort();
+      expect(new Set(recorded).size).toBe(recorded.length);
+      const live = [...(await ours(skrs[0]!)).keys()].filter((n) => n.startsWith(`${p}-`)).sort();
+      expect(live).toEqual(recorded);
+      expect(live).toHaveLength(2 * A);
+    },
+    FAULT_TIMEOUT_MS,
+  );
 
-  it('a KCP API server restart: the adapters watch again, what they missed is caught up by one resync, no function crashes', async () => {
-    const pids = runtime.functions.map((f) => f.proc.pid);
-    const watchesBefore = runtime.proxy!.watched.length;
-    await set.restartApiServer('kcp');
-    // Created while the adapters' watches are broken: the real adapter may relist and then
-    // reports nothing for it (its store ignores lists) ...
-    const name = uniqueName('after-kcp');
-    await eventually(() => create([srBody(name, 'kyma-2')]), 30_000, 500);
-    // ... but its watches come back (client-go's reflector, with its backoff) ...
-    const srWatch = watchPath(NS, { apiVersion: SYNC_API_VERSION, kind: 'SyncResource' });
-    await eventually(async () => expect(runtime.proxy!.watched.slice(watchesBefore)).toContain(srWatch), 90_000, 250);
-    // ... and the next resync tick catches it up.
-    await resync(1);
-    await eventually(async () => expect((await list(name)).filter(ready)).toHaveLength(1), 60_000, 250);
-    // Once a watch has settled (the first may still end in a relist), a change arrives as
-    // an event again, no tick needed: some new SyncResource soon gets Ready by itself.
-    await eventually(async () => {
-      const next = uniqueName('after-kcp');
-      await create([srBody(next, 'kyma-2')]);
-      await eventually(async () => expect((await list(next)).filter(ready)).toHaveLength(1), 5_000, 250);
-    }, 90_000, 0);
-    expect(runtime.functions.map((f) => f.proc.child.exitCode)).toEqual(pids.map(() => null));
-    expect(runtime.functions.map((f) => f.proc.pid)).toEqual(pids);
-  }, FAULT_TIMEOUT_MS);
+  it(
+    'a KCP API server restart: the adapters watch again, what they missed is caught up by one resync, no function crashes',
+    async () => {
+      const pids = runtime.functions.map((f) => f.proc.pid);
+      const watchesBefore = runtime.proxy!.watched.length;
+      await set.restartApiServer('kcp');
+      // Created while the adapters' watches are broken: the real adapter may relist and then
+      // reports nothing for it (its store ignores lists) ...
+      const name = uniqueName('after-kcp');
+      await eventually(() => create([srBody(name, 'kyma-2')]), 30_000, 500);
+      // ... but its watches come back (client-go's reflector, with its backoff) ...
+      const srWatch = watchPath(NS, { apiVersion: SYNC_API_VERSION, kind: 'SyncResource' });
+      await eventually(
+        async () => expect(runtime.proxy!.watched.slice(watchesBefore)).toContain(srWatch),
+        90_000,
+        250,
+      );
+      // ... and the next resync tick catches it up.
+      await resync(1);
+      await eventually(async () => expect((await list(name)).filter(ready)).toHaveLength(1), 60_000, 250);
+      // Once a watch has settled (the first may still end in a relist), a change arrives as
+      // an event again, no tick needed: some new SyncResource soon gets Ready by itself.
+      await eventually(
+        async () => {
+          const next = uniqueName('after-kcp');
+          await create([srBody(next, 'kyma-2')]);
+          await eventually(async () => expect((await list(next)).filter(ready)).toHaveLength(1), 5_000, 250);
+        },
+        90_000,
+        0,
+      );
+      expect(runtime.functions.map((f) => f.proc.child.exitCode)).toEqual(pids.map(() => null));
+      expect(runtime.functions.map((f) => f.proc.pid)).toEqual(pids);
+    },
+    FAULT_TIMEOUT_MS,
+  );
 
   it('function processes killed with SIGKILL during a bulk create: redelivery and resync converge to the exact desired state', async () => {
     const p = uniqueName('sigkill');
-    const creating = create(Array.from({ length: 40 }, (_, i) => srBody(`${p}-${i}`, `kyma-${(i % 2) + 1}`, 'x')));
-    for (const [i, svc] of ['sync-apply-items', 'sync-write-status', 'sync-resolve-cluster', 'sync-apply-items'].entries()) {
+    const creating = create(
+      Array.from({ length: 40 }, (_, i) => srBody(`${p}-${i}`, `kyma-${(i % 2) + 1}`, 'x')),
+    );
+    for (const [i, svc] of [
+      'sync-apply-items',
+      'sync-write-status',
+      'sync-resolve-cluster',
+      'sync-apply-items',
+    ].entries()) {
       await new Promise((r) => setTimeout(r, 150 + Math.random() * 400));
       await runtime.restartFunction(svc, i % 2);
     }
@@ -149,7 +207,10 @@ describe('fault suite', () => {
     expect(srs.filter(ready)).toHaveLength(40);
     for (const [i, skr] of skrs.entries()) {
       const live = [...(await ours(skr))].filter(([n]) => n.startsWith(`${p}-`));
-      const want = srs.filter((s) => s.spec.kyma === `kyma-${i + 1}`).flatMap((s) => [0, 1].map((j) => `${s.metadata.name}-${j}`)).sort();
+      const want = srs
+        .filter((s) => s.spec.kyma === `kyma-${i + 1}`)
+        .flatMap((s) => [0, 1].map((j) => `${s.metadata.name}-${j}`))
+        .sort();
       expect(live.map(([n]) => n).sort()).toEqual(want);
       expect(live.every(([, v]) => v === 'x')).toBe(true);
     }
@@ -161,12 +222,16 @@ describe('fault suite', () => {
     const other = (async () => {
       for (let i = 0; i < 40; i++) {
         await kcp.client.call('PATCH', resourcePath(syncResourceInfo, NS, name), {
-          body: { metadata: { annotations: { 'example.com/other-writer': String(i) } } }, contentType: 'application/merge-patch+json',
+          body: { metadata: { annotations: { 'example.com/other-writer': String(i) } } },
+          contentType: 'application/merge-patch+json',
         });
       }
     })();
     for (const v of ['2', '3']) {
-      await kcp.client.call('PATCH', resourcePath(syncResourceInfo, NS, name), { body: { spec: srBody(name, 'kyma-1', v, 8).spec }, contentType: 'application/merge-patch+json' });
+      await kcp.client.call('PATCH', resourcePath(syncResourceInfo, NS, name), {
+        body: { spec: srBody(name, 'kyma-1', v, 8).spec },
+        contentType: 'application/merge-patch+json',
+      });
       await new Promise((r) => setTimeout(r, 100));
     }
     await other;
@@ -174,7 +239,9 @@ describe('fault suite', () => {
     const [sr] = await list(name);
     expect(ready(sr!)).toBe(true);
     expect(sr!.metadata.annotations?.['example.com/other-writer']).toBe('39');
-    expect(sr!.status?.synced?.map((e) => e.name).sort()).toEqual(Array.from({ length: 8 }, (_, i) => `${name}-${i}`).sort());
+    expect(sr!.status?.synced?.map((e) => e.name).sort()).toEqual(
+      Array.from({ length: 8 }, (_, i) => `${name}-${i}`).sort(),
+    );
     const live = await ours(skrs[0]!);
     for (let i = 0; i < 8; i++) expect(live.get(`${name}-${i}`)).toBe('3');
   });
@@ -190,16 +257,28 @@ describe('fault suite', () => {
     const info = syncResourceInfo;
     const watching = (async () => {
       try {
-        for await (const { object: o } of kcp.client.watch<SyncResource>(resourcePath(info, NS), {}, abort.signal)) {
+        for await (const { object: o } of kcp.client.watch<SyncResource>(
+          resourcePath(info, NS),
+          {},
+          abort.signal,
+        )) {
           const g = o.status?.observedGeneration;
-          if (g !== undefined && o.metadata.name.startsWith(p)) history.set(o.metadata.name, [...(history.get(o.metadata.name) ?? []), g]);
+          if (g !== undefined && o.metadata.name.startsWith(p))
+            history.set(o.metadata.name, [...(history.get(o.metadata.name) ?? []), g]);
         }
-      } catch { /* aborted */ }
+      } catch {
+        /* aborted */
+      }
     })();
     await create(names.map((n) => srBody(n, 'kyma-2', '1', 3)));
     for (const v of ['2', '3']) {
       await new Promise((r) => setTimeout(r, 300));
-      await mapLimit(names, 10, (n) => kcp.client.call('PATCH', resourcePath(info, NS, n), { body: { spec: srBody(n, 'kyma-2', v, 3).spec }, contentType: 'application/merge-patch+json' }));
+      await mapLimit(names, 10, (n) =>
+        kcp.client.call('PATCH', resourcePath(info, NS, n), {
+          body: { spec: srBody(n, 'kyma-2', v, 3).spec },
+          contentType: 'application/merge-patch+json',
+        }),
+      );
     }
     await resync(2);
     abort.abort();
@@ -216,18 +295,23 @@ describe('fault suite', () => {
     for (const svc of ['sync-resolve-cluster', 'sync-apply-items', 'sync-write-status']) {
       const replicas = runtime.functions.filter((f) => f.service === svc);
       expect(replicas, svc).toHaveLength(2);
-      for (const f of replicas) expect(runtime.broker.byReplica.get(f.url), `${svc} replica ${f.replica}`).toBeGreaterThan(0);
+      for (const f of replicas)
+        expect(runtime.broker.byReplica.get(f.url), `${svc} replica ${f.replica}`).toBeGreaterThan(0);
     }
   });
 
   it('leaks no credential byte into logs, events, status or Kubernetes Events during the fault suite', async () => {
     const secrets = set.skrs.flatMap((skr) => credentialFragments(skr.kubeconfig));
-    const logs = await Promise.all((await readdir(join(stateDir, 'logs'))).map((f) => readFile(join(stateDir, 'logs', f), 'utf8')));
+    const logs = await Promise.all(
+      (await readdir(join(stateDir, 'logs'))).map((f) => readFile(join(stateDir, 'logs', f), 'utf8')),
+    );
     const captured = {
       logs: logs.join('\n'),
       events: JSON.stringify(runtime.broker.observed),
       status: JSON.stringify(await list('')),
-      kubeEvents: JSON.stringify(await kcp.client.call('GET', `/apis/events.k8s.io/v1/namespaces/${NS}/events`)),
+      kubeEvents: JSON.stringify(
+        await kcp.client.call('GET', `/apis/events.k8s.io/v1/namespaces/${NS}/events`),
+      ),
     };
     for (const [where, text] of Object.entries(captured)) {
       expect(text.length, where).toBeGreaterThan(100);

@@ -30,24 +30,39 @@ const sent: CloudEvent<unknown>[] = [];
 
 const resolveCluster = (c: Context, e: CloudEvent<unknown>) => resolvePosted(sent, c, e);
 const ctx = {} as Context;
-const cm = (name: string) => `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {a: "1"}\n`;
+const cm = (name: string) =>
+  `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\ndata: {a: "1"}\n`;
 
-const ref = (name: string, type = 'dev.knative.apiserver.ref.update') => new CloudEvent({
-  type, source: 'https://kcp', subject: `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources/${name}`,
-  data: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', name, namespace: ns },
-  kind: 'SyncResource', name, namespace: ns, traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
-});
+const ref = (name: string, type = 'dev.knative.apiserver.ref.update') =>
+  new CloudEvent({
+    type,
+    source: 'https://kcp',
+    subject: `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources/${name}`,
+    data: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', name, namespace: ns },
+    kind: 'SyncResource',
+    name,
+    namespace: ns,
+    traceparent: '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+  });
 
 async function create(name: string, kyma: string, items: unknown[]): Promise<SyncResource> {
   return kcp.client.call<SyncResource>('POST', resourcePath(syncResourceInfo, ns), {
-    body: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: ns }, spec: { kyma, items } },
+    body: {
+      apiVersion: 'operator.kyma-project.io/v1alpha1',
+      kind: 'SyncResource',
+      metadata: { name, namespace: ns },
+      spec: { kyma, items },
+    },
   });
 }
 
 /** pipeline runs resolve -> apply -> status by hand, returning the events in between. */
 async function pipeline(name: string) {
-  const resolved = await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>;
-  const applied = resolved.type === EventTypes.clusterResolved ? await applyItems(ctx, resolved) as CloudEvent<unknown> : resolved;
+  const resolved = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
+  const applied =
+    resolved.type === EventTypes.clusterResolved
+      ? ((await applyItems(ctx, resolved)) as CloudEvent<unknown>)
+      : resolved;
   await writeStatus(ctx, applied);
   return { resolved, applied };
 }
@@ -75,10 +90,21 @@ describe('functions', () => {
     kcp = await cluster('kcp');
     ns = uniqueName('fn');
     const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
-    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }, ...kymaObjects('kyma-1', inject('clusters').skrs[0]!.kubeconfig, ns)]);
+    await applyObjects(kcp, [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+      ...kymaObjects('kyma-1', inject('clusters').skrs[0]!.kubeconfig, ns),
+    ]);
     deps = {
-      config, kcp, store: new KcpStore(kcp, config.fieldManager), cache: new ClientCache(config), lookups: new Lookups(kcp),
-      recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
+      config,
+      kcp,
+      store: new KcpStore(kcp, config.fieldManager),
+      cache: new ClientCache(config),
+      lookups: new Lookups(kcp),
+      recorder: new Recorder(kcp, 'test'),
+      send: async (e) => {
+        sent.push(e);
+      },
+      log: { info() {}, warn() {}, error() {} },
     };
     setDeps(deps);
   });
@@ -92,9 +118,16 @@ describe('functions', () => {
     const { resolved, applied } = await pipeline(name);
     expect(resolved.type).toBe(EventTypes.clusterResolved);
     const data = resolved.data as ClusterResolved;
-    expect(data).toMatchObject({ namespace: ns, name, kyma: 'kyma-1', secret: { namespace: ns, name: 'kyma-1-kubeconfig' } });
+    expect(data).toMatchObject({
+      namespace: ns,
+      name,
+      kyma: 'kyma-1',
+      secret: { namespace: ns, name: 'kyma-1-kubeconfig' },
+    });
     expect(resolved.subject).toBe(`${ns}/${name}`);
-    expect((resolved as unknown as { traceparent: string }).traceparent).toBe('00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01');
+    expect((resolved as unknown as { traceparent: string }).traceparent).toBe(
+      '00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01',
+    );
     expect(applied.type).toBe(EventTypes.itemsApplied);
     const kubeconfig = inject('clusters').skrs[0]!.kubeconfig;
     for (const e of [resolved, applied]) {
@@ -114,7 +147,8 @@ describe('functions', () => {
     const first = await pipeline(name);
     // Generation 2 with a bad item.
     await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
-      body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }] } }, contentType: 'application/merge-patch+json',
+      body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }] } },
+      contentType: 'application/merge-patch+json',
     });
     const second = await pipeline(name);
     // A new SyncResource queues with the bulk; the edit of a reconciled one goes first.
@@ -139,33 +173,46 @@ describe('functions', () => {
   it('a watch echo before the status is written asks for no second run; nor after an Error status (a resync or a change runs it)', async () => {
     const name = uniqueName('echo');
     await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: 'kind: [' }]);
-    const resolved = await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>;
+    const resolved = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
     expect(resolved.type).toBe(EventTypes.clusterResolved);
     // The echo of the finalizer or inventory write of the run just requested.
     expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
-    await writeStatus(ctx, await applyItems(ctx, resolved) as CloudEvent<unknown>);
+    await writeStatus(ctx, (await applyItems(ctx, resolved)) as CloudEvent<unknown>);
     expect((await deps.store.get(ns, name))?.status?.state).toBe('Error');
     // The status echo of a failed run: settled, no run (a run that wrote on every attempt looped on its own echoes).
     expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
     // A reconcile request (resync, Kyma or Secret change) still runs it.
-    const request = new CloudEvent({ type: EventTypes.reconcile, source: '/test', data: { namespace: ns, name, trigger: 'resync' } }) as CloudEvent<unknown>;
-    expect((await resolveCluster(ctx, request) as CloudEvent<unknown> | undefined)?.type).toBe(EventTypes.clusterResolved);
+    const request = new CloudEvent({
+      type: EventTypes.reconcile,
+      source: '/test',
+      data: { namespace: ns, name, trigger: 'resync' },
+    }) as CloudEvent<unknown>;
+    expect(((await resolveCluster(ctx, request)) as CloudEvent<unknown> | undefined)?.type).toBe(
+      EventTypes.clusterResolved,
+    );
   });
 
   it('resolve-cluster starts a change of an existing SyncResource ahead of a burst of creations', async () => {
     // Twelve bulk runs at a time.
     const names = Array.from({ length: 14 }, () => uniqueName('burst'));
     const edited = uniqueName('edited');
-    for (const n of [...names, edited]) await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
+    for (const n of [...names, edited])
+      await create(n, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
     const order: string[] = [];
     // A fresh process: the thirteenth creation on queues, the update does not.
-    await readingThrough((namespace, name) => { order.push(name); return deps.store.get(namespace, name); }, async () => {
-      const adds = names.map((n) => resolveCluster(ctx, ref(n, 'dev.knative.apiserver.ref.add')));
-      const update = resolveCluster(ctx, ref(edited));
-      const replies = await Promise.all([...adds, update]) as CloudEvent<unknown>[];
-      expect(replies.map((r) => r.type)).toEqual(Array(15).fill(EventTypes.clusterResolved));
-      expect(order).toEqual([...names.slice(0, 12), edited, ...names.slice(12)]);
-    });
+    await readingThrough(
+      (namespace, name) => {
+        order.push(name);
+        return deps.store.get(namespace, name);
+      },
+      async () => {
+        const adds = names.map((n) => resolveCluster(ctx, ref(n, 'dev.knative.apiserver.ref.add')));
+        const update = resolveCluster(ctx, ref(edited));
+        const replies = (await Promise.all([...adds, update])) as CloudEvent<unknown>[];
+        expect(replies.map((r) => r.type)).toEqual(Array(15).fill(EventTypes.clusterResolved));
+        expect(order).toEqual([...names.slice(0, 12), edited, ...names.slice(12)]);
+      },
+    );
   });
 
   it('write-status trusts no event: a result for a generation the SyncResource never had, another uid, another namespace or items the spec does not name changes nothing', async () => {
@@ -174,21 +221,53 @@ describe('functions', () => {
     await pipeline(name);
     const before = await deps.store.get(ns, name);
     expect(before?.status).toMatchObject({ state: 'Ready', observedGeneration: 1 });
-    const forged = (data: Record<string, unknown>, result: Record<string, unknown> = {}) => new CloudEvent({
-      type: EventTypes.itemsApplied, source: '/attacker', data: {
-        namespace: ns, name, uid: before!.metadata.uid, kyma: 'kyma-1', ...data,
-        result: { generation: 1, observedAt: new Date().toISOString(), items: [{ name: 'a', state: 'Error', reason: 'Forged', message: 'x' }], changes: [], inventory: [], pending: [], ...result },
-      },
-    }) as CloudEvent<unknown>;
+    const forged = (data: Record<string, unknown>, result: Record<string, unknown> = {}) =>
+      new CloudEvent({
+        type: EventTypes.itemsApplied,
+        source: '/attacker',
+        data: {
+          namespace: ns,
+          name,
+          uid: before!.metadata.uid,
+          kyma: 'kyma-1',
+          ...data,
+          result: {
+            generation: 1,
+            observedAt: new Date().toISOString(),
+            items: [{ name: 'a', state: 'Error', reason: 'Forged', message: 'x' }],
+            changes: [],
+            inventory: [],
+            pending: [],
+            ...result,
+          },
+        },
+      }) as CloudEvent<unknown>;
     await writeStatus(ctx, forged({}, { generation: 999999 }));
     // A claim of how the object looked (seen) that the object denies changes nothing either: the write's tests fail.
     const claim = { resourceVersion: before!.metadata.resourceVersion, labelled: true, status: {} };
     await writeStatus(ctx, forged({ seen: { ...claim, generation: 999999 } }, { generation: 999999 }));
     await writeStatus(ctx, forged({ seen: { ...claim, generation: 1 }, uid: 'not-the-uid' }));
-    await writeStatus(ctx, forged({ seen: { ...claim, generation: 1 } }, { items: [{ name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] }));
+    await writeStatus(
+      ctx,
+      forged(
+        { seen: { ...claim, generation: 1 } },
+        { items: [{ name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] },
+      ),
+    );
     expect((await deps.store.get(ns, name))?.status?.items).toEqual(before!.status!.items);
     await writeStatus(ctx, forged({ uid: 'not-the-uid' }));
-    await writeStatus(ctx, forged({}, { items: [{ name: 'a', state: 'Ready', reason: 'Applied', message: 'ok' }, { name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' }] }));
+    await writeStatus(
+      ctx,
+      forged(
+        {},
+        {
+          items: [
+            { name: 'a', state: 'Ready', reason: 'Applied', message: 'ok' },
+            { name: 'ghost', state: 'Error', reason: 'Forged', message: 'x' },
+          ],
+        },
+      ),
+    );
     const after = await deps.store.get(ns, name);
     expect(after?.status?.observedGeneration).toBe(1);
     expect(after?.status?.items?.map((i) => i.name)).toEqual(['a']);
@@ -202,13 +281,25 @@ describe('functions', () => {
     const name = uniqueName('race');
     await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     await pipeline(name);
-    const edit = (v: string) => kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
-      body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name).replace('"1"', `"${v}"`) }] } }, contentType: 'application/merge-patch+json',
-    });
+    const edit = (v: string) =>
+      kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+        body: {
+          spec: {
+            items: [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name).replace('"1"', `"${v}"`) }],
+          },
+        },
+        contentType: 'application/merge-patch+json',
+      });
     await edit('2');
-    const older = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
+    const older = (await applyItems(
+      ctx,
+      (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>,
+    )) as CloudEvent<unknown>;
     await edit('3');
-    const newer = await applyItems(ctx, await resolveCluster(ctx, ref(name)) as CloudEvent<unknown>) as CloudEvent<unknown>;
+    const newer = (await applyItems(
+      ctx,
+      (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>,
+    )) as CloudEvent<unknown>;
     // The older result goes the reading way and reads first; the newer one is written meanwhile.
     const { seen: _seen, ...olderData } = older.data as ItemsApplied;
     let reads = 0;
@@ -220,7 +311,10 @@ describe('functions', () => {
       return live;
     };
     await readingThrough(readFirst, async () => {
-      const slow = writeStatus(ctx, new CloudEvent({ ...older.toJSON(), data: olderData }) as CloudEvent<unknown>);
+      const slow = writeStatus(
+        ctx,
+        new CloudEvent({ ...older.toJSON(), data: olderData }) as CloudEvent<unknown>,
+      );
       await new Promise((r) => setTimeout(r, 50));
       await writeStatus(ctx, newer);
       expect((await deps.store.get(ns, name))?.status?.observedGeneration).toBe(3);
@@ -232,8 +326,24 @@ describe('functions', () => {
   });
 
   it('maps failures: a bad event is 400, a KCP failure is 503 (retry)', async () => {
-    await expect(applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} }))).rejects.toMatchObject({ code: 400 });
-    const broken: Deps = { ...deps, store: new KcpStore({ ...kcp, client: { ...kcp.client, call: async () => { throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0); } } as never }, 'x') };
+    await expect(
+      applyItems(ctx, new CloudEvent({ type: 'nope', source: 'x', data: {} })),
+    ).rejects.toMatchObject({ code: 400 });
+    const broken: Deps = {
+      ...deps,
+      store: new KcpStore(
+        {
+          ...kcp,
+          client: {
+            ...kcp.client,
+            call: async () => {
+              throw new (await import('../lib/kube/errors.ts')).KubeApiError('kcp', 'GET', '/x', 0);
+            },
+          } as never,
+        },
+        'x',
+      ),
+    };
     setDeps(broken);
     try {
       const err = await resolveCluster(ctx, ref('any')).catch((e: unknown) => e);
@@ -249,7 +359,10 @@ describe('functions', () => {
     await create(name, 'nope', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     const { resolved } = await pipeline(name);
     expect(resolved.type).toBe(EventTypes.itemsApplied);
-    expect((resolved.data as ItemsApplied).result.clusterError).toMatchObject({ reason: 'KymaNotFound', transient: false });
+    expect((resolved.data as ItemsApplied).result.clusterError).toMatchObject({
+      reason: 'KymaNotFound',
+      transient: false,
+    });
     const sr = await deps.store.get(ns, name);
     expect(sr?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'KymaNotFound' });
   });
@@ -260,12 +373,29 @@ describe('functions', () => {
     await create(name, 'kyma-tmp', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     await pipeline(name);
     expect((await deps.store.get(ns, name))?.metadata.finalizers).toContain(FINALIZER);
-    await kcp.client.call('DELETE', resourcePath({ apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', resource: 'kymas', namespaced: true, hasStatus: true }, ns, 'kyma-tmp'));
+    await kcp.client.call(
+      'DELETE',
+      resourcePath(
+        {
+          apiVersion: 'operator.kyma-project.io/v1beta2',
+          kind: 'Kyma',
+          resource: 'kymas',
+          namespaced: true,
+          hasStatus: true,
+        },
+        ns,
+        'kyma-tmp',
+      ),
+    );
     await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
     expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
     expect(await deps.store.get(ns, name)).toBeUndefined();
-    const events = await kcp.client.call<{ items: { reason: string; note: string; regarding: { name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
-    expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(/Kyma .* does not exist/);
+    const events = await kcp.client.call<{
+      items: { reason: string; note: string; regarding: { name: string } }[];
+    }>('GET', `/apis/events.k8s.io/v1/namespaces/${ns}/events`);
+    expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(
+      /Kyma .* does not exist/,
+    );
   });
 
   it('resync posts one request per Kyma (and per unlabelled SyncResource); the Kyma is resolved once and its SyncResources applied in one delivery; no-op runs post nothing', async () => {
@@ -282,16 +412,33 @@ describe('functions', () => {
     // One whose label (anyone may write it) names kyma-batch but whose spec names another Kyma runs on its own.
     const moved = uniqueName('moved');
     await create(moved, 'kyma-elsewhere', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(moved) }]);
-    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, moved), { body: { metadata: { labels: { 'operator.kyma-project.io/kyma-name': 'kyma-batch' } } }, contentType: 'application/merge-patch+json' });
+    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, moved), {
+      body: { metadata: { labels: { 'operator.kyma-project.io/kyma-name': 'kyma-batch' } } },
+      contentType: 'application/merge-patch+json',
+    });
     sent.length = 0;
     // A channel-based broker holds every post until the pipeline behind it has run: the
     // ping is answered while the posts of its fan-out are still held.
     let release!: () => void;
     const held = new Promise<void>((r) => (release = r));
     let posted = 0;
-    setDeps({ ...deps, send: async (e) => { posted++; await held; sent.push(e); } });
+    setDeps({
+      ...deps,
+      send: async (e) => {
+        posted++;
+        await held;
+        sent.push(e);
+      },
+    });
     try {
-      await resync(ctx, new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
+      await resync(
+        ctx,
+        new CloudEvent({
+          type: 'dev.knative.sources.ping',
+          source: '/apis/v1/namespaces/x/pingsources/p',
+          data: {},
+        }),
+      );
       await eventually(async () => expect(posted).toBeGreaterThan(0));
       expect(sent).toEqual([]);
       release();
@@ -301,48 +448,91 @@ describe('functions', () => {
     }
     const all = await listInNs();
     const labelled = all.filter((s) => s.metadata.labels?.['operator.kyma-project.io/kyma-name']);
-    const kymas = [...new Set(labelled.map((s) => s.metadata.labels!['operator.kyma-project.io/kyma-name']!))].sort();
+    const kymas = [
+      ...new Set(labelled.map((s) => s.metadata.labels!['operator.kyma-project.io/kyma-name']!)),
+    ].sort();
     expect(kymas).toContain('kyma-batch');
-    expect(sent.filter((e) => e.type === EventTypes.reconcileKyma).map((e) => (e.data as { name: string }).name).sort()).toEqual(kymas);
-    const unlabelled = all.filter((s) => !s.metadata.labels?.['operator.kyma-project.io/kyma-name']).map((s) => s.metadata.name).sort();
+    expect(
+      sent
+        .filter((e) => e.type === EventTypes.reconcileKyma)
+        .map((e) => (e.data as { name: string }).name)
+        .sort(),
+    ).toEqual(kymas);
+    const unlabelled = all
+      .filter((s) => !s.metadata.labels?.['operator.kyma-project.io/kyma-name'])
+      .map((s) => s.metadata.name)
+      .sort();
     expect(unlabelled).toContain(fresh);
-    expect(sent.filter((e) => e.type === EventTypes.reconcile).map((e) => (e.data as { name: string }).name).sort()).toEqual(unlabelled);
+    expect(
+      sent
+        .filter((e) => e.type === EventTypes.reconcile)
+        .map((e) => (e.data as { name: string }).name)
+        .sort(),
+    ).toEqual(unlabelled);
     expect(sent.length).toBe(kymas.length + unlabelled.length);
     // One since for the whole fan-out, passed on by resolve-cluster (snapshots must be younger).
     const since = new Set(sent.map((e) => (e.data as { since: string }).since));
     expect(since.size).toBe(1);
     const at = [...since][0]!;
     expect(Date.parse(at)).toBeGreaterThan(Date.now() - 60_000);
-    const request = sent.find((e) => e.type === EventTypes.reconcileKyma && (e.data as { name: string }).name === 'kyma-batch')!;
-    const resolved = await resolveCluster(ctx, request) as CloudEvent<unknown>;
+    const request = sent.find(
+      (e) => e.type === EventTypes.reconcileKyma && (e.data as { name: string }).name === 'kyma-batch',
+    )!;
+    const resolved = (await resolveCluster(ctx, request)) as CloudEvent<unknown>;
     expect(resolved.type).toBe(EventTypes.kymaResolved);
-    expect(resolved.data).toEqual({ namespace: ns, name: 'kyma-batch', trigger: 'resync', since: at, secret: expect.objectContaining({ namespace: ns, name: 'kyma-batch-kubeconfig' }) });
+    expect(resolved.data).toEqual({
+      namespace: ns,
+      name: 'kyma-batch',
+      trigger: 'resync',
+      since: at,
+      secret: expect.objectContaining({ namespace: ns, name: 'kyma-batch-kubeconfig' }),
+    });
     // apply-items runs every SyncResource labelled kyma-batch from one list; the first resync
     // after creation changes the items' reasons (Created -> Unchanged), so their outcomes go
     // to the status step; the moved one gets its own request.
     sent.length = 0;
     expect(await applyItems(ctx, resolved)).toBeUndefined();
     expect(sent.map((e) => [e.type, (e.data as { name: string }).name]).sort()).toEqual(
-      [[EventTypes.reconcile, moved], ...settledOnes.map((n) => [EventTypes.itemsApplied, n])].sort());
+      [[EventTypes.reconcile, moved], ...settledOnes.map((n) => [EventTypes.itemsApplied, n])].sort(),
+    );
     for (const e of sent.filter((x) => x.type === EventTypes.itemsApplied)) await writeStatus(ctx, e);
     // The next one changes nothing: no SyncResource read on its own, nothing to the status step.
     sent.length = 0;
     const reads: string[] = [];
-    const counting: KcpStore['get'] = (n, nm) => { reads.push(nm); return deps.store.get(n, nm); };
+    const counting: KcpStore['get'] = (n, nm) => {
+      reads.push(nm);
+      return deps.store.get(n, nm);
+    };
     expect(await readingThrough(counting, () => applyItems(ctx, resolved))).toBeUndefined();
     expect(reads).toEqual([]);
-    expect(sent.map((e) => [e.type, (e.data as { name: string }).name])).toEqual([[EventTypes.reconcile, moved]]);
+    expect(sent.map((e) => [e.type, (e.data as { name: string }).name])).toEqual([
+      [EventTypes.reconcile, moved],
+    ]);
     for (const n of settledOnes) expect((await deps.store.get(ns, n))?.status?.state).toBe('Ready');
     // Its own request resolves it for its new Kyma (which does not exist), and the status says so.
-    const own = await resolveCluster(ctx, sent[0]!) as CloudEvent<unknown>;
+    const own = (await resolveCluster(ctx, sent[0]!)) as CloudEvent<unknown>;
     expect(own.type).toBe(EventTypes.itemsApplied);
     expect((own.data as ItemsApplied).result.clusterError?.reason).toBe('KymaNotFound');
     // An access Secret change: one request for its Kyma, read afresh.
     sent.length = 0;
-    await resolveCluster(ctx, new CloudEvent({ type: 'dev.knative.apiserver.ref.update', source: 'https://kcp', kind: 'Secret', data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns } }));
+    await resolveCluster(
+      ctx,
+      new CloudEvent({
+        type: 'dev.knative.apiserver.ref.update',
+        source: 'https://kcp',
+        kind: 'Secret',
+        data: { kind: 'Secret', apiVersion: 'v1', name: 'kyma-1-kubeconfig', namespace: ns },
+      }),
+    );
     await fanoutsDone(deps);
-    expect(sent.map((e) => [e.type, e.data])).toEqual([[EventTypes.reconcileKyma, expect.objectContaining({ namespace: ns, name: 'kyma-1', trigger: 'secret' })]]);
-    for (const n of [moved, fresh, ...settledOnes]) await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, n));
+    expect(sent.map((e) => [e.type, e.data])).toEqual([
+      [
+        EventTypes.reconcileKyma,
+        expect.objectContaining({ namespace: ns, name: 'kyma-1', trigger: 'secret' }),
+      ],
+    ]);
+    for (const n of [moved, fresh, ...settledOnes])
+      await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, n));
   });
 
   it('a Kyma batch whose SyncResource changed after the list writes nothing for the old spec: the run is reconciled on its own', async () => {
@@ -352,15 +542,28 @@ describe('functions', () => {
     const skr = await cluster(0);
     const cmPath = `/api/v1/namespaces/default/configmaps/${name}`;
     // Drift in the SKR, so the batch's run has something to write.
-    await skr.client.call('PATCH', cmPath, { body: { data: { a: 'drifted' } }, contentType: 'application/merge-patch+json' });
-    const batch = (await resolveCluster(ctx, new CloudEvent({ type: EventTypes.reconcileKyma, source: '/test', data: { namespace: ns, name: 'kyma-1', trigger: 'kyma' } })))!;
+    await skr.client.call('PATCH', cmPath, {
+      body: { data: { a: 'drifted' } },
+      contentType: 'application/merge-patch+json',
+    });
+    const batch = (await resolveCluster(
+      ctx,
+      new CloudEvent({
+        type: EventTypes.reconcileKyma,
+        source: '/test',
+        data: { namespace: ns, name: 'kyma-1', trigger: 'kyma' },
+      }),
+    ))!;
     // The edit lands between the batch's list and its first write to the SKR.
     const edited = cm(name).replace('a: "1"', 'a: "2"');
     let editedOnce = false;
     const listing: KcpStore['get'] = async (n, nm) => {
       if (!editedOnce) {
         editedOnce = true;
-        await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), { body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: edited }] } }, contentType: 'application/merge-patch+json' });
+        await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+          body: { spec: { items: [{ name: 'a', strategy: 'CreateAndSync', resource: edited }] } },
+          contentType: 'application/merge-patch+json',
+        });
       }
       return deps.store.get(n, nm);
     };
@@ -368,11 +571,13 @@ describe('functions', () => {
     await readingThrough(listing, () => applyItems(ctx, batch));
     expect(editedOnce).toBe(true);
     // The drift was not corrected to the old value: the run stopped before writing and asked for its own run.
-    expect(((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a)).toBe('drifted');
-    expect(sent.filter((e) => e.type === EventTypes.reconcile).map((e) => (e.data as { name: string }).name)).toEqual([name]);
+    expect((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a).toBe('drifted');
+    expect(
+      sent.filter((e) => e.type === EventTypes.reconcile).map((e) => (e.data as { name: string }).name),
+    ).toEqual([name]);
     const { applied } = await pipeline(name);
     expect((applied.data as ItemsApplied).result.generation).toBe(2);
-    expect(((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a)).toBe('2');
+    expect((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a).toBe('2');
   });
 
   it('ignores SyncResources outside the control-plane namespaces, with a Warning event', async () => {
@@ -380,13 +585,23 @@ describe('functions', () => {
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: other } }]);
     const name = uniqueName('sneaky');
     await kcp.client.call('POST', resourcePath(syncResourceInfo, other), {
-      body: { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: other }, spec: { kyma: 'kyma-1', items: [] } },
+      body: {
+        apiVersion: 'operator.kyma-project.io/v1alpha1',
+        kind: 'SyncResource',
+        metadata: { name, namespace: other },
+        spec: { kyma: 'kyma-1', items: [] },
+      },
     });
     const e = ref(name);
     (e.data as { namespace: string }).namespace = other;
     expect(await resolveCluster(ctx, e)).toBeUndefined();
-    const events = await kcp.client.call<{ items: { reason: string; type: string; regarding: { name: string } }[] }>('GET', `/apis/events.k8s.io/v1/namespaces/${other}/events`);
-    expect(events.items.find((x) => x.regarding.name === name)).toMatchObject({ reason: 'Ignored', type: 'Warning' });
+    const events = await kcp.client.call<{
+      items: { reason: string; type: string; regarding: { name: string } }[];
+    }>('GET', `/apis/events.k8s.io/v1/namespaces/${other}/events`);
+    expect(events.items.find((x) => x.regarding.name === name)).toMatchObject({
+      reason: 'Ignored',
+      type: 'Warning',
+    });
     const sr = await kcp.client.call<SyncResource>('GET', resourcePath(syncResourceInfo, other, name));
     expect(sr.metadata.finalizers ?? []).toEqual([]);
     expect(sr.status).toBeUndefined();

@@ -17,10 +17,19 @@ let s: Stack;
 const P = uniqueName('health');
 const group = `${P}.example.io`;
 
-const sr = (name: string, kyma: string, items: SyncItem[]) => JSON.stringify({
-  apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: s.ns }, spec: { kyma, items },
+const sr = (name: string, kyma: string, items: SyncItem[]) =>
+  JSON.stringify({
+    apiVersion: 'operator.kyma-project.io/v1alpha1',
+    kind: 'SyncResource',
+    metadata: { name, namespace: s.ns },
+    spec: { kyma, items },
+  });
+const item = (name: string, resource: string, extra: Partial<SyncItem> = {}): SyncItem => ({
+  name,
+  strategy: 'CreateAndSync',
+  resource,
+  ...extra,
 });
-const item = (name: string, resource: string, extra: Partial<SyncItem> = {}): SyncItem => ({ name, strategy: 'CreateAndSync', resource, ...extra });
 const deployment = (name: string, extra = '') => `apiVersion: apps/v1
 kind: Deployment
 metadata: {name: ${name}, namespace: ${P}}
@@ -40,12 +49,24 @@ spec:
     metadata: {labels: {pod-container-running-failed.stage.kwok.x-k8s.io: "${failing}"}}
     spec: {restartPolicy: Never, containers: [{name: c, image: example.io/job:1}]}
 `;
-const healthOf = (x: SyncResource | undefined, name: string) => x?.status?.items?.find((i) => i.name === name)?.health;
-const condition = (x: SyncResource | undefined, type: string) => x?.status?.conditions?.find((c) => c.type === type);
+const healthOf = (x: SyncResource | undefined, name: string) =>
+  x?.status?.items?.find((i) => i.name === name)?.health;
+const condition = (x: SyncResource | undefined, type: string) =>
+  x?.status?.conditions?.find((c) => c.type === type);
 
 async function events(name: string): Promise<{ reason: string; note: string }[]> {
-  const out = JSON.parse(await kubectl(s.kcp, ['get', 'events.events.k8s.io', '-n', s.ns, '-o', 'json', '--field-selector', `regarding.name=${name}`])) as
-    { items: { reason: string; note: string }[] };
+  const out = JSON.parse(
+    await kubectl(s.kcp, [
+      'get',
+      'events.events.k8s.io',
+      '-n',
+      s.ns,
+      '-o',
+      'json',
+      '--field-selector',
+      `regarding.name=${name}`,
+    ]),
+  ) as { items: { reason: string; note: string }[] };
   return out.items.map(({ reason, note }) => ({ reason, note }));
 }
 
@@ -61,17 +82,35 @@ afterAll(async () => {
 
 describe('health', () => {
   it('reports a rollout until it is Ready, by the recheck tick alone', async () => {
-    await kubectl(s.kcp, ['apply', '-f', '-'], sr(`${P}-roll`, 'kyma-1', [item('web', deployment(`${P}-web`))]));
-    const ready = await waitSr(s, `${P}-roll`, (x) => {
-      expect(x?.status?.state).toBe('Ready');
-      expect(healthOf(x, 'web')).toEqual({ status: 'Current', message: 'Deployment is available. Replicas: 2' });
-    }, 90_000);
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      sr(`${P}-roll`, 'kyma-1', [item('web', deployment(`${P}-web`))]),
+    );
+    const ready = await waitSr(
+      s,
+      `${P}-roll`,
+      (x) => {
+        expect(x?.status?.state).toBe('Ready');
+        expect(healthOf(x, 'web')).toEqual({
+          status: 'Current',
+          message: 'Deployment is available. Replicas: 2',
+        });
+      },
+      90_000,
+    );
     expect(condition(ready, 'Healthy')).toMatchObject({ status: 'True', reason: 'Healthy' });
     expect(condition(ready, 'Progressing')).toMatchObject({ status: 'False', reason: 'Settled' });
     expect(ready?.metadata.labels?.['operator.kyma-project.io/sync-progressing']).toBeUndefined();
     // It was on its way first (the first status after the create), and the turn is an Event.
-    expect(await events(`${P}-roll`)).toContainEqual({ reason: 'Healthy', note: `Deployment ${P}/${P}-web: Deployment is available. Replicas: 2` });
-    expect(JSON.parse(await kubectl(s.skr[0]!, ['get', 'deployment', `${P}-web`, '-n', P, '-o', 'json'])).status.availableReplicas).toBe(2);
+    expect(await events(`${P}-roll`)).toContainEqual({
+      reason: 'Healthy',
+      note: `Deployment ${P}/${P}-web: Deployment is available. Replicas: 2`,
+    });
+    expect(
+      JSON.parse(await kubectl(s.skr[0]!, ['get', 'deployment', `${P}-web`, '-n', P, '-o', 'json'])).status
+        .availableReplicas,
+    ).toBe(2);
 
     // Settled: three resync ticks write no status.
     const rv = ready!.metadata.resourceVersion;
@@ -85,34 +124,66 @@ describe('health', () => {
 
   it('ends Error/Unhealthy for a Deployment that can never run, names it and why', async () => {
     // No Node matches the selector: the Pods stay Pending until the progress deadline passes.
-    const stuck = deployment(`${P}-stuck`, '  progressDeadlineSeconds: 3\n').replace('spec: {containers:', 'spec: {nodeSelector: {nowhere: "true"}, containers:');
+    const stuck = deployment(`${P}-stuck`, '  progressDeadlineSeconds: 3\n').replace(
+      'spec: {containers:',
+      'spec: {nodeSelector: {nowhere: "true"}, containers:',
+    );
     await kubectl(s.kcp, ['apply', '-f', '-'], sr(`${P}-stuck`, 'kyma-1', [item('stuck', stuck)]));
     const failed = await waitSr(s, `${P}-stuck`, (x) => expect(x?.status?.state).toBe('Error'), 90_000);
     expect(failed?.status?.conditions?.[0]).toMatchObject({ type: 'Resources', status: 'True' });
     expect(condition(failed, 'Healthy')).toMatchObject({ status: 'False', reason: 'Unhealthy' });
-    expect(healthOf(failed, 'stuck')).toEqual({ status: 'Failed', reason: 'ProgressDeadlineExceeded', message: 'Progress deadline exceeded' });
+    expect(healthOf(failed, 'stuck')).toEqual({
+      status: 'Failed',
+      reason: 'ProgressDeadlineExceeded',
+      message: 'Progress deadline exceeded',
+    });
     expect(failed?.status?.items?.[0]?.state).toBe('Ready');
     const message = `1 of 1 objects are unhealthy: Deployment ${P}/${P}-stuck: ProgressDeadlineExceeded: Progress deadline exceeded`;
     expect(condition(failed, 'Healthy')?.message).toBe(message);
-    expect(await events(`${P}-stuck`)).toContainEqual({ reason: 'Unhealthy', note: `Deployment ${P}/${P}-stuck: ProgressDeadlineExceeded: Progress deadline exceeded` });
+    expect(await events(`${P}-stuck`)).toContainEqual({
+      reason: 'Unhealthy',
+      note: `Deployment ${P}/${P}-stuck: ProgressDeadlineExceeded: Progress deadline exceeded`,
+    });
   }, 150_000);
 
   it('tells a Job that completes from one that fails', async () => {
-    await kubectl(s.kcp, ['apply', '-f', '-'], sr(`${P}-jobs`, 'kyma-1', [item('ok', job(`${P}-ok`, false)), item('bad', job(`${P}-bad`, true))]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      sr(`${P}-jobs`, 'kyma-1', [item('ok', job(`${P}-ok`, false)), item('bad', job(`${P}-bad`, true))]),
+    );
     // kstatus counts a started Job Current ("Job in progress"): its SyncResource settles, and
     // the failure that follows is seen by the next resync tick (fired here; every 5 minutes in production).
-    const done = await waitSr(s, `${P}-jobs`, (x) => {
-      s.runtime.ping[0]!.fire();
-      expect(healthOf(x, 'ok')?.status).toBe('Current');
-      expect(healthOf(x, 'bad')?.status).toBe('Failed');
-    }, 90_000);
+    const done = await waitSr(
+      s,
+      `${P}-jobs`,
+      (x) => {
+        s.runtime.ping[0]!.fire();
+        expect(healthOf(x, 'ok')?.status).toBe('Current');
+        expect(healthOf(x, 'bad')?.status).toBe('Failed');
+      },
+      90_000,
+    );
     expect(healthOf(done, 'ok')?.message).toBe('Job Completed. succeeded: 1/1');
-    expect(healthOf(done, 'bad')).toEqual({ status: 'Failed', reason: 'JobFailed', message: 'Job Failed. failed: 1/1' });
-    expect(done?.status).toMatchObject({ state: 'Error', conditions: [{ type: 'Resources', status: 'True' }, { type: 'Healthy', reason: 'Unhealthy' }, { type: 'Progressing', status: 'False' }] });
+    expect(healthOf(done, 'bad')).toEqual({
+      status: 'Failed',
+      reason: 'JobFailed',
+      message: 'Job Failed. failed: 1/1',
+    });
+    expect(done?.status).toMatchObject({
+      state: 'Error',
+      conditions: [
+        { type: 'Resources', status: 'True' },
+        { type: 'Healthy', reason: 'Unhealthy' },
+        { type: 'Progressing', status: 'False' },
+      ],
+    });
   }, 150_000);
 
   it('reports the seed NFS claim Bound to its volume', async () => {
-    const nfs = load(readFileSync(join(import.meta.dirname, '..', 'examples', 'nfs.yaml'), 'utf8')) as SyncResource;
+    const nfs = load(
+      readFileSync(join(import.meta.dirname, '..', 'examples', 'nfs.yaml'), 'utf8'),
+    ) as SyncResource;
     nfs.metadata = { name: `${P}-nfs`, namespace: s.ns };
     nfs.spec.kyma = 'kyma-2';
     await kubectl(s.kcp, ['apply', '-f', '-'], JSON.stringify(nfs));
@@ -138,44 +209,102 @@ spec:
     subresources: {status: {}}
     schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 `;
-    const cr = (name: string) => `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
-    const status = (name: string, st: Record<string, unknown>) => `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
-    await kubectl(s.kcp, ['apply', '-f', '-'], sr(`${P}-mod`, 'kyma-1', [
-      item('crd', crd),
-      item('module', cr('m1'), {
-        subresource: status('m1', { state: 'Error', conditions: [{ type: 'Installation', status: 'False', message: 'chart failed' }] }),
-        feedback: [{ name: 'state', jsonPath: '.status.state' }, { name: 'why', jsonPath: '.status.conditions[?(@.type=="Installation")].message' }],
-      }),
-      item('ruled', cr('m2'), {
-        subresource: status('m2', { phase: 'Broken' }),
-        health: { current: "status.phase == 'Done'", failed: "status.phase == 'Broken'" },
-      }),
-      item('secret', `apiVersion: v1\nkind: Secret\nmetadata: {name: ${P}-s, namespace: ${P}}\nstringData: {password: hunter2}\n`, {
-        feedback: [{ name: 'password', jsonPath: '.data.password' }],
-      }),
-      item('bad-rule', `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${P}-cm, namespace: ${P}}\n`, { health: { current: 'data.x ==' } }),
-    ]));
-    const out = await waitSr(s, `${P}-mod`, (x) => expect(x?.status?.items?.map((i) => `${i.name}:${i.state}:${i.health?.status}`)).toEqual([
-      'crd:Ready:Current', 'module:Ready:Failed', 'ruled:Ready:Failed', 'secret:Error:undefined', 'bad-rule:Error:undefined',
-    ]), 90_000);
+    const cr = (name: string) =>
+      `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
+    const status = (name: string, st: Record<string, unknown>) =>
+      `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      sr(`${P}-mod`, 'kyma-1', [
+        item('crd', crd),
+        item('module', cr('m1'), {
+          subresource: status('m1', {
+            state: 'Error',
+            conditions: [{ type: 'Installation', status: 'False', message: 'chart failed' }],
+          }),
+          feedback: [
+            { name: 'state', jsonPath: '.status.state' },
+            { name: 'why', jsonPath: '.status.conditions[?(@.type=="Installation")].message' },
+          ],
+        }),
+        item('ruled', cr('m2'), {
+          subresource: status('m2', { phase: 'Broken' }),
+          health: { current: "status.phase == 'Done'", failed: "status.phase == 'Broken'" },
+        }),
+        item(
+          'secret',
+          `apiVersion: v1\nkind: Secret\nmetadata: {name: ${P}-s, namespace: ${P}}\nstringData: {password: hunter2}\n`,
+          {
+            feedback: [{ name: 'password', jsonPath: '.data.password' }],
+          },
+        ),
+        item('bad-rule', `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${P}-cm, namespace: ${P}}\n`, {
+          health: { current: 'data.x ==' },
+        }),
+      ]),
+    );
+    const out = await waitSr(
+      s,
+      `${P}-mod`,
+      (x) =>
+        expect(x?.status?.items?.map((i) => `${i.name}:${i.state}:${i.health?.status}`)).toEqual([
+          'crd:Ready:Current',
+          'module:Ready:Failed',
+          'ruled:Ready:Failed',
+          'secret:Error:undefined',
+          'bad-rule:Error:undefined',
+        ]),
+      90_000,
+    );
     const it = (n: string) => out?.status?.items?.find((i) => i.name === n);
-    expect(it('module')?.health).toEqual({ status: 'Failed', reason: 'Error', message: 'status.state is Error: chart failed' });
-    expect(it('module')?.feedback).toEqual([{ name: 'state', value: 'Error' }, { name: 'why', value: 'chart failed' }]);
-    expect(it('ruled')?.health).toEqual({ status: 'Failed', reason: 'HealthRule', message: "health.failed holds: status.phase == 'Broken'" });
-    expect(it('secret')).toMatchObject({ reason: 'InvalidManifest', message: 'feedback is never read from a Secret' });
+    expect(it('module')?.health).toEqual({
+      status: 'Failed',
+      reason: 'Error',
+      message: 'status.state is Error: chart failed',
+    });
+    expect(it('module')?.feedback).toEqual([
+      { name: 'state', value: 'Error' },
+      { name: 'why', value: 'chart failed' },
+    ]);
+    expect(it('ruled')?.health).toEqual({
+      status: 'Failed',
+      reason: 'HealthRule',
+      message: "health.failed holds: status.phase == 'Broken'",
+    });
+    expect(it('secret')).toMatchObject({
+      reason: 'InvalidManifest',
+      message: 'feedback is never read from a Secret',
+    });
     expect(it('bad-rule')).toMatchObject({ reason: 'InvalidManifest' });
     expect(it('bad-rule')?.message).toMatch(/^health.current does not compile: /);
     // Refused items wrote nothing in the SKR.
-    expect(await kubectl(s.skr[0]!, ['get', 'secret,configmap', `${P}-s`, `${P}-cm`, '-n', P, '--ignore-not-found', '-o', 'name'])).toBe('');
+    expect(
+      await kubectl(s.skr[0]!, [
+        'get',
+        'secret,configmap',
+        `${P}-s`,
+        `${P}-cm`,
+        '-n',
+        P,
+        '--ignore-not-found',
+        '-o',
+        'name',
+      ]),
+    ).toBe('');
     expect(JSON.stringify(out?.status)).not.toContain('hunter2');
   }, 150_000);
 
   it('ends a deletion that waits for a Namespace by the recheck tick', async () => {
     const ns = `${P}-gone`;
-    await kubectl(s.kcp, ['apply', '-f', '-'], sr(`${P}-ns`, 'kyma-2', [
-      item('ns', `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n`),
-      item('cm', `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: ${ns}}\n`),
-    ]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      sr(`${P}-ns`, 'kyma-2', [
+        item('ns', `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${ns}}\n`),
+        item('cm', `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: ${ns}}\n`),
+      ]),
+    );
     await waitSr(s, `${P}-ns`, (x) => expect(x?.status?.state).toBe('Ready'), 60_000);
     await kubectl(s.kcp, ['delete', 'syncresource', `${P}-ns`, '-n', s.ns, '--wait=false']);
     // The resync tick is held: only the recheck tick can see the Namespace go.

@@ -30,18 +30,29 @@ export function kcpConfig(): KubeConfig {
  * adds the cluster's CA certificate.
  */
 export function credentialFragments(kubeconfig: string, withCa = false): string[] {
-  const kc = load(kubeconfig) as { clusters: { cluster: Record<string, string> }[]; users: { user: Record<string, string> }[] };
-  const values = [...Object.values(kc.users[0]!.user), ...(withCa ? [kc.clusters[0]!.cluster['certificate-authority-data']!] : [])];
+  const kc = load(kubeconfig) as {
+    clusters: { cluster: Record<string, string> }[];
+    users: { user: Record<string, string> }[];
+  };
+  const values = [
+    ...Object.values(kc.users[0]!.user),
+    ...(withCa ? [kc.clusters[0]!.cluster['certificate-authority-data']!] : []),
+  ];
   const out: string[] = [];
   for (const v of values) {
     out.push(v.slice(0, 48));
-    for (const line of Buffer.from(v, 'base64').toString().split('\n')) if (line.length >= 32 && !line.startsWith('-----')) out.push(line.slice(0, 32));
+    for (const line of Buffer.from(v, 'base64').toString().split('\n'))
+      if (line.length >= 32 && !line.startsWith('-----')) out.push(line.slice(0, 32));
   }
   return out;
 }
 
 /** eventually retries check until it stops throwing, or rethrows after timeoutMs. */
-export async function eventually<T>(check: () => Promise<T>, timeoutMs = 30_000, intervalMs = 200): Promise<T> {
+export async function eventually<T>(
+  check: () => Promise<T>,
+  timeoutMs = 30_000,
+  intervalMs = 200,
+): Promise<T> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     try {

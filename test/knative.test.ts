@@ -31,12 +31,21 @@ const cm = (name: string, target: string, data: Record<string, string>) =>
 
 async function sr(name: string): Promise<SyncResource | undefined> {
   const out = await kubectl(kcp, ['get', 'syncresource', name, '-n', ns, '-o', 'json', '--ignore-not-found']);
-  return out.trim() ? JSON.parse(out) as SyncResource : undefined;
+  return out.trim() ? (JSON.parse(out) as SyncResource) : undefined;
 }
 
 async function skrData(name: string, target: string): Promise<Record<string, string> | undefined> {
-  const out = await kubectl(skr, ['get', 'configmap', name, '-n', target, '-o', 'json', '--ignore-not-found']);
-  return out.trim() ? (JSON.parse(out) as { data?: Record<string, string> }).data ?? {} : undefined;
+  const out = await kubectl(skr, [
+    'get',
+    'configmap',
+    name,
+    '-n',
+    target,
+    '-o',
+    'json',
+    '--ignore-not-found',
+  ]);
+  return out.trim() ? ((JSON.parse(out) as { data?: Record<string, string> }).data ?? {}) : undefined;
 }
 
 describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
@@ -46,7 +55,13 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     await setupKcp(set);
     kcp = set.kcp.kubeconfigFile;
     skr = set.skrs[0]!.kubeconfigFile;
-    rt = await startKnative({ kubeconfig: kcp, stateDir, pingIntervalMs: PING_S * 1000, delivery: { backoffDelay: 'PT0.2S' }, log: (l) => console.log(`[knative] ${l}`) });
+    rt = await startKnative({
+      kubeconfig: kcp,
+      stateDir,
+      pingIntervalMs: PING_S * 1000,
+      delivery: { backoffDelay: 'PT0.2S' },
+      log: (l) => console.log(`[knative] ${l}`),
+    });
   }, 600_000);
   afterAll(async () => {
     await rt?.stop();
@@ -55,16 +70,33 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
   });
 
   it('reconciles knative.yaml: the Broker, every Trigger and source Ready, every Service addressed', async () => {
-    const get = async (kind: string) => JSON.parse(await kubectl(kcp, ['get', kind, '-n', ns, '-o', 'json'])) as {
-      items: { metadata: { name: string }; status?: { address?: { url?: string }; sinkUri?: string; subscriberUri?: string; conditions?: { type: string; status: string }[] } }[];
-    };
-    const ready = (o: { status?: { conditions?: { type: string; status: string }[] } }) => o.status?.conditions?.find((c) => c.type === 'Ready')?.status;
+    const get = async (kind: string) =>
+      JSON.parse(await kubectl(kcp, ['get', kind, '-n', ns, '-o', 'json'])) as {
+        items: {
+          metadata: { name: string };
+          status?: {
+            address?: { url?: string };
+            sinkUri?: string;
+            subscriberUri?: string;
+            conditions?: { type: string; status: string }[];
+          };
+        }[];
+      };
+    const ready = (o: { status?: { conditions?: { type: string; status: string }[] } }) =>
+      o.status?.conditions?.find((c) => c.type === 'Ready')?.status;
     const [broker] = (await get('brokers.eventing.knative.dev')).items;
     expect(ready(broker!)).toBe('True');
-    expect(broker!.status?.address?.url).toBe(`http://broker-ingress.knative-eventing.svc.cluster.local/${ns}/kcp-sync`);
+    expect(broker!.status?.address?.url).toBe(
+      `http://broker-ingress.knative-eventing.svc.cluster.local/${ns}/kcp-sync`,
+    );
     const triggers = (await get('triggers.eventing.knative.dev')).items;
     expect(triggers.map((t) => [t.metadata.name, ready(t), t.status?.subscriberUri]).sort()).toEqual(
-      ['sync-apply-items', 'sync-resolve-cluster', 'sync-resync', 'sync-write-status'].map((n) => [n, 'True', `http://${n}.${ns}.svc.cluster.local`]));
+      ['sync-apply-items', 'sync-resolve-cluster', 'sync-resync', 'sync-write-status'].map((n) => [
+        n,
+        'True',
+        `http://${n}.${ns}.svc.cluster.local`,
+      ]),
+    );
     for (const kind of ['apiserversources.sources.knative.dev', 'pingsources.sources.knative.dev']) {
       for (const src of (await get(kind)).items) {
         expect(ready(src), `${kind} ${src.metadata.name}`).toBe('True');
@@ -74,9 +106,20 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     // The controller made one Deployment per ApiServerSource; the kubelet runs each adapter.
     expect(rt.adapters().length).toBe((await get('apiserversources.sources.knative.dev')).items.length);
     // The SinkBinding gave the posting Services the Broker's address as K_SINK.
-    const svc = JSON.parse(await kubectl(kcp, ['get', 'services.serving.knative.dev', 'sync-resolve-cluster', '-n', ns, '-o', 'json'])) as
-      { spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } } };
-    expect(svc.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'K_SINK')?.value).toBe(broker!.status?.address?.url);
+    const svc = JSON.parse(
+      await kubectl(kcp, [
+        'get',
+        'services.serving.knative.dev',
+        'sync-resolve-cluster',
+        '-n',
+        ns,
+        '-o',
+        'json',
+      ]),
+    ) as { spec: { template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } } } };
+    expect(svc.spec.template.spec.containers[0]!.env?.find((e) => e.name === 'K_SINK')?.value).toBe(
+      broker!.status?.address?.url,
+    );
   });
 
   it('every function replica serves its probes through queue-proxy', async () => {
@@ -85,7 +128,10 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
       const probe = await fetch(r.url, { headers: QUEUE_PROBE });
       expect(probe.status, `${r.service}/${r.replica}`).toBe(200);
       for (const path of ['health/readiness', 'health/liveness']) {
-        expect((await fetch(`http://127.0.0.1:${r.port}/${path}`)).status, `${r.service}/${r.replica} ${path}`).toBe(200);
+        expect(
+          (await fetch(`http://127.0.0.1:${r.port}/${path}`)).status,
+          `${r.service}/${r.replica} ${path}`,
+        ).toBe(200);
       }
     }
   });
@@ -94,7 +140,11 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     const name = uniqueName('sr');
     const target = uniqueName('target');
     const items = [
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+      },
       { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '1' }) },
     ];
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
@@ -114,7 +164,11 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     const name = uniqueName('sr');
     const target = uniqueName('target');
     const items = [
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+      },
       { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '1' }) },
     ];
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
@@ -129,23 +183,33 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     await rt.broker.idle(60_000, 1_500);
     // SIGKILL every adapter and keep them down (a node that lost them) while the SyncResource changes.
     const before = rt.adapters().map((a) => a.proc!.pid);
-    const sources = JSON.parse(await kubectl(kcp, ['get', 'apiserversources.sources.knative.dev', '-n', ns, '-o', 'json'])) as { items: unknown[] };
+    const sources = JSON.parse(
+      await kubectl(kcp, ['get', 'apiserversources.sources.knative.dev', '-n', ns, '-o', 'json']),
+    ) as { items: unknown[] };
     expect(before.length).toBe(sources.items.length);
     await rt.kubelet.pause('apiserver_receive_adapter');
     items[1] = { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '2' }) };
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
     const changed = Date.now();
-    const pings = () => rt.broker.deliveries.get('sync-resync')?.filter((t) => t === 'dev.knative.sources.ping').length ?? 0;
+    const pings = () =>
+      rt.broker.deliveries.get('sync-resync')?.filter((t) => t === 'dev.knative.sources.ping').length ?? 0;
     const pingsBefore = pings();
     // Back up: a new adapter sends nothing for what changed before its watch began (its store's Replace does nothing).
     rt.kubelet.resume('apiserver_receive_adapter');
     await eventually(async () => {
-      const now = rt.adapters().filter((a) => a.ready).map((a) => a.proc!.pid);
+      const now = rt
+        .adapters()
+        .filter((a) => a.ready)
+        .map((a) => a.proc!.pid);
       expect(now.length).toBe(before.length);
       for (const pid of now) expect(before).not.toContain(pid);
     }, 60_000);
     // The documented bound: the next ping (every PING_S here) plus one run.
-    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '2' }), (2 * PING_S + 30) * 1000, 250);
+    await eventually(
+      async () => expect(await skrData('synced', target)).toEqual({ v: '2' }),
+      (2 * PING_S + 30) * 1000,
+      250,
+    );
     expect(Date.now() - changed).toBeLessThan((2 * PING_S + 30) * 1000);
     // mtping's tick came in between: the resync is what caught the change up.
     expect(pings()).toBeGreaterThan(pingsBefore);
@@ -153,14 +217,23 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
 
   it('a function whose Role loses one rule fails where it needs it, and recovers once the rule is back', async () => {
     // sync-write-status without patch on syncresources/status: the run applies, the status write is refused.
-    const role = JSON.parse(await kubectl(kcp, ['get', 'role', 'sync-write-status', '-n', ns, '-o', 'json'])) as { rules: { resources: string[]; verbs: string[] }[] };
-    const without = { ...role, rules: role.rules.filter((r) => !r.resources.includes('syncresources/status')) };
+    const role = JSON.parse(
+      await kubectl(kcp, ['get', 'role', 'sync-write-status', '-n', ns, '-o', 'json']),
+    ) as { rules: { resources: string[]; verbs: string[] }[] };
+    const without = {
+      ...role,
+      rules: role.rules.filter((r) => !r.resources.includes('syncresources/status')),
+    };
     expect(without.rules.length).toBe(role.rules.length - 1);
     await kubectl(kcp, ['replace', '-f', '-'], JSON.stringify(without));
     const name = uniqueName('sr');
     const target = uniqueName('target');
     const items = [
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+      },
       { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { r: '1' }) },
     ];
     const failedBefore = rt.broker.stats.deadLettered;
@@ -168,20 +241,39 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
       await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
       // The objects land (apply-items' own rules are intact); the status never does: the write-status delivery fails until dead-lettered.
       await eventually(async () => expect(await skrData('synced', target)).toEqual({ r: '1' }), 60_000);
-      await eventually(async () => expect(rt.broker.stats.deadLettered).toBeGreaterThan(failedBefore), 90_000, 500);
+      await eventually(
+        async () => expect(rt.broker.stats.deadLettered).toBeGreaterThan(failedBefore),
+        90_000,
+        500,
+      );
       expect((await sr(name))?.status?.state).toBeUndefined();
     } finally {
-      await kubectl(kcp, ['replace', '-f', '-'], JSON.stringify({ ...role, metadata: { ...(role as unknown as { metadata: object }).metadata, resourceVersion: undefined } }));
+      await kubectl(
+        kcp,
+        ['replace', '-f', '-'],
+        JSON.stringify({
+          ...role,
+          metadata: { ...(role as unknown as { metadata: object }).metadata, resourceVersion: undefined },
+        }),
+      );
     }
     // With the rule back, the next ping's resync writes it.
-    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), (2 * PING_S + 30) * 1000, 500);
+    await eventually(
+      async () => expect((await sr(name))?.status?.state).toBe('Ready'),
+      (2 * PING_S + 30) * 1000,
+      500,
+    );
   });
 
-  it('a function replica killed mid-pipeline, and the adapters\' watches cut: every edit still lands', async () => {
+  it("a function replica killed mid-pipeline, and the adapters' watches cut: every edit still lands", async () => {
     const name = uniqueName('sr');
     const target = uniqueName('target');
     const items = (v: number) => [
-      { name: 'ns', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n` },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+      },
       { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: String(v) }) },
     ];
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items(1)));
@@ -190,7 +282,11 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
       if (v === 2) await rt.serving.restart('sync-apply-items', 0);
       if (v === 3) expect(rt.proxy.breakWatches()).toBeGreaterThan(0);
     }
-    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '4' }), (2 * PING_S + 30) * 1000, 250);
+    await eventually(
+      async () => expect(await skrData('synced', target)).toEqual({ v: '4' }),
+      (2 * PING_S + 30) * 1000,
+      250,
+    );
     await eventually(async () => {
       const s = await sr(name);
       expect(s?.status?.state).toBe('Ready');

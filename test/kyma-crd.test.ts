@@ -9,12 +9,23 @@ import { mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts'
 import { KubeApiError } from '../lib/kube/errors.ts';
 import { cluster, eventually } from './helpers.ts';
 
-const realCrd = join(import.meta.dirname, '..', '..', 'shared', 'crds', 'kyma', 'operator.kyma-project.io_kymas.yaml');
+const realCrd = join(
+  import.meta.dirname,
+  '..',
+  '..',
+  'shared',
+  'crds',
+  'kyma',
+  'operator.kyma-project.io_kymas.yaml',
+);
 
-const kyma = (spec: unknown, name = 'kyma-x', labels: Record<string, string> = {}): KubeObject => ({
-  apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma',
-  metadata: { name, namespace: 'default', labels }, spec,
-} as KubeObject);
+const kyma = (spec: unknown, name = 'kyma-x', labels: Record<string, string> = {}): KubeObject =>
+  ({
+    apiVersion: 'operator.kyma-project.io/v1beta2',
+    kind: 'Kyma',
+    metadata: { name, namespace: 'default', labels },
+    spec,
+  }) as KubeObject;
 
 const samples: [string, KubeObject][] = [
   ['regular channel', kyma({ channel: 'regular' })],
@@ -34,7 +45,10 @@ const samples: [string, KubeObject][] = [
 async function verdict(c: Cluster, obj: KubeObject): Promise<string> {
   const info = await eventually(() => mustFind(c, obj.apiVersion, obj.kind));
   try {
-    await c.client.call('POST', resourcePath(info, obj.metadata.namespace), { body: obj, query: { dryRun: 'All' } });
+    await c.client.call('POST', resourcePath(info, obj.metadata.namespace), {
+      body: obj,
+      query: { dryRun: 'All' },
+    });
     return 'accepted';
   } catch (err) {
     if (err instanceof KubeApiError && err.code === 422) return 'rejected';

@@ -17,8 +17,11 @@ const metricsPorts: Record<string, number> = {};
 
 /** scrape sums a Service's metrics over its replicas. */
 async function scrape(service: string): Promise<Record<string, number>> {
-  const texts = await Promise.all(Object.entries(metricsPorts).filter(([k]) => k.startsWith(`${service}/`))
-    .map(async ([, port]) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()));
+  const texts = await Promise.all(
+    Object.entries(metricsPorts)
+      .filter(([k]) => k.startsWith(`${service}/`))
+      .map(async ([, port]) => (await fetch(`http://127.0.0.1:${port}/metrics`)).text()),
+  );
   const text = texts.join('\n');
   const out: Record<string, number> = {};
   for (const line of text.split('\n')) {
@@ -28,22 +31,37 @@ async function scrape(service: string): Promise<Record<string, number>> {
   }
   return out;
 }
-const total = (m: Record<string, number>, name: string) => Object.entries(m).filter(([k]) => k === name || k.startsWith(`${name}{`)).reduce((a, [, v]) => a + v, 0);
+const total = (m: Record<string, number>, name: string) =>
+  Object.entries(m)
+    .filter(([k]) => k === name || k.startsWith(`${name}{`))
+    .reduce((a, [, v]) => a + v, 0);
 
 describe('observability', () => {
   beforeAll(async () => {
     collector = await startCollector();
     spans = collector.spans;
     const endpoint = collector.endpoint;
-    for (const svc of ['sync-resync', 'sync-resolve-cluster', 'sync-apply-items', 'sync-write-status', 'sync-dead-letter']) {
+    for (const svc of [
+      'sync-resync',
+      'sync-resolve-cluster',
+      'sync-apply-items',
+      'sync-write-status',
+      'sync-dead-letter',
+    ]) {
       for (let r = 0; r < DEFAULT_REPLICAS; r++) metricsPorts[`${svc}/${r}`] = await freePort();
     }
     s = await startStack('obs', {
       env: {
-        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint, OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json', OTEL_TRACES_EXPORTER: 'otlp',
-        OTEL_METRICS_EXPORTER: 'prometheus', OTEL_BSP_SCHEDULE_DELAY: '100',
+        OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
+        OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',
+        OTEL_TRACES_EXPORTER: 'otlp',
+        OTEL_METRICS_EXPORTER: 'prometheus',
+        OTEL_BSP_SCHEDULE_DELAY: '100',
       },
-      envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]), OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' }),
+      envFor: (svc, r) => ({
+        OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]),
+        OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
+      }),
       pingIntervalMs: 1500,
     });
     s.runtime.broker.observe = true;
@@ -55,19 +73,42 @@ describe('observability', () => {
 
   it('traces one reconcile as one trace: resolve -> apply (a span per item) -> status, with parent links', async () => {
     const name = uniqueName('traced');
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
-      { name: 'one', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-1, namespace: default}\n` },
-      { name: 'two', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-2, namespace: default}\n` },
-      { name: 'bad', strategy: 'CreateAndSync', resource: 'kind: [' },
-    ]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [
+        {
+          name: 'one',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-1, namespace: default}\n`,
+        },
+        {
+          name: 'two',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}-2, namespace: default}\n`,
+        },
+        { name: 'bad', strategy: 'CreateAndSync', resource: 'kind: [' },
+      ]),
+    );
     await waitSr(s, name, (x) => expect(x?.status?.items).toHaveLength(3));
-    const trace = await eventually(async () => {
-      const created = spans.find((sp) => sp.name === 'apply item' && sp.attributes['sync.item.reason'] === 'Created' && String(sp.attributes['sync.object']).includes(`${name}-1`));
-      expect(created).toBeDefined();
-      const inTrace = spans.filter((sp) => sp.traceId === created!.traceId);
-      expect(inTrace.map((sp) => sp.name)).toEqual(expect.arrayContaining(['resolve-cluster', 'apply-items', 'write-status', 'write status']));
-      return inTrace;
-    }, 30_000, 250);
+    const trace = await eventually(
+      async () => {
+        const created = spans.find(
+          (sp) =>
+            sp.name === 'apply item' &&
+            sp.attributes['sync.item.reason'] === 'Created' &&
+            String(sp.attributes['sync.object']).includes(`${name}-1`),
+        );
+        expect(created).toBeDefined();
+        const inTrace = spans.filter((sp) => sp.traceId === created!.traceId);
+        expect(inTrace.map((sp) => sp.name)).toEqual(
+          expect.arrayContaining(['resolve-cluster', 'apply-items', 'write-status', 'write status']),
+        );
+        return inTrace;
+      },
+      30_000,
+      250,
+    );
     const byName = (n: string) => trace.filter((sp) => sp.name === n);
     const resolve = byName('resolve-cluster')[0]!;
     const apply = byName('apply-items')[0]!;
@@ -77,11 +118,21 @@ describe('observability', () => {
     const items = byName('apply item');
     expect(items.map((i) => i.attributes['sync.item']).sort()).toEqual(['bad', 'one', 'two']);
     for (const i of items) expect(i.parentSpanId).toBe(apply.spanId);
-    expect(items.find((i) => i.attributes['sync.item'] === 'bad')?.attributes['sync.item.reason']).toBe('InvalidManifest');
-    expect(new Set(trace.map((sp) => sp.service))).toEqual(new Set(['kcp-sync-resolve-cluster', 'kcp-sync-apply-items', 'kcp-sync-write-status']));
-    const ms = (sp: Span) => ((Number(BigInt(sp.endTimeUnixNano) - BigInt(sp.startTimeUnixNano)) / 1e6).toFixed(1));
-    const tree = (parent: string | undefined, depth: number): string[] => trace.filter((sp) => (sp.parentSpanId || undefined) === parent)
-      .flatMap((sp) => [`${'  '.repeat(depth)}${sp.name} [${sp.service}] ${ms(sp)} ms ${sp.attributes['sync.item'] ?? ''} ${sp.attributes['sync.item.reason'] ?? ''}`.trimEnd(), ...tree(sp.spanId, depth + 1)]);
+    expect(items.find((i) => i.attributes['sync.item'] === 'bad')?.attributes['sync.item.reason']).toBe(
+      'InvalidManifest',
+    );
+    expect(new Set(trace.map((sp) => sp.service))).toEqual(
+      new Set(['kcp-sync-resolve-cluster', 'kcp-sync-apply-items', 'kcp-sync-write-status']),
+    );
+    const ms = (sp: Span) =>
+      (Number(BigInt(sp.endTimeUnixNano) - BigInt(sp.startTimeUnixNano)) / 1e6).toFixed(1);
+    const tree = (parent: string | undefined, depth: number): string[] =>
+      trace
+        .filter((sp) => (sp.parentSpanId || undefined) === parent)
+        .flatMap((sp) => [
+          `${'  '.repeat(depth)}${sp.name} [${sp.service}] ${ms(sp)} ms ${sp.attributes['sync.item'] ?? ''} ${sp.attributes['sync.item.reason'] ?? ''}`.trimEnd(),
+          ...tree(sp.spanId, depth + 1),
+        ]);
     console.log(`trace ${apply.traceId}:\n${tree(resolve.parentSpanId || undefined, 0).join('\n')}`);
     // Logs carry the trace id.
     const applyLog = await serviceLog(s.stateDir, 'sync-apply-items');
@@ -91,49 +142,117 @@ describe('observability', () => {
   it('counts drift corrections and skipped status writes', async () => {
     const name = uniqueName('metered');
     const cmName = `${name}-cm`;
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
-      { name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${cmName}, namespace: default}\ndata: {a: "1"}\n` },
-    ]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [
+        {
+          name: 'cm',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${cmName}, namespace: default}\ndata: {a: "1"}\n`,
+        },
+      ]),
+    );
     await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
     // A no-op resync: skipped status writes grow (counted by apply-items when a Kyma's run
     // changed nothing, by write-status when an outcome leaves the status as it is), no drift is counted.
     const before = { apply: await scrape('sync-apply-items'), status: await scrape('sync-write-status') };
-    const skipped = async () => total(await scrape('sync-apply-items'), 'sync_status_writes_skipped_total') + total(await scrape('sync-write-status'), 'sync_status_writes_skipped_total');
-    const skippedBefore = total(before.apply, 'sync_status_writes_skipped_total') + total(before.status, 'sync_status_writes_skipped_total');
+    const skipped = async () =>
+      total(await scrape('sync-apply-items'), 'sync_status_writes_skipped_total') +
+      total(await scrape('sync-write-status'), 'sync_status_writes_skipped_total');
+    const skippedBefore =
+      total(before.apply, 'sync_status_writes_skipped_total') +
+      total(before.status, 'sync_status_writes_skipped_total');
     await eventually(async () => expect(await skipped()).toBeGreaterThan(skippedBefore), 20_000, 300);
-    expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBe(total(before.apply, 'sync_drift_corrections_total'));
+    expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBe(
+      total(before.apply, 'sync_drift_corrections_total'),
+    );
     // Drift in the SKR: corrected at the next resync and counted.
-    await kubectl(s.skr[0]!, ['patch', 'configmap', cmName, '-n', 'default', '--type', 'merge', '-p', '{"data":{"a":"edited"}}']);
-    await eventually(async () => expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBeGreaterThan(total(before.apply, 'sync_drift_corrections_total')), 20_000, 300);
-    expect(await kubectl(s.skr[0]!, ['get', 'configmap', cmName, '-n', 'default', '-o', 'jsonpath={.data.a}'])).toBe('1');
+    await kubectl(s.skr[0]!, [
+      'patch',
+      'configmap',
+      cmName,
+      '-n',
+      'default',
+      '--type',
+      'merge',
+      '-p',
+      '{"data":{"a":"edited"}}',
+    ]);
+    await eventually(
+      async () =>
+        expect(total(await scrape('sync-apply-items'), 'sync_drift_corrections_total')).toBeGreaterThan(
+          total(before.apply, 'sync_drift_corrections_total'),
+        ),
+      20_000,
+      300,
+    );
+    expect(
+      await kubectl(s.skr[0]!, ['get', 'configmap', cmName, '-n', 'default', '-o', 'jsonpath={.data.a}']),
+    ).toBe('1');
     // Event, metric, log line and span name the field manager (kubectl patch's) and the path; never a value.
-    await eventually(async () => expect(await kubectl(s.kcp, ['describe', 'syncresource', name, '-n', s.ns]))
-      .toMatch(new RegExp(`Normal\\s+DriftCorrected\\s+.*ConfigMap default/${cmName}: data\\.a changed by kubectl-patch; reverted`)), 10_000, 300);
+    await eventually(
+      async () =>
+        expect(await kubectl(s.kcp, ['describe', 'syncresource', name, '-n', s.ns])).toMatch(
+          new RegExp(
+            `Normal\\s+DriftCorrected\\s+.*ConfigMap default/${cmName}: data\\.a changed by kubectl-patch; reverted`,
+          ),
+        ),
+      10_000,
+      300,
+    );
     const apply = await scrape('sync-apply-items');
-    expect(Object.keys(apply).some((k) => k.startsWith('sync_drift_corrections_total{') && k.includes('manager="kubectl-patch"'))).toBe(true);
+    expect(
+      Object.keys(apply).some(
+        (k) => k.startsWith('sync_drift_corrections_total{') && k.includes('manager="kubectl-patch"'),
+      ),
+    ).toBe(true);
     const applyLog = await serviceLog(s.stateDir, 'sync-apply-items');
     const driftLine = applyLog.split('\n').find((l) => l.includes('"drift corrected"') && l.includes(cmName));
     expect(driftLine).toContain('"managers":["kubectl-patch"]');
     expect(driftLine).toContain('"paths":["data.a"]');
     expect(driftLine).not.toContain('edited');
-    await eventually(async () => {
-      const span = spans.find((sp) => sp.name === 'apply item' && String(sp.attributes['sync.object']).includes(cmName) && sp.attributes['sync.drift.managers']);
-      expect(span?.attributes['sync.drift.managers']).toEqual(['kubectl-patch']);
-      expect(span?.attributes['sync.drift.paths']).toEqual(['data.a']);
-    }, 10_000, 300);
+    await eventually(
+      async () => {
+        const span = spans.find(
+          (sp) =>
+            sp.name === 'apply item' &&
+            String(sp.attributes['sync.object']).includes(cmName) &&
+            sp.attributes['sync.drift.managers'],
+        );
+        expect(span?.attributes['sync.drift.managers']).toEqual(['kubectl-patch']);
+        expect(span?.attributes['sync.drift.paths']).toEqual(['data.a']);
+      },
+      10_000,
+      300,
+    );
     expect(total(apply, 'sync_api_requests_total')).toBeGreaterThan(0);
-    expect(Object.keys(apply).some((k) => k.startsWith('sync_items_total{') && k.includes('reason="Applied"'))).toBe(true);
+    expect(
+      Object.keys(apply).some((k) => k.startsWith('sync_items_total{') && k.includes('reason="Applied"')),
+    ).toBe(true);
     expect(total(apply, 'sync_client_cache_hits_total')).toBeGreaterThan(0);
   });
 
   it('never lets a credential byte into logs, events, status, Kubernetes Events or spans', async () => {
     // A failing SyncResource too, so error paths are captured.
     const name = uniqueName('leak');
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [{ name: 'x', strategy: 'CreateAndSync', resource: 'apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n' }]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [
+        {
+          name: 'x',
+          strategy: 'CreateAndSync',
+          resource: 'apiVersion: v1\nkind: Secret\nmetadata: {name: s, namespace: default}\n',
+        },
+      ]),
+    );
     await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Warning'));
     const secrets = inject('clusters').skrs.flatMap((skr) => credentialFragments(skr.kubeconfig, true));
     expect(secrets.length).toBeGreaterThan(6);
-    const logs = await Promise.all((await readdir(join(s.stateDir, 'logs'))).map((f) => readFile(join(s.stateDir, 'logs', f), 'utf8')));
+    const logs = await Promise.all(
+      (await readdir(join(s.stateDir, 'logs'))).map((f) => readFile(join(s.stateDir, 'logs', f), 'utf8')),
+    );
     const captured = {
       logs: logs.join('\n'),
       events: JSON.stringify(s.runtime.broker.observed),
@@ -143,7 +262,8 @@ describe('observability', () => {
     };
     for (const [where, text] of Object.entries(captured)) {
       expect(text.length, where).toBeGreaterThan(100);
-      for (const secret of secrets) expect(text.includes(secret), `${where} holds credential bytes`).toBe(false);
+      for (const secret of secrets)
+        expect(text.includes(secret), `${where} holds credential bytes`).toBe(false);
     }
   });
 });

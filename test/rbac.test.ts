@@ -12,7 +12,15 @@ import { cluster, eventually, uniqueName } from './helpers.ts';
 const can = async (sa: string, verb: string, resource: string, ns?: string): Promise<boolean> => {
   const kcp = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
   const [res, sub] = resource.split('/');
-  const args = ['auth', 'can-i', verb, res!, ...(sub ? [`--subresource=${sub}`] : []), `--as=system:serviceaccount:kcp-system:${sa}`, ...(ns ? ['-n', ns] : ['--all-namespaces'])];
+  const args = [
+    'auth',
+    'can-i',
+    verb,
+    res!,
+    ...(sub ? [`--subresource=${sub}`] : []),
+    `--as=system:serviceaccount:kcp-system:${sa}`,
+    ...(ns ? ['-n', ns] : ['--all-namespaces']),
+  ];
   const out = await kubectl(kcp, args).catch((err: Error) => err.message);
   return /^yes\b/m.test(out);
 };
@@ -72,7 +80,10 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
 
 describe('RBAC of knative.yaml', () => {
   beforeAll(async () => {
-    const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[]).filter((d) => d && ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind));
+    const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[]).filter(
+      (d) =>
+        d && ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind),
+    );
     expect(docs.filter((d) => d.kind.startsWith('Cluster'))).toEqual([]);
     await applyObjects(await cluster('kcp'), docs);
   });
@@ -82,32 +93,70 @@ describe('RBAC of knative.yaml', () => {
   });
 });
 
-describe.each(['emulated', 'real'] as const)('RBAC in use: each function runs as its own ServiceAccount (knative: %s)', (knative) => {
-  it('a function whose Role misses one rule fails at that request, and the one without a token has no KCP access', async () => {
-    // write-status without "patch syncresources/status": the run happens, the status never comes.
-    const s = await startStack('rbac-cut', {
-      knative, pingIntervalMs: 3_600_000,
-      rbacEdit: (docs) => docs.map((d) => (d.kind === 'Role' && d.metadata.name === 'sync-write-status'
-        ? { ...d, rules: (d as unknown as { rules: { resources: string[] }[] }).rules.filter((r) => !r.resources.includes('syncresources/status')) } as typeof d : d)),
+describe.each(['emulated', 'real'] as const)(
+  'RBAC in use: each function runs as its own ServiceAccount (knative: %s)',
+  (knative) => {
+    it('a function whose Role misses one rule fails at that request, and the one without a token has no KCP access', async () => {
+      // write-status without "patch syncresources/status": the run happens, the status never comes.
+      const s = await startStack('rbac-cut', {
+        knative,
+        pingIntervalMs: 3_600_000,
+        rbacEdit: (docs) =>
+          docs.map((d) =>
+            d.kind === 'Role' && d.metadata.name === 'sync-write-status'
+              ? ({
+                  ...d,
+                  rules: (d as unknown as { rules: { resources: string[] }[] }).rules.filter(
+                    (r) => !r.resources.includes('syncresources/status'),
+                  ),
+                } as typeof d)
+              : d,
+          ),
+      });
+      try {
+        const name = uniqueName('cut');
+        await kubectl(
+          s.kcp,
+          ['apply', '-f', '-'],
+          syncResourceYaml(s.ns, name, 'kyma-1', [
+            {
+              name: 'cm',
+              strategy: 'CreateAndSync',
+              resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n`,
+            },
+          ]),
+        );
+        // apply-items ran as itself (the object is in the SKR, the inventory in the KCP) ...
+        await eventually(async () =>
+          expect(
+            await kubectl(s.skr[0]!, ['get', 'configmap', name, '-n', 'default', '-o', 'name']),
+          ).toContain(name),
+        );
+        await waitSr(s, name, (x) => expect(x?.status?.synced?.map((e) => e.name)).toEqual([name]));
+        // ... and write-status was refused by the API server as sync-write-status.
+        await eventually(async () =>
+          expect(await serviceLog(s.stateDir, 'sync-write-status')).toMatch(
+            new RegExp(
+              `system:serviceaccount:${s.ns}:sync-write-status.*cannot patch resource \\\\"syncresources/status\\\\"`,
+            ),
+          ),
+        );
+        expect((await getSr(s, name))?.status?.state).toBeUndefined();
+        // Every function serves its probes with exactly its Pod's identity; dead-letter has no kubeconfig at all.
+        for (const f of s.runtime.functions)
+          expect((await fetch(`${f.url}health/readiness`)).ok, f.service).toBe(true);
+        expect(
+          await readFile(
+            join(s.stateDir, 'serviceaccounts', s.ns, 'sync-write-status', 'kubeconfig.yaml'),
+            'utf8',
+          ),
+        ).toContain('tokenFile');
+        await expect(
+          readFile(join(s.stateDir, 'serviceaccounts', s.ns, 'sync-dead-letter', 'kubeconfig.yaml'), 'utf8'),
+        ).rejects.toThrow();
+      } finally {
+        await s.stop();
+      }
     });
-    try {
-      const name = uniqueName('cut');
-      await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'kyma-1', [
-        { name: 'cm', strategy: 'CreateAndSync', resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n` },
-      ]));
-      // apply-items ran as itself (the object is in the SKR, the inventory in the KCP) ...
-      await eventually(async () => expect(await kubectl(s.skr[0]!, ['get', 'configmap', name, '-n', 'default', '-o', 'name'])).toContain(name));
-      await waitSr(s, name, (x) => expect(x?.status?.synced?.map((e) => e.name)).toEqual([name]));
-      // ... and write-status was refused by the API server as sync-write-status.
-      await eventually(async () => expect(await serviceLog(s.stateDir, 'sync-write-status'))
-        .toMatch(new RegExp(`system:serviceaccount:${s.ns}:sync-write-status.*cannot patch resource \\\\"syncresources/status\\\\"`)));
-      expect((await getSr(s, name))?.status?.state).toBeUndefined();
-      // Every function serves its probes with exactly its Pod's identity; dead-letter has no kubeconfig at all.
-      for (const f of s.runtime.functions) expect((await fetch(`${f.url}health/readiness`)).ok, f.service).toBe(true);
-      expect(await readFile(join(s.stateDir, 'serviceaccounts', s.ns, 'sync-write-status', 'kubeconfig.yaml'), 'utf8')).toContain('tokenFile');
-      await expect(readFile(join(s.stateDir, 'serviceaccounts', s.ns, 'sync-dead-letter', 'kubeconfig.yaml'), 'utf8')).rejects.toThrow();
-    } finally {
-      await s.stop();
-    }
-  });
-});
+  },
+);

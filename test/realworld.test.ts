@@ -27,8 +27,17 @@ import { eventually } from './helpers.ts';
 
 const corpusDir = join(import.meta.dirname, '..', '..', 'shared', 'realworld');
 const FILES = [
-  'guestbook.yaml', 'podinfo.yaml', 'warden.yaml', 'keda-manager.yaml', 'keda-release.yaml', 'keda-release-scaledjobs-crd.yaml',
-  'csi-driver-nfs.yaml', 'btp-manager.yaml', 'btp-operator.yaml', 'fluxcd-pkg-ssa.yaml', 'fluxcd-pkg-ssa-rev2.yaml',
+  'guestbook.yaml',
+  'podinfo.yaml',
+  'warden.yaml',
+  'keda-manager.yaml',
+  'keda-release.yaml',
+  'keda-release-scaledjobs-crd.yaml',
+  'csi-driver-nfs.yaml',
+  'btp-manager.yaml',
+  'btp-operator.yaml',
+  'fluxcd-pkg-ssa.yaml',
+  'fluxcd-pkg-ssa-rev2.yaml',
 ];
 // RW_FILES=a.yaml,b.yaml runs only those cases (while working on one).
 const RW = process.env.RW_FILES ? process.env.RW_FILES.split(',') : FILES;
@@ -39,8 +48,10 @@ let discoveryCache: string;
 let product: string;
 let oracle: string;
 
-const read = (file: string) => readYamlDocuments(readFileSync(join(corpusDir, file), 'utf8')).find(
-  (d): d is SyncResource => (d as KubeObject | null)?.kind === 'SyncResource');
+const read = (file: string) =>
+  readYamlDocuments(readFileSync(join(corpusDir, file), 'utf8')).find(
+    (d): d is SyncResource => (d as KubeObject | null)?.kind === 'SyncResource',
+  );
 
 /** objectOf is an item's object as kubectl reads its text. */
 const objectOf = (text: string) => readYamlDocuments(text)[0] as KubeObject;
@@ -51,18 +62,41 @@ async function get(kubeconfig: string, o: KubeObject, scoped: boolean): Promise<
   const kind = group ? `${o.kind}.${o.apiVersion.split('/')[1]}.${group}` : o.kind;
   // A discovery cache of the case's own: kubectl does not look again for a kind missing from
   // a cached group-version (keda-manager's case caches operator.kyma-project.io/v1alpha1 without BtpOperator).
-  const args = ['get', kind, o.metadata.name, '-o', 'json', '--ignore-not-found', '--cache-dir', discoveryCache,
-    ...(scoped && o.metadata.namespace ? ['-n', o.metadata.namespace] : [])];
+  const args = [
+    'get',
+    kind,
+    o.metadata.name,
+    '-o',
+    'json',
+    '--ignore-not-found',
+    '--cache-dir',
+    discoveryCache,
+    ...(scoped && o.metadata.namespace ? ['-n', o.metadata.namespace] : []),
+  ];
   const out = await kubectl(kubeconfig, args);
-  return out.trim() ? JSON.parse(out) as KubeObject : undefined;
+  return out.trim() ? (JSON.parse(out) as KubeObject) : undefined;
 }
 
 /** comparable drops what differs between any two clusters: identity, times, managers, our marks, controller-filled fields. */
 function comparable(o: KubeObject): unknown {
-  const { uid: _u, resourceVersion: _r, creationTimestamp: _c, managedFields: _m, generation: _g, ...metadata } = o.metadata;
-  const ours = (m: Record<string, string> | undefined) => Object.fromEntries(Object.entries(m ?? {})
-    .filter(([k]) => !k.startsWith('kcp-sync.kyma-project.io/') && k !== 'deployment.kubernetes.io/revision' && !k.startsWith('pv.kubernetes.io/') && !k.startsWith('volume.'))
-  );
+  const {
+    uid: _u,
+    resourceVersion: _r,
+    creationTimestamp: _c,
+    managedFields: _m,
+    generation: _g,
+    ...metadata
+  } = o.metadata;
+  const ours = (m: Record<string, string> | undefined) =>
+    Object.fromEntries(
+      Object.entries(m ?? {}).filter(
+        ([k]) =>
+          !k.startsWith('kcp-sync.kyma-project.io/') &&
+          k !== 'deployment.kubernetes.io/revision' &&
+          !k.startsWith('pv.kubernetes.io/') &&
+          !k.startsWith('volume.'),
+      ),
+    );
   const spec = o.spec && typeof o.spec === 'object' ? { ...(o.spec as Record<string, unknown>) } : o.spec;
   // Allocated per cluster: Service IPs and node ports, a claim's bound volume.
   if (o.kind === 'Service' && spec && typeof spec === 'object') {
@@ -71,30 +105,64 @@ function comparable(o: KubeObject): unknown {
     delete sp.clusterIPs;
     sp.ports = (sp.ports as Record<string, unknown>[] | undefined)?.map(({ nodePort: _n, ...p }) => p);
   }
-  if (o.kind === 'PersistentVolumeClaim' && spec && typeof spec === 'object') delete (spec as Record<string, unknown>).volumeName;
-  if (o.kind === 'PersistentVolume' && spec && typeof spec === 'object') delete (spec as Record<string, unknown>).claimRef;
+  if (o.kind === 'PersistentVolumeClaim' && spec && typeof spec === 'object')
+    delete (spec as Record<string, unknown>).volumeName;
+  if (o.kind === 'PersistentVolume' && spec && typeof spec === 'object')
+    delete (spec as Record<string, unknown>).claimRef;
   const { status: _s, metadata: _md, ...rest } = o;
-  return { ...rest, spec, metadata: { ...metadata, labels: ours(metadata.labels), annotations: ours(metadata.annotations) } };
+  return {
+    ...rest,
+    spec,
+    metadata: { ...metadata, labels: ours(metadata.labels), annotations: ours(metadata.annotations) },
+  };
 }
 
 /** applyLikeKubectl applies each item text with kubectl as a user would, in install order; returns the refusals by item. */
 async function applyLikeKubectl(items: SyncItem[], texts: Map<string, string>): Promise<Map<string, string>> {
   const refused = new Map<string, string>();
   applied.push(...items.map((i) => texts.get(i.name)!));
-  const ordered = [...items].sort((a, b) => installRank(objectOf(texts.get(a.name)!).kind) - installRank(objectOf(texts.get(b.name)!).kind));
-  const foundation = ordered.filter((i) => ['Namespace', 'CustomResourceDefinition'].includes(objectOf(texts.get(i.name)!).kind));
+  const ordered = [...items].sort(
+    (a, b) => installRank(objectOf(texts.get(a.name)!).kind) - installRank(objectOf(texts.get(b.name)!).kind),
+  );
+  const foundation = ordered.filter((i) =>
+    ['Namespace', 'CustomResourceDefinition'].includes(objectOf(texts.get(i.name)!).kind),
+  );
   const rest = ordered.filter((i) => !foundation.includes(i));
-  for (const i of foundation) await kubectl(oracle, ['apply', '--server-side', '--cache-dir', discoveryCache, '-f', '-'], texts.get(i.name)!).catch((e: Error) => refused.set(i.name, e.message));
+  for (const i of foundation)
+    await kubectl(
+      oracle,
+      ['apply', '--server-side', '--cache-dir', discoveryCache, '-f', '-'],
+      texts.get(i.name)!,
+    ).catch((e: Error) => refused.set(i.name, e.message));
   for (const i of foundation) {
     const o = objectOf(texts.get(i.name)!);
     if (o.kind !== 'CustomResourceDefinition' || refused.has(i.name)) continue;
     // kubectl wait fails on a CRD that has no conditions yet.
-    await eventually(() => kubectl(oracle, ['wait', '--for', 'condition=established', `crd/${o.metadata.name}`, '--timeout=60s']), 60_000, 250);
+    await eventually(
+      () =>
+        kubectl(oracle, [
+          'wait',
+          '--for',
+          'condition=established',
+          `crd/${o.metadata.name}`,
+          '--timeout=60s',
+        ]),
+      60_000,
+      250,
+    );
   }
   for (const i of rest) {
     // A custom resource's kind may take a moment to be served after its CRD is established.
-    await eventually(() => kubectl(oracle, ['apply', '--server-side', '--cache-dir', discoveryCache, '-f', '-'], texts.get(i.name)!), 10_000, 500)
-      .catch((e: Error) => refused.set(i.name, e.message));
+    await eventually(
+      () =>
+        kubectl(
+          oracle,
+          ['apply', '--server-side', '--cache-dir', discoveryCache, '-f', '-'],
+          texts.get(i.name)!,
+        ),
+      10_000,
+      500,
+    ).catch((e: Error) => refused.set(i.name, e.message));
   }
   return refused;
 }
@@ -106,7 +174,12 @@ async function applies(kubeconfig: string): Promise<Map<string, number>> {
   for (const line of metrics.split('\n')) {
     // Requests the server carried out (2xx): an item kubectl refuses too is
     // tried again on every tick, as Flux does on every interval, and is refused every time.
-    if (!line.startsWith('apiserver_request_total{') || !/verb="(APPLY|DELETE)"/.test(line) || !/code="2\d\d"/.test(line)) continue;
+    if (
+      !line.startsWith('apiserver_request_total{') ||
+      !/verb="(APPLY|DELETE)"/.test(line) ||
+      !/code="2\d\d"/.test(line)
+    )
+      continue;
     const at = line.lastIndexOf(' ');
     series.set(line.slice(0, at), Number(line.slice(at + 1)));
   }
@@ -117,21 +190,31 @@ async function applies(kubeconfig: string): Promise<Map<string, number>> {
 function diffLikeCli(text: string, kubeconfig: string): Promise<ItemDiff[]> {
   const bin = join(import.meta.dirname, '..', 'dist', 'cli', 'kcp-sync.js');
   return new Promise((resolve, reject) => {
-    const child = execFile(process.execPath, [bin, 'diff', '-', '--kubeconfig', kubeconfig, '-o', 'json'],
-      { env: { ...process.env, SYNC_PROTECTED_NAMESPACES: '' }, maxBuffer: 16 << 20 }, (_err, stdout, stderr) => {
+    const child = execFile(
+      process.execPath,
+      [bin, 'diff', '-', '--kubeconfig', kubeconfig, '-o', 'json'],
+      { env: { ...process.env, SYNC_PROTECTED_NAMESPACES: '' }, maxBuffer: 16 << 20 },
+      (_err, stdout, stderr) => {
         try {
-          resolve((JSON.parse(stdout) as { syncResources: { items: ItemDiff[] }[] }).syncResources.flatMap((r) => r.items));
+          resolve(
+            (JSON.parse(stdout) as { syncResources: { items: ItemDiff[] }[] }).syncResources.flatMap(
+              (r) => r.items,
+            ),
+          );
         } catch {
           reject(new Error(`kcp-sync diff: ${stderr}`));
         }
-      });
+      },
+    );
     child.stdin!.end(text);
   });
 }
 
 /** grown lists the series that grew from before to after. */
 const grown = (before: Map<string, number>, after: Map<string, number>) =>
-  [...after].filter(([k, v]) => v > (before.get(k) ?? 0)).map(([k, v]) => `${k} +${v - (before.get(k) ?? 0)}`);
+  [...after]
+    .filter(([k, v]) => v > (before.get(k) ?? 0))
+    .map(([k, v]) => `${k} +${v - (before.get(k) ?? 0)}`);
 
 beforeAll(async () => {
   s = await startStack('realworld', { env: { SYNC_PROTECTED_NAMESPACES: '' } }, { clusters: true });
@@ -146,103 +229,160 @@ describe('the real-world corpus', () => {
   it('validate reads every SyncResource of the corpus without a finding (kcp-sync validate uses the same reader)', () => {
     const config = { ...parseConfig({}), protectedNamespaces: [] };
     for (const file of FILES) {
-      const report = validateText(readFileSync(join(corpusDir, file), 'utf8'), file, config, syncResourceSpecSchema());
+      const report = validateText(
+        readFileSync(join(corpusDir, file), 'utf8'),
+        file,
+        config,
+        syncResourceSpecSchema(),
+      );
       // The 667 KB CRD is over an item's text limit, and validate says so: it ships by resourceFrom.
-      const findings = report.findings.filter((f) => !(file === 'keda-release-scaledjobs-crd.yaml' && /Too long|over the limit of 262144/.test(f.message)));
+      const findings = report.findings.filter(
+        (f) =>
+          !(
+            file === 'keda-release-scaledjobs-crd.yaml' && /Too long|over the limit of 262144/.test(f.message)
+          ),
+      );
       expect({ file, findings }).toEqual({ file, findings: [] });
     }
   });
 
-  it.each(RW)('%s ends where kubectl apply --server-side ends, writes nothing over three resyncs, and leaves nothing once deleted', async (file) => {
-    const sr = read(file)!;
-    discoveryCache = join(s.stateDir, 'kubectl-cache', file);
-    const texts = new Map<string, string>();
-    // An item over the 256 KiB of resource ships by reference, gzip-compressed.
-    for (const [n, i] of sr.spec.items.entries()) {
-      texts.set(i.name, i.resource!);
-      if (Buffer.byteLength(i.resource!) <= MAX_ITEM) continue;
-      const cm = `${sr.metadata.name}-${n}`;
-      await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify({
-        apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: cm, namespace: s.ns, labels: { [SYNC_SOURCE_LABEL]: 'true' } },
-        binaryData: { 'resource.yaml.gz': gzipSync(i.resource!).toString('base64') },
-      }));
-      delete i.resource;
-      i.resourceFrom = { configMapKeyRef: { name: cm, key: 'resource.yaml.gz' } };
-    }
-    sr.metadata.namespace = s.ns;
-    const refused = await applyLikeKubectl(sr.spec.items, texts);
-    await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
-    try {
-      const settled = await waitSr(s, sr.metadata.name, (x) => {
-        expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
-        expect(x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting')).toEqual([]);
-        expect(x?.status?.items).toHaveLength(sr.spec.items.length);
-      }, 180_000);
-      await compare(sr, texts, refused, settled!);
-      // kcp-sync diff reads the corpus as the product does: nothing to change, kubectl's refusals as errors.
-      const original = read(file)!;
-      original.metadata.namespace = s.ns;
-      const diffs = await diffLikeCli(JSON.stringify(original), product);
-      const expected = original.spec.items.map((i) => {
-        const status = settled!.status?.items?.find((x) => x.name === i.name);
-        // Offline, the 667 KB text is over an item's limit (the pipeline reads it by resourceFrom).
-        const outcome = refused.has(i.name) || Buffer.byteLength(i.resource!) > MAX_ITEM ? 'error' : status?.reason === 'NotFound' ? 'not found' : 'unchanged';
-        return { item: i.name, outcome };
-      });
-      expect(diffs.map((d) => ({ item: d.item, outcome: d.outcome }))).toEqual(expected);
-    } finally {
-      // Deleted also after a failed comparison: a failure stays this case's alone. The next
-      // revision of Flux's SSA inputs is an update of the same SyncResource.
-      if (file !== 'fluxcd-pkg-ssa.yaml') {
-        await removeAndCheck(sr);
-        await cleanOracle();
+  it.each(RW)(
+    '%s ends where kubectl apply --server-side ends, writes nothing over three resyncs, and leaves nothing once deleted',
+    async (file) => {
+      const sr = read(file)!;
+      discoveryCache = join(s.stateDir, 'kubectl-cache', file);
+      const texts = new Map<string, string>();
+      // An item over the 256 KiB of resource ships by reference, gzip-compressed.
+      for (const [n, i] of sr.spec.items.entries()) {
+        texts.set(i.name, i.resource!);
+        if (Buffer.byteLength(i.resource!) <= MAX_ITEM) continue;
+        const cm = `${sr.metadata.name}-${n}`;
+        await kubectl(
+          s.kcp,
+          ['apply', '--server-side', '-f', '-'],
+          JSON.stringify({
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            metadata: { name: cm, namespace: s.ns, labels: { [SYNC_SOURCE_LABEL]: 'true' } },
+            binaryData: { 'resource.yaml.gz': gzipSync(i.resource!).toString('base64') },
+          }),
+        );
+        delete i.resource;
+        i.resourceFrom = { configMapKeyRef: { name: cm, key: 'resource.yaml.gz' } };
       }
-    }
-  }, 420_000);
+      sr.metadata.namespace = s.ns;
+      const refused = await applyLikeKubectl(sr.spec.items, texts);
+      await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
+      try {
+        const settled = await waitSr(
+          s,
+          sr.metadata.name,
+          (x) => {
+            expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
+            expect(
+              x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting'),
+            ).toEqual([]);
+            expect(x?.status?.items).toHaveLength(sr.spec.items.length);
+          },
+          180_000,
+        );
+        await compare(sr, texts, refused, settled!);
+        // kcp-sync diff reads the corpus as the product does: nothing to change, kubectl's refusals as errors.
+        const original = read(file)!;
+        original.metadata.namespace = s.ns;
+        const diffs = await diffLikeCli(JSON.stringify(original), product);
+        const expected = original.spec.items.map((i) => {
+          const status = settled!.status?.items?.find((x) => x.name === i.name);
+          // Offline, the 667 KB text is over an item's limit (the pipeline reads it by resourceFrom).
+          const outcome =
+            refused.has(i.name) || Buffer.byteLength(i.resource!) > MAX_ITEM
+              ? 'error'
+              : status?.reason === 'NotFound'
+                ? 'not found'
+                : 'unchanged';
+          return { item: i.name, outcome };
+        });
+        expect(diffs.map((d) => ({ item: d.item, outcome: d.outcome }))).toEqual(expected);
+      } finally {
+        // Deleted also after a failed comparison: a failure stays this case's alone. The next
+        // revision of Flux's SSA inputs is an update of the same SyncResource.
+        if (file !== 'fluxcd-pkg-ssa.yaml') {
+          await removeAndCheck(sr);
+          await cleanOracle();
+        }
+      }
+    },
+    420_000,
+  );
 });
 
 /** compare checks every item against kubectl's outcome, then that three resync ticks write nothing. */
-async function compare(sr: SyncResource, texts: Map<string, string>, refused: Map<string, string>, settled: SyncResource): Promise<void> {
+async function compare(
+  sr: SyncResource,
+  texts: Map<string, string>,
+  refused: Map<string, string>,
+  settled: SyncResource,
+): Promise<void> {
   for (const i of sr.spec.items) {
     const status = settled?.status?.items?.find((x) => x.name === i.name);
     const o = objectOf(texts.get(i.name)!);
     if (refused.has(i.name)) {
-      expect({ item: i.name, state: status?.state, kubectl: refused.get(i.name) }).toEqual({ item: i.name, state: 'Error', kubectl: expect.any(String) });
+      expect({ item: i.name, state: status?.state, kubectl: refused.get(i.name) }).toEqual({
+        item: i.name,
+        state: 'Error',
+        kubectl: expect.any(String),
+      });
       continue;
     }
-    expect({ item: i.name, state: status?.state, message: status?.state === 'Ready' ? '' : status?.message })
-      .toEqual({ item: i.name, state: 'Ready', message: '' });
+    expect({
+      item: i.name,
+      state: status?.state,
+      message: status?.state === 'Ready' ? '' : status?.message,
+    }).toEqual({ item: i.name, state: 'Ready', message: '' });
     const theirs = await get(oracle, o, true);
     const ours = await get(product, o, true);
-    expect({ item: i.name, object: ours && comparable(ours) }).toEqual({ item: i.name, object: theirs && comparable(theirs) });
+    expect({ item: i.name, object: ours && comparable(ours) }).toEqual({
+      item: i.name,
+      object: theirs && comparable(theirs),
+    });
   }
   // Settled (the first resync reports Created as Unchanged, Pods have started on the SKR's
   // KWOK Node, podinfo's HorizontalPodAutoscaler has scaled its Deployment up to its
   // minimum): the status holds for 15 s.
   let last = '';
   let held = 0;
-  const quiet = await eventually(async () => {
-    const x = await getSr(s, sr.metadata.name);
-    expect(x?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual([]);
-    const rv = x!.metadata.resourceVersion!;
-    held = rv === last ? held + 1 : 0;
-    last = rv;
-    if (held < 3) throw new Error(`status not held yet (resourceVersion ${rv})`);
-    return x!;
-  }, 180_000, 5_000);
+  const quiet = await eventually(
+    async () => {
+      const x = await getSr(s, sr.metadata.name);
+      expect(x?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual([]);
+      const rv = x!.metadata.resourceVersion!;
+      held = rv === last ? held + 1 : 0;
+      last = rv;
+      if (held < 3) throw new Error(`status not held yet (resourceVersion ${rv})`);
+      return x!;
+    },
+    180_000,
+    5_000,
+  );
   // Each item reports the health its object has in the SKR, by the same rules.
   for (const i of sr.spec.items) {
     const status = quiet.status?.items?.find((x) => x.name === i.name);
     if (refused.has(i.name)) continue;
     const ours = await get(product, objectOf(texts.get(i.name)!), true);
-    expect({ item: i.name, health: status?.health?.status }).toEqual({ item: i.name, health: ours && healthOf(ours).status });
+    expect({ item: i.name, health: status?.health?.status }).toEqual({
+      item: i.name,
+      health: ours && healthOf(ours).status,
+    });
   }
   // Then three resync ticks (2 s apart) write nothing to the SKR and nothing to the status.
   const before = { writes: await applies(product), rv: quiet.metadata.resourceVersion, status: quiet.status };
   await new Promise((r) => setTimeout(r, 7_000));
   const after = await waitSr(s, sr.metadata.name, () => undefined);
-  expect({ writes: grown(before.writes, await applies(product)), rv: after?.metadata.resourceVersion, status: after?.status })
-    .toEqual({ writes: [], rv: before.rv, status: before.status });
+  expect({
+    writes: grown(before.writes, await applies(product)),
+    rv: after?.metadata.resourceVersion,
+    status: after?.status,
+  }).toEqual({ writes: [], rv: before.rv, status: before.status });
 }
 
 /** applied are the texts kubectl applied to the oracle SKR since it was last cleaned (Flux's two revisions are one case's). */
@@ -250,8 +390,24 @@ const applied: string[] = [];
 
 /** cleanOracle deletes what kubectl applied, in reverse install order, and waits until it is gone: the next case starts from an empty SKR, as the product's does. */
 async function cleanOracle(): Promise<void> {
-  const texts = applied.splice(0).sort((a, b) => installRank(objectOf(b).kind) - installRank(objectOf(a).kind));
-  for (const t of texts) await kubectl(oracle, ['delete', '--ignore-not-found', '--wait=true', '--timeout=120s', '--cache-dir', discoveryCache, '-f', '-'], t).catch(() => undefined);
+  const texts = applied
+    .splice(0)
+    .sort((a, b) => installRank(objectOf(b).kind) - installRank(objectOf(a).kind));
+  for (const t of texts)
+    await kubectl(
+      oracle,
+      [
+        'delete',
+        '--ignore-not-found',
+        '--wait=true',
+        '--timeout=120s',
+        '--cache-dir',
+        discoveryCache,
+        '-f',
+        '-',
+      ],
+      t,
+    ).catch(() => undefined);
 }
 
 /** removeAndCheck deletes the SyncResource and checks that nothing of what it synced is left. */
@@ -263,13 +419,24 @@ async function removeAndCheck(sr: SyncResource): Promise<void> {
   // controller, and the next case counts the deletes an SKR serves.
   for (const e of synced) {
     const object = `${e.kind}/${e.namespace ?? ''}/${e.name}`;
-    const id = { apiVersion: e.apiVersion, kind: e.kind, metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) } };
+    const id = {
+      apiVersion: e.apiVersion,
+      kind: e.kind,
+      metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
+    };
     const deleting = async () => {
       const left = await get(product, id, true);
-      expect({ object, left: left !== undefined && !left.metadata.deletionTimestamp }).toEqual({ object, left: false });
+      expect({ object, left: left !== undefined && !left.metadata.deletionTimestamp }).toEqual({
+        object,
+        left: false,
+      });
       return left;
     };
     await deleting();
-    await eventually(async () => expect({ object, left: await deleting() }).toEqual({ object, left: undefined }), 120_000, 500);
+    await eventually(
+      async () => expect({ object, left: await deleting() }).toEqual({ object, left: undefined }),
+      120_000,
+      500,
+    );
   }
 }

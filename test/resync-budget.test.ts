@@ -49,10 +49,23 @@ async function replica(): Promise<Counted> {
   // A client of its own, so its requests are this replica's.
   const kcp = await connect(inject('clusters').kcp.kubeconfig, 'kcp');
   const skr = { reads: 0, writes: 0 };
-  const cache = new ClientCache(config, { onRequest: (info) => { if (info.write) skr.writes++; else skr.reads++; } });
+  const cache = new ClientCache(config, {
+    onRequest: (info) => {
+      if (info.write) skr.writes++;
+      else skr.reads++;
+    },
+  });
   const deps: Deps = {
-    config, kcp, store: new KcpStore(kcp, config.fieldManager), cache, lookups: new Lookups(kcp),
-    recorder: new Recorder(kcp, 'test'), send: async (e) => { sent.push(e); }, log: { info() {}, warn() {}, error() {} },
+    config,
+    kcp,
+    store: new KcpStore(kcp, config.fieldManager),
+    cache,
+    lookups: new Lookups(kcp),
+    recorder: new Recorder(kcp, 'test'),
+    send: async (e) => {
+      sent.push(e);
+    },
+    log: { info() {}, warn() {}, error() {} },
   };
   return { deps, kcp, skr };
 }
@@ -86,13 +99,26 @@ async function tick(): Promise<Record<string, number>> {
     } else if (e.type === EventTypes.itemsApplied) await on(r, () => writeStatus(ctx, e));
     for (const next of sent.splice(before)) await deliver(next);
   };
-  await deliver(new CloudEvent({ type: 'dev.knative.sources.ping', source: '/apis/v1/namespaces/x/pingsources/p', data: {} }));
+  await deliver(
+    new CloudEvent({
+      type: 'dev.knative.sources.ping',
+      source: '/apis/v1/namespaces/x/pingsources/p',
+      data: {},
+    }),
+  );
   return deliveries;
 }
 
-const count = () => replicas.reduce((a, r) => ({
-  kcp: a.kcp + r.kcp.client.requests, kcpWrites: a.kcpWrites + r.kcp.client.writes, skr: a.skr + r.skr.reads + r.skr.writes, skrWrites: a.skrWrites + r.skr.writes,
-}), { kcp: 0, kcpWrites: 0, skr: 0, skrWrites: 0 });
+const count = () =>
+  replicas.reduce(
+    (a, r) => ({
+      kcp: a.kcp + r.kcp.client.requests,
+      kcpWrites: a.kcpWrites + r.kcp.client.writes,
+      skr: a.skr + r.skr.reads + r.skr.writes,
+      skrWrites: a.skrWrites + r.skr.writes,
+    }),
+    { kcp: 0, kcpWrites: 0, skr: 0, skrWrites: 0 },
+  );
 
 describe('no-op resync request budget', () => {
   beforeAll(async () => {
@@ -101,22 +127,35 @@ describe('no-op resync request budget', () => {
     await applyObjects(skr, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: skrNs } }]);
     await applyObjects(kcpAdmin, [
       { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
-      ...Array.from({ length: KYMAS }, (_, k) => kymaObjects(`kyma-${k}`, inject('clusters').skrs[0]!.kubeconfig, ns)).flat(),
+      ...Array.from({ length: KYMAS }, (_, k) =>
+        kymaObjects(`kyma-${k}`, inject('clusters').skrs[0]!.kubeconfig, ns),
+      ).flat(),
     ]);
     replicas = [await replica(), await replica()];
     // Each SyncResource: two ConfigMaps and a ServiceAccount, in one namespace of the SKR.
     for (let k = 0; k < KYMAS; k++) {
       for (let j = 0; j < PER_KYMA; j++) {
         const name = `sr-${k}-${j}`;
-        const obj = (kind: string, n: string) => JSON.stringify({ apiVersion: 'v1', kind, metadata: { name: n, namespace: skrNs }, ...(kind === 'ConfigMap' ? { data: { a: '1' } } : {}) });
+        const obj = (kind: string, n: string) =>
+          JSON.stringify({
+            apiVersion: 'v1',
+            kind,
+            metadata: { name: n, namespace: skrNs },
+            ...(kind === 'ConfigMap' ? { data: { a: '1' } } : {}),
+          });
         await kcpAdmin.client.call('POST', resourcePath(syncResourceInfo, ns), {
           body: {
-            apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', metadata: { name, namespace: ns },
-            spec: { kyma: `kyma-${k}`, items: [
-              { name: 'a', strategy: 'CreateAndSync', resource: obj('ConfigMap', `${name}-a`) },
-              { name: 'b', strategy: 'CreateAndSync', resource: obj('ConfigMap', `${name}-b`) },
-              { name: 'c', strategy: 'CreateAndSync', resource: obj('ServiceAccount', `${name}-c`) },
-            ] },
+            apiVersion: 'operator.kyma-project.io/v1alpha1',
+            kind: 'SyncResource',
+            metadata: { name, namespace: ns },
+            spec: {
+              kyma: `kyma-${k}`,
+              items: [
+                { name: 'a', strategy: 'CreateAndSync', resource: obj('ConfigMap', `${name}-a`) },
+                { name: 'b', strategy: 'CreateAndSync', resource: obj('ConfigMap', `${name}-b`) },
+                { name: 'c', strategy: 'CreateAndSync', resource: obj('ServiceAccount', `${name}-c`) },
+              ],
+            },
           },
         });
       }
@@ -135,7 +174,10 @@ describe('no-op resync request budget', () => {
   });
 
   it('every SyncResource is Ready and labelled for its Kyma', async () => {
-    const list = await kcpAdmin.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, ns));
+    const list = await kcpAdmin.client.call<{ items: SyncResource[] }>(
+      'GET',
+      resourcePath(syncResourceInfo, ns),
+    );
     expect(list.items).toHaveLength(KYMAS * PER_KYMA);
     for (const sr of list.items) {
       expect(sr.status?.state).toBe('Ready');
@@ -163,11 +205,21 @@ describe('no-op resync request budget', () => {
 
   it('drift in one object is corrected by the next tick, at the cost of one confirming read of its SyncResource', async () => {
     const skr = await cluster(0);
-    await skr.client.call('PATCH', `/api/v1/namespaces/${skrNs}/configmaps/sr-2-3-a`, { body: { data: { a: 'drifted' } }, contentType: 'application/merge-patch+json' });
+    await skr.client.call('PATCH', `/api/v1/namespaces/${skrNs}/configmaps/sr-2-3-a`, {
+      body: { data: { a: 'drifted' } },
+      contentType: 'application/merge-patch+json',
+    });
     const before = count();
     const deliveries = await tick();
     const after = count();
-    expect((await skr.client.call<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${skrNs}/configmaps/sr-2-3-a`)).data).toEqual({ a: '1' });
+    expect(
+      (
+        await skr.client.call<{ data?: Record<string, string> }>(
+          'GET',
+          `/api/v1/namespaces/${skrNs}/configmaps/sr-2-3-a`,
+        )
+      ).data,
+    ).toEqual({ a: '1' });
     // The corrected one goes to the status step (a drift Event); no other.
     expect(deliveries[EventTypes.itemsApplied]).toBe(1);
     expect(after.skrWrites - before.skrWrites).toBe(1);

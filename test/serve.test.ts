@@ -14,10 +14,24 @@ describe('serve', () => {
     const port = await freePort();
     // Preloaded: a timer that blocks the event loop for 60 ms every 100 ms.
     const block = join(dir, 'block.cjs');
-    await writeFile(block, 'setInterval(() => { const end = Date.now() + 60; while (Date.now() < end); }, 100).unref();\n');
-    const child = spawn(process.execPath, ['--require', block, join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'dead-letter'], {
-      env: { ...process.env, PORT: String(port), KUBECONFIG: kubeconfig, K_SINK: 'http://127.0.0.1:1', LOG_LEVEL: 'warn' }, stdio: 'ignore',
-    });
+    await writeFile(
+      block,
+      'setInterval(() => { const end = Date.now() + 60; while (Date.now() < end); }, 100).unref();\n',
+    );
+    const child = spawn(
+      process.execPath,
+      ['--require', block, join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'dead-letter'],
+      {
+        env: {
+          ...process.env,
+          PORT: String(port),
+          KUBECONFIG: kubeconfig,
+          K_SINK: 'http://127.0.0.1:1',
+          LOG_LEVEL: 'warn',
+        },
+        stdio: 'ignore',
+      },
+    );
     try {
       const url = `http://127.0.0.1:${port}/health`;
       await waitFor('serve.ts', async () => (await fetch(`${url}/readiness`)).ok, 30_000);

@@ -30,52 +30,131 @@ const P = uniqueName('tb');
 const V = `${P}-victim`;
 const A = `${P}-adopt`;
 const A2 = `${P}-adopt2`;
-const manifest = (apiVersion: string, kind: string, meta: Record<string, unknown>, rest: Record<string, unknown> = {}) =>
-  dump({ apiVersion, kind, metadata: meta, ...rest });
-const cm = (name: string, namespace: string, data: Record<string, string> = { a: '1' }) => manifest('v1', 'ConfigMap', { name, namespace }, { data });
+const manifest = (
+  apiVersion: string,
+  kind: string,
+  meta: Record<string, unknown>,
+  rest: Record<string, unknown> = {},
+) => dump({ apiVersion, kind, metadata: meta, ...rest });
+const cm = (name: string, namespace: string, data: Record<string, string> = { a: '1' }) =>
+  manifest('v1', 'ConfigMap', { name, namespace }, { data });
 const one = (strategy: string, resource: string): Item[] => [{ name: 'x', strategy, resource }];
 const strategies = ['CreateAndSync', 'CreateAndIgnore', 'Delete', 'UpdateAndDelete'];
 
 /** The identity cases: each field, each trick, each strategy in turn; all end InvalidManifest. */
 function identityCases(): Case[] {
-  const names = ['.', '..', 'c1/..', '../c1', 'c1%2F..', '%2e%2e', 'c1?watch=1', 'c1#x', 'c1 ', 'c1\tx', 'с1' /* Cyrillic es */, ''];
+  const names = [
+    '.',
+    '..',
+    'c1/..',
+    '../c1',
+    'c1%2F..',
+    '%2e%2e',
+    'c1?watch=1',
+    'c1#x',
+    'c1 ',
+    'c1\tx',
+    'с1' /* Cyrillic es */,
+    '',
+  ];
   const namespaces = ['.', '..', `${V}/..`, `${V}%2F..`, `${V} `, `vісtim` /* Cyrillic i and es */];
   const apiVersions = ['../api/v1', 'v1/..', 'v1%2F..', 'apps/v1/../../api/v1', '/v1', 'V1', 'v1 '];
   const kinds = ['ConfigMap/..', 'ConfigMap?x', 'CоnfigMap' /* Cyrillic o */, 'Config Map'];
   const cases: Case[] = [];
   let i = 0;
   const next = () => strategies[i++ % strategies.length]!;
-  for (const n of names) cases.push({ title: `name ${JSON.stringify(n)}`, items: one(next(), cm(n, V)), want: { x: 'Error/InvalidManifest' } });
-  for (const ns of namespaces) cases.push({ title: `namespace ${JSON.stringify(ns)}`, items: one(next(), cm('c1', ns)), want: { x: 'Error/InvalidManifest' } });
+  for (const n of names)
+    cases.push({
+      title: `name ${JSON.stringify(n)}`,
+      items: one(next(), cm(n, V)),
+      want: { x: 'Error/InvalidManifest' },
+    });
+  for (const ns of namespaces)
+    cases.push({
+      title: `namespace ${JSON.stringify(ns)}`,
+      items: one(next(), cm('c1', ns)),
+      want: { x: 'Error/InvalidManifest' },
+    });
   for (const av of apiVersions) {
-    cases.push({ title: `apiVersion ${JSON.stringify(av)} of a Secret`, items: one(next(), manifest(av, 'Secret', { name: 's1', namespace: V })), want: { x: 'Error/InvalidManifest' } });
+    cases.push({
+      title: `apiVersion ${JSON.stringify(av)} of a Secret`,
+      items: one(next(), manifest(av, 'Secret', { name: 's1', namespace: V })),
+      want: { x: 'Error/InvalidManifest' },
+    });
   }
-  for (const k of kinds) cases.push({ title: `kind ${JSON.stringify(k)}`, items: one(next(), manifest('v1', k, { name: 'c1', namespace: V })), want: { x: 'Error/InvalidManifest' } });
-  cases.push({ title: 'cluster-scoped Namespace named ".."', items: one('Delete', manifest('v1', 'Namespace', { name: '..' })), want: { x: 'Error/InvalidManifest' } });
-  cases.push({ title: 'cluster-scoped ClusterRole "role/.."', items: one('Delete', manifest('rbac.authorization.k8s.io/v1', 'ClusterRole', { name: `${P}-role/..` })), want: { x: 'Error/InvalidManifest' } });
+  for (const k of kinds)
+    cases.push({
+      title: `kind ${JSON.stringify(k)}`,
+      items: one(next(), manifest('v1', k, { name: 'c1', namespace: V })),
+      want: { x: 'Error/InvalidManifest' },
+    });
+  cases.push({
+    title: 'cluster-scoped Namespace named ".."',
+    items: one('Delete', manifest('v1', 'Namespace', { name: '..' })),
+    want: { x: 'Error/InvalidManifest' },
+  });
+  cases.push({
+    title: 'cluster-scoped ClusterRole "role/.."',
+    items: one('Delete', manifest('rbac.authorization.k8s.io/v1', 'ClusterRole', { name: `${P}-role/..` })),
+    want: { x: 'Error/InvalidManifest' },
+  });
   return cases;
 }
 
 function restrictedCases(): Case[] {
   const secret = (kind: string, strategy: string): Case => ({
-    title: `restricted kind spelled ${kind} (${strategy})`, items: one(strategy, manifest('v1', kind, { name: 's1', namespace: V })), want: { x: 'Warning/Restricted' },
+    title: `restricted kind spelled ${kind} (${strategy})`,
+    items: one(strategy, manifest('v1', kind, { name: 's1', namespace: V })),
+    want: { x: 'Warning/Restricted' },
   });
-  const protectedNs = (title: string, strategy: string, resource: string): Case => ({ title, items: one(strategy, resource), want: { x: 'Warning/Restricted' } });
+  const protectedNs = (title: string, strategy: string, resource: string): Case => ({
+    title,
+    items: one(strategy, resource),
+    want: { x: 'Warning/Restricted' },
+  });
   return [
-    secret('Secret', 'Delete'), secret('secret', 'Delete'), secret('SECRET', 'UpdateAndDelete'), secret('Secret', 'CreateAndSync'),
+    secret('Secret', 'Delete'),
+    secret('secret', 'Delete'),
+    secret('SECRET', 'UpdateAndDelete'),
+    secret('Secret', 'CreateAndSync'),
     protectedNs('a ConfigMap created in kube-system', 'CreateAndSync', cm(`${P}-x`, 'kube-system')),
-    protectedNs('a ConfigMap of kube-system deleted', 'Delete', cm('extension-apiserver-authentication', 'kube-system')),
+    protectedNs(
+      'a ConfigMap of kube-system deleted',
+      'Delete',
+      cm('extension-apiserver-authentication', 'kube-system'),
+    ),
     protectedNs('a ConfigMap of kube-public updated', 'UpdateAndDelete', cm('cluster-info', 'kube-public')),
     protectedNs('a ConfigMap in kube-node-lease', 'CreateAndIgnore', cm(`${P}-x`, 'kube-node-lease')),
-    protectedNs('Namespace default taken over', 'CreateAndSync', manifest('v1', 'Namespace', { name: 'default', labels: { owned: 'yes' } })),
-    protectedNs('Namespace kube-system deleted', 'Delete', manifest('v1', 'Namespace', { name: 'kube-system' })),
-    protectedNs('Namespace kube-public updated', 'UpdateAndDelete', manifest('v1', 'Namespace', { name: 'kube-public', labels: { owned: 'yes' } })),
-    protectedNs('a new Namespace kube-anything', 'CreateAndSync', manifest('v1', 'Namespace', { name: `kube-${P}` })),
+    protectedNs(
+      'Namespace default taken over',
+      'CreateAndSync',
+      manifest('v1', 'Namespace', { name: 'default', labels: { owned: 'yes' } }),
+    ),
+    protectedNs(
+      'Namespace kube-system deleted',
+      'Delete',
+      manifest('v1', 'Namespace', { name: 'kube-system' }),
+    ),
+    protectedNs(
+      'Namespace kube-public updated',
+      'UpdateAndDelete',
+      manifest('v1', 'Namespace', { name: 'kube-public', labels: { owned: 'yes' } }),
+    ),
+    protectedNs(
+      'a new Namespace kube-anything',
+      'CreateAndSync',
+      manifest('v1', 'Namespace', { name: `kube-${P}` }),
+    ),
   ];
 }
 
 describe('trust boundary', () => {
-  const sr = (title: string) => `${P}-${title.toLowerCase().replace(/[^a-z0-9]+/g, '-').replace(/^-|-$/g, '').slice(0, 40)}-${Math.abs(hash(title)) % 10_000}`;
+  const sr = (title: string) =>
+    `${P}-${title
+      .toLowerCase()
+      .replace(/[^a-z0-9]+/g, '-')
+      .replace(/^-|-$/g, '')
+      .slice(0, 40)}-${Math.abs(hash(title)) % 10_000}`;
   const cases: Case[] = [];
   let before: Map<string, string>;
 
@@ -88,19 +167,37 @@ describe('trust boundary', () => {
     await writeFile(iso, clusters.isolated.kubeconfig);
     // Access kubeconfigs that must be refused: the isolated SKR's own, each with one field made hostile.
     const variant = (edit: (cluster: Record<string, unknown>, user: Record<string, unknown>) => void) => {
-      const doc = load(clusters.isolated.kubeconfig) as { clusters: [{ cluster: Record<string, unknown> }]; users: [{ user: Record<string, unknown> }] };
+      const doc = load(clusters.isolated.kubeconfig) as {
+        clusters: [{ cluster: Record<string, unknown> }];
+        users: [{ user: Record<string, unknown> }];
+      };
       edit(doc.clusters[0].cluster, doc.users[0].user);
       return dump(doc);
     };
     const server = (c: Record<string, unknown>) => c.server as string;
     const hostileKubeconfigs: Record<string, string> = {
-      'kc-port': variant((c) => { c.server = 'https://127.0.0.1:99999'; }),
-      'kc-path': variant((c) => { c.server = `${server(c)}/api/v1/namespaces`; }),
-      'kc-userinfo': variant((c) => { c.server = server(c).replace('https://', 'https://admin:pw@'); }),
-      'kc-http': variant((c) => { c.server = server(c).replace('https://', 'http://'); }),
-      'kc-query': variant((c) => { c.server = `${server(c)}?x=1`; }),
-      'kc-token': variant((_, u) => { for (const k of Object.keys(u)) delete u[k]; u.token = 'has whitespace in it'; }),
-      'kc-exec': variant((_, u) => { u.exec = { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh' }; }),
+      'kc-port': variant((c) => {
+        c.server = 'https://127.0.0.1:99999';
+      }),
+      'kc-path': variant((c) => {
+        c.server = `${server(c)}/api/v1/namespaces`;
+      }),
+      'kc-userinfo': variant((c) => {
+        c.server = server(c).replace('https://', 'https://admin:pw@');
+      }),
+      'kc-http': variant((c) => {
+        c.server = server(c).replace('https://', 'http://');
+      }),
+      'kc-query': variant((c) => {
+        c.server = `${server(c)}?x=1`;
+      }),
+      'kc-token': variant((_, u) => {
+        for (const k of Object.keys(u)) delete u[k];
+        u.token = 'has whitespace in it';
+      }),
+      'kc-exec': variant((_, u) => {
+        u.exec = { apiVersion: 'client.authentication.k8s.io/v1', command: '/bin/sh' };
+      }),
     };
     await applyObjects(kcp, [
       ...kymaObjects('iso', clusters.isolated.kubeconfig, s.ns),
@@ -108,26 +205,69 @@ describe('trust boundary', () => {
     ]);
     // What exists in the SKR before: objects a hostile item could reach, objects to adopt,
     // and a policy that makes "undeletable-*" ConfigMaps impossible to delete.
-    await kubectl(iso, ['apply', '-f', '-'], [
-      manifest('v1', 'Namespace', { name: V }), manifest('v1', 'Namespace', { name: A }), manifest('v1', 'Namespace', { name: A2 }),
-      cm('c1', V), cm('c2', V), cm('c3', V), manifest('v1', 'Secret', { name: 's1', namespace: V }, { stringData: { k: 'v' } }),
-      ...['pre1', 'pre2', 'pre3', 'pre4', 'pre5'].map((n) => cm(n, A, { origin: 'user' })),
-      manifest('v1', 'Namespace', { name: 'kyma-system' }),
-      manifest('rbac.authorization.k8s.io/v1', 'ClusterRole', { name: `${P}-role` }, { rules: [] }),
-      manifest('admissionregistration.k8s.io/v1', 'ValidatingAdmissionPolicy', { name: `${P}-undeletable` }, {
-        spec: {
-          failurePolicy: 'Fail',
-          matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['DELETE'], resources: ['configmaps'] }] },
-          validations: [{ expression: "!oldObject.metadata.name.startsWith('undeletable')", message: 'undeletable ConfigMaps may not be deleted' }],
-        },
-      }),
-      manifest('admissionregistration.k8s.io/v1', 'ValidatingAdmissionPolicyBinding', { name: `${P}-undeletable` }, {
-        spec: { policyName: `${P}-undeletable`, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': A } } } },
-      }),
-    ].join('---\n'));
+    await kubectl(
+      iso,
+      ['apply', '-f', '-'],
+      [
+        manifest('v1', 'Namespace', { name: V }),
+        manifest('v1', 'Namespace', { name: A }),
+        manifest('v1', 'Namespace', { name: A2 }),
+        cm('c1', V),
+        cm('c2', V),
+        cm('c3', V),
+        manifest('v1', 'Secret', { name: 's1', namespace: V }, { stringData: { k: 'v' } }),
+        ...['pre1', 'pre2', 'pre3', 'pre4', 'pre5'].map((n) => cm(n, A, { origin: 'user' })),
+        manifest('v1', 'Namespace', { name: 'kyma-system' }),
+        manifest('rbac.authorization.k8s.io/v1', 'ClusterRole', { name: `${P}-role` }, { rules: [] }),
+        manifest(
+          'admissionregistration.k8s.io/v1',
+          'ValidatingAdmissionPolicy',
+          { name: `${P}-undeletable` },
+          {
+            spec: {
+              failurePolicy: 'Fail',
+              matchConstraints: {
+                resourceRules: [
+                  { apiGroups: [''], apiVersions: ['v1'], operations: ['DELETE'], resources: ['configmaps'] },
+                ],
+              },
+              validations: [
+                {
+                  expression: "!oldObject.metadata.name.startsWith('undeletable')",
+                  message: 'undeletable ConfigMaps may not be deleted',
+                },
+              ],
+            },
+          },
+        ),
+        manifest(
+          'admissionregistration.k8s.io/v1',
+          'ValidatingAdmissionPolicyBinding',
+          { name: `${P}-undeletable` },
+          {
+            spec: {
+              policyName: `${P}-undeletable`,
+              validationActions: ['Deny'],
+              matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': A } } },
+            },
+          },
+        ),
+      ].join('---\n'),
+    );
     // The controller-manager fills new namespaces (ServiceAccount, root CA ConfigMap): wait for it before the snapshot.
     await eventually(async () => {
-      for (const ns of [V, A, A2, 'kyma-system']) expect(await kubectl(iso, ['get', 'serviceaccount/default', 'configmap/kube-root-ca.crt', '-n', ns, '-o', 'name'])).toMatch(/serviceaccount.*\n.*configmap/s);
+      for (const ns of [V, A, A2, 'kyma-system'])
+        expect(
+          await kubectl(iso, [
+            'get',
+            'serviceaccount/default',
+            'configmap/kube-root-ca.crt',
+            '-n',
+            ns,
+            '-o',
+            'name',
+          ]),
+        ).toMatch(/serviceaccount.*\n.*configmap/s);
     });
     before = await snapshot();
   });
@@ -137,35 +277,87 @@ describe('trust boundary', () => {
 
   cases.push(...identityCases(), ...restrictedCases());
   cases.push(
-    { title: 'CreateAndSync and Delete naming one ConfigMap', items: [
-      { name: 'keep', strategy: 'CreateAndSync', resource: cm('dup1', A2) },
-      { name: 'kill', strategy: 'Delete', resource: cm('dup1', A2) }], want: { keep: 'Ready/Created|Unchanged', kill: 'Error/DuplicateObject' } },
-    { title: 'one ConfigMap with and without its namespace', items: [
-      { name: 'first', strategy: 'CreateAndIgnore', resource: manifest('v1', 'ConfigMap', { name: `${P}-dup2` }) },
-      { name: 'second', strategy: 'CreateAndSync', resource: cm(`${P}-dup2`, 'default') }], want: { first: 'Ready/Created|Ignored', second: 'Error/DuplicateObject' } },
-    { title: 'an oversized API message', items: [{ name: 'big', strategy: 'CreateAndSync',
-      resource: cm('big', A2, Object.fromEntries(Array.from({ length: 60 }, (_, i) => [`not a valid key number ${i} ${'x'.repeat(40)}`, 'v']))) }],
-    want: { big: 'Error/ApplyFailed' } },
+    {
+      title: 'CreateAndSync and Delete naming one ConfigMap',
+      items: [
+        { name: 'keep', strategy: 'CreateAndSync', resource: cm('dup1', A2) },
+        { name: 'kill', strategy: 'Delete', resource: cm('dup1', A2) },
+      ],
+      want: { keep: 'Ready/Created|Unchanged', kill: 'Error/DuplicateObject' },
+    },
+    {
+      title: 'one ConfigMap with and without its namespace',
+      items: [
+        {
+          name: 'first',
+          strategy: 'CreateAndIgnore',
+          resource: manifest('v1', 'ConfigMap', { name: `${P}-dup2` }),
+        },
+        { name: 'second', strategy: 'CreateAndSync', resource: cm(`${P}-dup2`, 'default') },
+      ],
+      want: { first: 'Ready/Created|Ignored', second: 'Error/DuplicateObject' },
+    },
+    {
+      title: 'an oversized API message',
+      items: [
+        {
+          name: 'big',
+          strategy: 'CreateAndSync',
+          resource: cm(
+            'big',
+            A2,
+            Object.fromEntries(
+              Array.from({ length: 60 }, (_, i) => [`not a valid key number ${i} ${'x'.repeat(40)}`, 'v']),
+            ),
+          ),
+        },
+      ],
+      want: { big: 'Error/ApplyFailed' },
+    },
     ...['kc-port', 'kc-path', 'kc-userinfo', 'kc-http', 'kc-query', 'kc-token', 'kc-exec'].map((k): Case => ({
-      title: `access kubeconfig ${k}`, kyma: k, items: one('CreateAndSync', cm('never', V)), want: { cluster: 'InvalidKubeconfig' } })),
+      title: `access kubeconfig ${k}`,
+      kyma: k,
+      items: one('CreateAndSync', cm('never', V)),
+      want: { cluster: 'InvalidKubeconfig' },
+    })),
   );
   // Adoption: objects that existed are adopted, then released (never deleted) by prune, rename, move and deletion under both policies.
   const adoption: Record<string, Item[]> = {
     'adopt-prune': [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre1', A, { origin: 'sync' }) }],
-    'adopt-delete': [{ name: 'p', strategy: 'CreateAndIgnore', resource: cm('pre2', A) },
-      { name: 'ns', strategy: 'CreateAndSync', resource: manifest('v1', 'Namespace', { name: 'kyma-system', labels: { synced: 'yes' } }) },
-      { name: 'role', strategy: 'CreateAndSync', resource: manifest('rbac.authorization.k8s.io/v1', 'ClusterRole', { name: `${P}-role` }, { rules: [] }) }],
+    'adopt-delete': [
+      { name: 'p', strategy: 'CreateAndIgnore', resource: cm('pre2', A) },
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: manifest('v1', 'Namespace', { name: 'kyma-system', labels: { synced: 'yes' } }),
+      },
+      {
+        name: 'role',
+        strategy: 'CreateAndSync',
+        resource: manifest(
+          'rbac.authorization.k8s.io/v1',
+          'ClusterRole',
+          { name: `${P}-role` },
+          { rules: [] },
+        ),
+      },
+    ],
     'adopt-rename': [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre3', A) }],
     'adopt-move': [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre4', A) }],
     'adopt-orphan': [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre5', A) }],
-    'undeletable-prune': [{ name: 'u', strategy: 'CreateAndSync', resource: cm('undeletable-b', A) }, { name: 'v', strategy: 'CreateAndSync', resource: cm('prunable', A) }],
+    'undeletable-prune': [
+      { name: 'u', strategy: 'CreateAndSync', resource: cm('undeletable-b', A) },
+      { name: 'v', strategy: 'CreateAndSync', resource: cm('prunable', A) },
+    ],
     'undeletable-delete': [{ name: 'u', strategy: 'CreateAndSync', resource: cm('undeletable-a', A) }],
   };
 
   it(`${cases.length} hostile SyncResources end with their exact reasons and touch nothing`, async () => {
     expect(cases.length).toBeGreaterThanOrEqual(40);
     const docs = cases.map((c) => syncResourceYaml(s.ns, sr(c.title), c.kyma ?? 'iso', c.items));
-    docs.push(...Object.entries(adoption).map(([n, items]) => syncResourceYaml(s.ns, `${P}-${n}`, 'iso', items)));
+    docs.push(
+      ...Object.entries(adoption).map(([n, items]) => syncResourceYaml(s.ns, `${P}-${n}`, 'iso', items)),
+    );
     await kubectl(s.kcp, ['apply', '-f', '-'], stream(docs));
     for (const c of cases) {
       await waitSr(s, sr(c.title), (x) => {
@@ -174,9 +366,12 @@ describe('trust boundary', () => {
           expect(x?.status?.conditions?.[0]?.reason, c.title).toBe(c.want.cluster);
         } else {
           // A want may allow alternatives ("Ready/Created|Unchanged": a later run of the same spec says Unchanged).
-          const got = Object.fromEntries((x?.status?.items ?? []).map((i) => [i.name, `${i.state}/${i.reason}`]));
+          const got = Object.fromEntries(
+            (x?.status?.items ?? []).map((i) => [i.name, `${i.state}/${i.reason}`]),
+          );
           expect(Object.keys(got).sort(), c.title).toEqual(Object.keys(c.want).sort());
-          for (const [k, v] of Object.entries(c.want)) expect(got[k], `${c.title}: ${k}`).toMatch(new RegExp(`^(${v.replace('/', '/(')}))$`));
+          for (const [k, v] of Object.entries(c.want))
+            expect(got[k], `${c.title}: ${k}`).toMatch(new RegExp(`^(${v.replace('/', '/(')}))$`));
         }
       });
     }
@@ -187,40 +382,79 @@ describe('trust boundary', () => {
     // Adopted: recorded as such, reported Adopted.
     for (const n of ['adopt-prune', 'adopt-delete', 'adopt-rename', 'adopt-move', 'adopt-orphan']) {
       await waitSr(s, `${P}-${n}`, (x) => {
-        expect(x?.status?.items?.every((i) => i.reason === 'Adopted'), n).toBe(true);
-        expect(x?.status?.synced?.every((e) => e.adopted === true), n).toBe(true);
+        expect(
+          x?.status?.items?.every((i) => i.reason === 'Adopted'),
+          n,
+        ).toBe(true);
+        expect(
+          x?.status?.synced?.every((e) => e.adopted === true),
+          n,
+        ).toBe(true);
       });
     }
     await waitSr(s, `${P}-undeletable-prune`, (x) => expect(x?.status?.state).toBe('Ready'));
     await waitSr(s, `${P}-undeletable-delete`, (x) => expect(x?.status?.state).toBe('Ready'));
 
     // Then: item removed (prune), renamed and moved objects, SyncResources deleted under both policies.
-    await kubectl(s.kcp, ['apply', '-f', '-'], stream([
-      syncResourceYaml(s.ns, `${P}-adopt-prune`, 'iso', []),
-      syncResourceYaml(s.ns, `${P}-adopt-rename`, 'iso', [{ name: 'p', strategy: 'CreateAndSync', resource: cm('renamed3', A) }]),
-      syncResourceYaml(s.ns, `${P}-adopt-move`, 'iso', [{ name: 'p', strategy: 'CreateAndSync', resource: cm('pre4', A2) }]),
-      syncResourceYaml(s.ns, `${P}-undeletable-prune`, 'iso', []),
-      JSON.stringify({ ...JSON.parse(syncResourceYaml(s.ns, `${P}-adopt-orphan`, 'iso', [])), spec: { kyma: 'iso', deletionPolicy: 'Orphan', items: adoption['adopt-orphan'] } }),
-    ]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      stream([
+        syncResourceYaml(s.ns, `${P}-adopt-prune`, 'iso', []),
+        syncResourceYaml(s.ns, `${P}-adopt-rename`, 'iso', [
+          { name: 'p', strategy: 'CreateAndSync', resource: cm('renamed3', A) },
+        ]),
+        syncResourceYaml(s.ns, `${P}-adopt-move`, 'iso', [
+          { name: 'p', strategy: 'CreateAndSync', resource: cm('pre4', A2) },
+        ]),
+        syncResourceYaml(s.ns, `${P}-undeletable-prune`, 'iso', []),
+        JSON.stringify({
+          ...JSON.parse(syncResourceYaml(s.ns, `${P}-adopt-orphan`, 'iso', [])),
+          spec: { kyma: 'iso', deletionPolicy: 'Orphan', items: adoption['adopt-orphan'] },
+        }),
+      ]),
+    );
     await waitSr(s, `${P}-adopt-orphan`, (x) => expect(x?.spec.deletionPolicy).toBe('Orphan'));
-    await kubectl(s.kcp, ['delete', 'syncresource', '-n', s.ns, '--wait=false', `${P}-adopt-delete`, `${P}-adopt-orphan`, `${P}-undeletable-delete`]);
-    for (const n of ['adopt-delete', 'adopt-orphan']) await waitSr(s, `${P}-${n}`, (x) => expect(x).toBeUndefined());
+    await kubectl(s.kcp, [
+      'delete',
+      'syncresource',
+      '-n',
+      s.ns,
+      '--wait=false',
+      `${P}-adopt-delete`,
+      `${P}-adopt-orphan`,
+      `${P}-undeletable-delete`,
+    ]);
+    for (const n of ['adopt-delete', 'adopt-orphan'])
+      await waitSr(s, `${P}-${n}`, (x) => expect(x).toBeUndefined());
     await waitSr(s, `${P}-adopt-prune`, (x) => {
       expect(x?.status?.state).toBe('Ready');
       expect(x?.status?.synced ?? []).toEqual([]);
     });
-    await waitSr(s, `${P}-adopt-rename`, (x) => expect(x?.status?.synced).toMatchObject([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A, name: 'renamed3' }]));
-    await waitSr(s, `${P}-adopt-move`, (x) => expect(x?.status?.synced).toMatchObject([{ item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'pre4' }]));
+    await waitSr(s, `${P}-adopt-rename`, (x) =>
+      expect(x?.status?.synced).toMatchObject([
+        { item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A, name: 'renamed3' },
+      ]),
+    );
+    await waitSr(s, `${P}-adopt-move`, (x) =>
+      expect(x?.status?.synced).toMatchObject([
+        { item: 'p', apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'pre4' },
+      ]),
+    );
     // A prune or a deletion that the SKR refuses is reported, names the object and the API's message, and blocks nothing else.
     const pruneFailed = await waitSr(s, `${P}-undeletable-prune`, (x) => {
       expect(x?.status?.state).toBe('Error');
-      expect(x?.status?.conditions?.[0]?.message).toMatch(new RegExp(`ConfigMap ${A}/undeletable-b: .*undeletable ConfigMaps may not be deleted`));
+      expect(x?.status?.conditions?.[0]?.message).toMatch(
+        new RegExp(`ConfigMap ${A}/undeletable-b: .*undeletable ConfigMaps may not be deleted`),
+      );
     });
     expect(pruneFailed?.status?.synced?.map((e) => e.name)).toEqual(['undeletable-b']);
     const deleteFailed = await waitSr(s, `${P}-undeletable-delete`, (x) => {
       expect(x?.status).toMatchObject({ state: 'Error' });
       expect(x?.status?.conditions?.[0]).toMatchObject({ type: 'Resources', reason: 'DeletionFailed' });
-      expect(x?.status?.conditions?.[0]?.message).toMatch(new RegExp(`ConfigMap ${A}/undeletable-a: .*undeletable ConfigMaps may not be deleted`));
+      expect(x?.status?.conditions?.[0]?.message).toMatch(
+        new RegExp(`ConfigMap ${A}/undeletable-a: .*undeletable ConfigMaps may not be deleted`),
+      );
     });
     expect(deleteFailed?.metadata.finalizers).toContain('operator.kyma-project.io/sync-resource');
 
@@ -228,22 +462,34 @@ describe('trust boundary', () => {
     const after = await snapshot();
     const changed = diff(before, after);
     const released = ['pre1', 'pre2', 'pre3', 'pre4', 'pre5'].map((n) => `ConfigMap/${A}/${n}`);
-    expect(changed).toEqual([
-      ...released.map((k) => `~${k}`),
-      `+ConfigMap/${A}/undeletable-a`, `+ConfigMap/${A}/undeletable-b`,
-      `+ConfigMap/${A2}/dup1`, `+ConfigMap/${A2}/pre4`, `+ConfigMap/${A}/renamed3`, `+ConfigMap/default/${P}-dup2`,
-      `~ClusterRole//${P}-role`, '~Namespace//kyma-system',
-    ].sort());
+    expect(changed).toEqual(
+      [
+        ...released.map((k) => `~${k}`),
+        `+ConfigMap/${A}/undeletable-a`,
+        `+ConfigMap/${A}/undeletable-b`,
+        `+ConfigMap/${A2}/dup1`,
+        `+ConfigMap/${A2}/pre4`,
+        `+ConfigMap/${A}/renamed3`,
+        `+ConfigMap/default/${P}-dup2`,
+        `~ClusterRole//${P}-role`,
+        '~Namespace//kyma-system',
+      ].sort(),
+    );
     // Released objects carry none of our marks and keep what we last applied; nothing else of them went.
     for (const k of [...released, `ClusterRole//${P}-role`, 'Namespace//kyma-system']) {
       const [kind, ns, name] = k.split('/');
-      const o = JSON.parse(await kubectl(iso, ['get', kind!, name!, ...(ns ? ['-n', ns] : []), '-o', 'json'])) as SyncResource;
+      const o = JSON.parse(
+        await kubectl(iso, ['get', kind!, name!, ...(ns ? ['-n', ns] : []), '-o', 'json']),
+      ) as SyncResource;
       // Neither the product's marks nor those of versions before 0.2.
-      const ours = (key: string) => key.startsWith('kcp-sync.kyma-project.io/') || key.startsWith('operator.kyma-project.io/');
+      const ours = (key: string) =>
+        key.startsWith('kcp-sync.kyma-project.io/') || key.startsWith('operator.kyma-project.io/');
       expect(Object.keys(o.metadata.labels ?? {}).filter(ours), k).toEqual([]);
       expect(Object.keys(o.metadata.annotations ?? {}).filter(ours), k).toEqual([]);
     }
-    expect(JSON.parse(await kubectl(iso, ['get', 'configmap', 'pre1', '-n', A, '-o', 'json'])).data).toEqual({ origin: 'sync' });
+    expect(JSON.parse(await kubectl(iso, ['get', 'configmap', 'pre1', '-n', A, '-o', 'json'])).data).toEqual({
+      origin: 'sync',
+    });
 
     // No 5xx for any of it, and few deliveries each.
     for (const name of [...cases.map((c) => sr(c.title)), ...Object.keys(adoption).map((n) => `${P}-${n}`)]) {
@@ -255,17 +501,39 @@ describe('trust boundary', () => {
 
     // Once the SKR allows it, the deletion completes.
     await kubectl(iso, ['delete', 'validatingadmissionpolicybinding', `${P}-undeletable`]);
-    await eventually(async () => {
-      await kubectl(s.kcp, ['annotate', 'syncresource', `${P}-undeletable-delete`, '-n', s.ns, '--overwrite', `retry=${Date.now()}`]).catch(() => undefined);
-      expect(await getSr(s, `${P}-undeletable-delete`)).toBeUndefined();
-    }, 60_000, 2_000);
+    await eventually(
+      async () => {
+        await kubectl(s.kcp, [
+          'annotate',
+          'syncresource',
+          `${P}-undeletable-delete`,
+          '-n',
+          s.ns,
+          '--overwrite',
+          `retry=${Date.now()}`,
+        ]).catch(() => undefined);
+        expect(await getSr(s, `${P}-undeletable-delete`)).toBeUndefined();
+      },
+      60_000,
+      2_000,
+    );
     expect(await kubectl(iso, ['get', 'configmap', 'undeletable-a', '-n', A, '--ignore-not-found'])).toBe('');
   });
 
   it('spec.kyma is immutable at admission', async () => {
     const name = `${P}-immutable`;
     await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'iso', []));
-    const err = await kubectl(s.kcp, ['patch', 'syncresource', name, '-n', s.ns, '--type', 'merge', '-p', '{"spec":{"kyma":"kyma-1"}}']).catch((e: Error) => e.message);
+    const err = await kubectl(s.kcp, [
+      'patch',
+      'syncresource',
+      name,
+      '-n',
+      s.ns,
+      '--type',
+      'merge',
+      '-p',
+      '{"spec":{"kyma":"kyma-1"}}',
+    ]).catch((e: Error) => e.message);
     expect(err).toMatch(/spec.kyma is immutable/);
     expect((await getSr(s, name))?.spec.kyma).toBe('iso');
   });
@@ -274,74 +542,250 @@ describe('trust boundary', () => {
     const clusters = inject('clusters');
     const kcp = await cluster('kcp');
     const name = `${P}-forged`;
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, name, 'iso', [{ name: 'x', strategy: 'CreateAndSync', resource: cm('forged', A2) }]));
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'iso', [
+        { name: 'x', strategy: 'CreateAndSync', resource: cm('forged', A2) },
+      ]),
+    );
     const real = await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
     // A SyncResource in a namespace that is not a control-plane namespace, with its own Kyma and Secret.
     const tenant = uniqueName('tenant');
-    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: tenant } }, ...kymaObjects('iso', clusters.isolated.kubeconfig, tenant)]);
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(tenant, 'tenant', 'iso', [{ name: 'x', strategy: 'CreateAndSync', resource: cm('tenant', A2) }]));
-    const tenantSr = JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])) as SyncResource;
+    await applyObjects(kcp, [
+      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: tenant } },
+      ...kymaObjects('iso', clusters.isolated.kubeconfig, tenant),
+    ]);
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(tenant, 'tenant', 'iso', [
+        { name: 'x', strategy: 'CreateAndSync', resource: cm('tenant', A2) },
+      ]),
+    );
+    const tenantSr = JSON.parse(
+      await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json']),
+    ) as SyncResource;
     // Another Kyma's access Secret, used by an earlier run of this process (so its client is cached).
-    const other = JSON.parse(await kubectl(s.kcp, ['get', 'secret', accessSecretName('kyma-1'), '-n', s.ns, '-o', 'json'])) as SyncResource;
-    await kubectl(s.kcp, ['apply', '-f', '-'], syncResourceYaml(s.ns, `${P}-warm`, 'kyma-1', [{ name: 'x', strategy: 'CreateAndSync', resource: cm(`${P}-warm`, 'default') }]));
+    const other = JSON.parse(
+      await kubectl(s.kcp, ['get', 'secret', accessSecretName('kyma-1'), '-n', s.ns, '-o', 'json']),
+    ) as SyncResource;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, `${P}-warm`, 'kyma-1', [
+        { name: 'x', strategy: 'CreateAndSync', resource: cm(`${P}-warm`, 'default') },
+      ]),
+    );
     await waitSr(s, `${P}-warm`, (x) => expect(x?.status?.state).toBe('Ready'));
-    const otherRef = { namespace: s.ns, name: other.metadata.name, uid: other.metadata.uid, resourceVersion: other.metadata.resourceVersion };
-    const isoSecret = JSON.parse(await kubectl(s.kcp, ['get', 'secret', accessSecretName('iso'), '-n', tenant, '-o', 'json'])) as SyncResource;
-    const base = { namespace: s.ns, name, uid: real!.metadata.uid, generation: real!.metadata.generation, kyma: 'iso', trigger: 'resync' };
+    const otherRef = {
+      namespace: s.ns,
+      name: other.metadata.name,
+      uid: other.metadata.uid,
+      resourceVersion: other.metadata.resourceVersion,
+    };
+    const isoSecret = JSON.parse(
+      await kubectl(s.kcp, ['get', 'secret', accessSecretName('iso'), '-n', tenant, '-o', 'json']),
+    ) as SyncResource;
+    const base = {
+      namespace: s.ns,
+      name,
+      uid: real!.metadata.uid,
+      generation: real!.metadata.generation,
+      kyma: 'iso',
+      trigger: 'resync',
+    };
     const applied = (over: Record<string, unknown>, result: Record<string, unknown> = {}) => ({
-      namespace: s.ns, name, uid: real!.metadata.uid, kyma: 'iso', ...over,
-      result: { generation: 1, observedAt: new Date().toISOString(), items: [{ name: 'x', state: 'Error', reason: 'Forged', message: 'forged' }], changes: [], inventory: [], pending: [], ...result },
+      namespace: s.ns,
+      name,
+      uid: real!.metadata.uid,
+      kyma: 'iso',
+      ...over,
+      result: {
+        generation: 1,
+        observedAt: new Date().toISOString(),
+        items: [{ name: 'x', state: 'Error', reason: 'Forged', message: 'forged' }],
+        changes: [],
+        inventory: [],
+        pending: [],
+        ...result,
+      },
     });
     const forged: [string, string, Record<string, unknown>][] = [
       ['the secret of another Kyma', EventTypes.clusterResolved, { ...base, secret: otherRef }],
-      ['the secret and Kyma of another Kyma', EventTypes.clusterResolved, { ...base, kyma: 'kyma-1', secret: otherRef }],
-      ['a generation from the future', EventTypes.clusterResolved, { ...base, generation: 999999, secret: otherRef }],
-      ['a tenant SyncResource', EventTypes.clusterResolved, { ...base, namespace: tenant, name: 'tenant', uid: tenantSr.metadata.uid, secret: { namespace: tenant, name: isoSecret.metadata.name, uid: isoSecret.metadata.uid, resourceVersion: isoSecret.metadata.resourceVersion } }],
+      [
+        'the secret and Kyma of another Kyma',
+        EventTypes.clusterResolved,
+        { ...base, kyma: 'kyma-1', secret: otherRef },
+      ],
+      [
+        'a generation from the future',
+        EventTypes.clusterResolved,
+        { ...base, generation: 999999, secret: otherRef },
+      ],
+      [
+        'a tenant SyncResource',
+        EventTypes.clusterResolved,
+        {
+          ...base,
+          namespace: tenant,
+          name: 'tenant',
+          uid: tenantSr.metadata.uid,
+          secret: {
+            namespace: tenant,
+            name: isoSecret.metadata.name,
+            uid: isoSecret.metadata.uid,
+            resourceVersion: isoSecret.metadata.resourceVersion,
+          },
+        },
+      ],
       ['a path in the name', EventTypes.clusterResolved, { ...base, name: '../x', secret: otherRef }],
-      ['status of a generation from the future', EventTypes.itemsApplied, applied({}, { generation: 999999 })],
+      [
+        'status of a generation from the future',
+        EventTypes.itemsApplied,
+        applied({}, { generation: 999999 }),
+      ],
       ['status for another uid', EventTypes.itemsApplied, applied({ uid: 'forged-uid' })],
-      ['status for a tenant SyncResource', EventTypes.itemsApplied, applied({ namespace: tenant, name: 'tenant', uid: tenantSr.metadata.uid })],
+      [
+        'status for a tenant SyncResource',
+        EventTypes.itemsApplied,
+        applied({ namespace: tenant, name: 'tenant', uid: tenantSr.metadata.uid }),
+      ],
       ['status with an item list that is not one', EventTypes.itemsApplied, applied({}, { items: 'all' })],
-      ['a reconcile request for a tenant SyncResource', EventTypes.reconcile, { namespace: tenant, name: 'tenant', trigger: 'resync' }],
-      ['a reconcile request with a path', EventTypes.reconcile, { namespace: `${s.ns}/..`, name, trigger: 'resync' }],
-      ['a Kyma request for a tenant namespace', EventTypes.reconcileKyma, { namespace: tenant, name: 'iso', trigger: 'resync' }],
-      ['a Kyma request whose name is a label selector', EventTypes.reconcileKyma, { namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=y', trigger: 'resync' }],
-      ['a resolved Kyma with the Secret of another Kyma', EventTypes.kymaResolved, { namespace: s.ns, name: 'iso', trigger: 'resync', secret: otherRef }],
-      ['a resolved Kyma of a tenant namespace', EventTypes.kymaResolved, { namespace: tenant, name: 'iso', trigger: 'resync', secret: { namespace: tenant, name: isoSecret.metadata.name, uid: isoSecret.metadata.uid, resourceVersion: isoSecret.metadata.resourceVersion } }],
+      [
+        'a reconcile request for a tenant SyncResource',
+        EventTypes.reconcile,
+        { namespace: tenant, name: 'tenant', trigger: 'resync' },
+      ],
+      [
+        'a reconcile request with a path',
+        EventTypes.reconcile,
+        { namespace: `${s.ns}/..`, name, trigger: 'resync' },
+      ],
+      [
+        'a Kyma request for a tenant namespace',
+        EventTypes.reconcileKyma,
+        { namespace: tenant, name: 'iso', trigger: 'resync' },
+      ],
+      [
+        'a Kyma request whose name is a label selector',
+        EventTypes.reconcileKyma,
+        { namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=y', trigger: 'resync' },
+      ],
+      [
+        'a resolved Kyma with the Secret of another Kyma',
+        EventTypes.kymaResolved,
+        { namespace: s.ns, name: 'iso', trigger: 'resync', secret: otherRef },
+      ],
+      [
+        'a resolved Kyma of a tenant namespace',
+        EventTypes.kymaResolved,
+        {
+          namespace: tenant,
+          name: 'iso',
+          trigger: 'resync',
+          secret: {
+            namespace: tenant,
+            name: isoSecret.metadata.name,
+            uid: isoSecret.metadata.uid,
+            resourceVersion: isoSecret.metadata.resourceVersion,
+          },
+        },
+      ],
     ];
     // Events shaped like the sources' (ApiServerSource Reference mode, PingSource), with the extensions the Triggers filter on.
     const sourced: [string, string, Record<string, unknown>, Record<string, string>][] = [
-      ['a Kyma event whose name is a label selector', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=x' }, { kind: 'Kyma' }],
-      ['a Kyma event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', namespace: tenant, name: 'iso' }, { kind: 'Kyma' }],
-      ['a SyncResource event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'operator.kyma-project.io/v1alpha1', kind: 'SyncResource', namespace: tenant, name: 'tenant' }, { kind: 'SyncResource' }],
-      ['a Secret event of a tenant namespace', 'dev.knative.apiserver.ref.update', { apiVersion: 'v1', kind: 'Secret', namespace: tenant, name: isoSecret.metadata.name }, { kind: 'Secret' }],
-      ['a Secret event with a path', 'dev.knative.apiserver.ref.add', { apiVersion: 'v1', kind: 'Secret', namespace: s.ns, name: '../secrets' }, { kind: 'Secret' }],
+      [
+        'a Kyma event whose name is a label selector',
+        'dev.knative.apiserver.ref.update',
+        {
+          apiVersion: 'operator.kyma-project.io/v1beta2',
+          kind: 'Kyma',
+          namespace: s.ns,
+          name: 'iso,operator.kyma-project.io/kyma-name!=x',
+        },
+        { kind: 'Kyma' },
+      ],
+      [
+        'a Kyma event of a tenant namespace',
+        'dev.knative.apiserver.ref.update',
+        { apiVersion: 'operator.kyma-project.io/v1beta2', kind: 'Kyma', namespace: tenant, name: 'iso' },
+        { kind: 'Kyma' },
+      ],
+      [
+        'a SyncResource event of a tenant namespace',
+        'dev.knative.apiserver.ref.update',
+        {
+          apiVersion: 'operator.kyma-project.io/v1alpha1',
+          kind: 'SyncResource',
+          namespace: tenant,
+          name: 'tenant',
+        },
+        { kind: 'SyncResource' },
+      ],
+      [
+        'a Secret event of a tenant namespace',
+        'dev.knative.apiserver.ref.update',
+        { apiVersion: 'v1', kind: 'Secret', namespace: tenant, name: isoSecret.metadata.name },
+        { kind: 'Secret' },
+      ],
+      [
+        'a Secret event with a path',
+        'dev.knative.apiserver.ref.add',
+        { apiVersion: 'v1', kind: 'Secret', namespace: s.ns, name: '../secrets' },
+        { kind: 'Secret' },
+      ],
     ];
     const brokerUrl = s.runtime.broker.url;
     const retries = s.runtime.broker.stats.retries;
     for (const [title, type, data] of forged) {
       const msg = HTTP.binary(new CloudEvent({ type, source: '/attacker', data }));
-      const res = await fetch(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string });
+      const res = await fetch(brokerUrl, {
+        method: 'POST',
+        headers: msg.headers as Record<string, string>,
+        body: msg.body as string,
+      });
       expect(res.status, title).toBeLessThan(300);
     }
     for (const [title, type, data, ext] of sourced) {
       const msg = HTTP.binary(new CloudEvent({ type, source: '/attacker', data, ...ext }));
-      const res = await fetch(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string });
+      const res = await fetch(brokerUrl, {
+        method: 'POST',
+        headers: msg.headers as Record<string, string>,
+        body: msg.body as string,
+      });
       expect(res.status, title).toBeLessThan(300);
     }
     await s.runtime.broker.idle();
     // Nothing reached kyma-1's SKR or the tenant's, and the real status is as it was.
-    expect(await kubectl(s.skr[0]!, ['get', 'configmap', 'forged', 'tenant', '-n', A2, '--ignore-not-found'])).toBe('');
+    expect(
+      await kubectl(s.skr[0]!, ['get', 'configmap', 'forged', 'tenant', '-n', A2, '--ignore-not-found']),
+    ).toBe('');
     expect(await kubectl(iso, ['get', 'configmap', 'tenant', '-n', A2, '--ignore-not-found'])).toBe('');
     const now = await getSr(s, name);
-    expect(now?.status).toMatchObject({ state: 'Ready', observedGeneration: real!.metadata.generation, items: [{ name: 'x', state: 'Ready' }] });
-    expect(JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status).toBeUndefined();
-    expect((await kubectl(iso, ['get', 'configmap', 'forged', '-n', A2, '-o', 'name'])).trim()).toBe('configmap/forged');
+    expect(now?.status).toMatchObject({
+      state: 'Ready',
+      observedGeneration: real!.metadata.generation,
+      items: [{ name: 'x', state: 'Ready' }],
+    });
+    expect(
+      JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status,
+    ).toBeUndefined();
+    expect((await kubectl(iso, ['get', 'configmap', 'forged', '-n', A2, '-o', 'name'])).trim()).toBe(
+      'configmap/forged',
+    );
     // Malformed data is refused (400) once, never redelivered; nothing forged was retried.
-    for (const key of [`${s.ns}/../x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`, `${s.ns}/iso,operator.kyma-project.io/kyma-name!=y`, `${s.ns}/../secrets`]) {
+    for (const key of [
+      `${s.ns}/../x`,
+      `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`,
+      `${s.ns}/iso,operator.kyma-project.io/kyma-name!=y`,
+      `${s.ns}/../secrets`,
+    ]) {
       expect(s.runtime.broker.byObject.get(key), key).toEqual({ attempts: 1, failures: 1 });
     }
-    const failing = [...s.runtime.broker.byObject].filter(([, c]) => c.failures > 0).map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
+    const failing = [...s.runtime.broker.byObject]
+      .filter(([, c]) => c.failures > 0)
+      .map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
     expect(s.runtime.broker.stats.retries - retries, failing.join(', ')).toBe(0);
   });
 
@@ -350,16 +794,26 @@ describe('trust boundary', () => {
     const secret = accessSecretName(kyma);
     const clusters = inject('clusters');
     s.runtime.broker.observe = true;
-    const requested = () => s.runtime.broker.observed.filter((e) => e.attributes.type === EventTypes.reconcileKyma &&
-      (e.data as { name?: string; trigger?: string }).name === kyma && (e.data as { trigger?: string }).trigger === 'secret').length;
+    const requested = () =>
+      s.runtime.broker.observed.filter(
+        (e) =>
+          e.attributes.type === EventTypes.reconcileKyma &&
+          (e.data as { name?: string; trigger?: string }).name === kyma &&
+          (e.data as { trigger?: string }).trigger === 'secret',
+      ).length;
     try {
-      await applyObjects(await cluster('kcp'), kymaObjects(kyma, clusters.isolated.kubeconfig, s.ns).slice(1));
+      await applyObjects(
+        await cluster('kcp'),
+        kymaObjects(kyma, clusters.isolated.kubeconfig, s.ns).slice(1),
+      );
       // Created, then changed: each maps to its Kyma and requests that Kyma's reconcile (which finds no SyncResource).
       await eventually(async () => expect(requested()).toBe(1));
       await kubectl(s.kcp, ['label', 'secret', secret, '-n', s.ns, 'rotated=yes']);
       await eventually(async () => expect(requested()).toBe(2));
       await kubectl(s.kcp, ['delete', 'secret', secret, '-n', s.ns]);
-      await eventually(async () => expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.attempts).toBeGreaterThanOrEqual(3));
+      await eventually(async () =>
+        expect(s.runtime.broker.byObject.get(`${s.ns}/${secret}`)?.attempts).toBeGreaterThanOrEqual(3),
+      );
       await s.runtime.broker.idle();
       // Deleted: no Secret left to map to a Kyma, nothing requested.
       expect(requested()).toBe(2);
@@ -379,12 +833,31 @@ function hash(text: string): number {
   return h;
 }
 
-const kinds = ['namespaces', 'configmaps', 'secrets', 'serviceaccounts', 'roles', 'rolebindings', 'clusterroles', 'clusterrolebindings', 'customresourcedefinitions', 'priorityclasses', 'storageclasses'];
+const kinds = [
+  'namespaces',
+  'configmaps',
+  'secrets',
+  'serviceaccounts',
+  'roles',
+  'rolebindings',
+  'clusterroles',
+  'clusterrolebindings',
+  'customresourcedefinitions',
+  'priorityclasses',
+  'storageclasses',
+];
 
 /** snapshot lists every object of kinds in the isolated SKR: kind/namespace/name -> uid and resourceVersion. */
 async function snapshot(): Promise<Map<string, string>> {
-  const out = JSON.parse(await kubectl(iso, ['get', kinds.join(','), '-A', '-o', 'json'])) as { items: SyncResource[] };
-  return new Map(out.items.map((o) => [`${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`, `${o.metadata.uid} ${o.metadata.resourceVersion}`]));
+  const out = JSON.parse(await kubectl(iso, ['get', kinds.join(','), '-A', '-o', 'json'])) as {
+    items: SyncResource[];
+  };
+  return new Map(
+    out.items.map((o) => [
+      `${o.kind}/${o.metadata.namespace ?? ''}/${o.metadata.name}`,
+      `${o.metadata.uid} ${o.metadata.resourceVersion}`,
+    ]),
+  );
 }
 
 /** diff lists what changed: +created, -deleted, ~modified (same uid), -+ replaced. */

@@ -11,8 +11,10 @@ import { ManifestError, parseManifest } from '../lib/manifest.ts';
 import { kubectl } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
-const forms = (file: string) => readFileSync(join(import.meta.dirname, 'fixtures', file), 'utf8')
-  .split('\n').filter((l) => l.trim() !== '' && !l.startsWith('#'));
+const forms = (file: string) =>
+  readFileSync(join(import.meta.dirname, 'fixtures', file), 'utf8')
+    .split('\n')
+    .filter((l) => l.trim() !== '' && !l.startsWith('#'));
 
 const group = `${uniqueName('yaml')}.fidelity.test`;
 let skr: Cluster;
@@ -20,7 +22,10 @@ let kubeconfig: string;
 
 function probe(fields: string[], keys: string[] = []): string {
   const lines = [
-    `apiVersion: ${group}/v1`, 'kind: Probe', `metadata: {name: ${uniqueName('p')}}`, 'spec:',
+    `apiVersion: ${group}/v1`,
+    'kind: Probe',
+    `metadata: {name: ${uniqueName('p')}}`,
+    'spec:',
     ...fields.map((f, i) => `  f${i}: ${f}`),
     ...(keys.length ? ['  keys:', ...keys.map((k, i) => `    ${k}: k${i}`)] : []),
   ];
@@ -28,7 +33,11 @@ function probe(fields: string[], keys: string[] = []): string {
 }
 
 async function byKubectl(text: string): Promise<KubeObject> {
-  const out = await kubectl(kubeconfig, ['apply', '--server-side', '--dry-run=server', '-o', 'json', '-f', '-'], text);
+  const out = await kubectl(
+    kubeconfig,
+    ['apply', '--server-side', '--dry-run=server', '-o', 'json', '-f', '-'],
+    text,
+  );
   return JSON.parse(out) as KubeObject;
 }
 
@@ -42,14 +51,26 @@ beforeAll(async () => {
   skr = await cluster(0);
   kubeconfig = `${inject('clusters').stateDir}/kubeconfig/skr-1.yaml`;
   const crd = {
-    apiVersion: 'apiextensions.k8s.io/v1', kind: 'CustomResourceDefinition',
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
     metadata: { name: `probes.${group}` },
     spec: {
-      group, scope: 'Cluster', names: { plural: 'probes', singular: 'probe', kind: 'Probe', listKind: 'ProbeList' },
-      versions: [{
-        name: 'v1', served: true, storage: true,
-        schema: { openAPIV3Schema: { type: 'object', properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } } } },
-      }],
+      group,
+      scope: 'Cluster',
+      names: { plural: 'probes', singular: 'probe', kind: 'Probe', listKind: 'ProbeList' },
+      versions: [
+        {
+          name: 'v1',
+          served: true,
+          storage: true,
+          schema: {
+            openAPIV3Schema: {
+              type: 'object',
+              properties: { spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true } },
+            },
+          },
+        },
+      ],
     },
   };
   await kubectl(kubeconfig, ['apply', '--server-side', '-f', '-'], JSON.stringify(crd));
@@ -68,8 +89,10 @@ describe('YAML as kubectl reads it', () => {
     const [want, got] = await Promise.all([byKubectl(text), byProduct(text)]);
     expect(Object.keys(want.spec as object)).toHaveLength(scalars.length + 1);
     for (const [i, form] of scalars.entries()) {
-      expect({ form, value: (got.spec as Record<string, unknown>)[`f${i}`] })
-        .toEqual({ form, value: (want.spec as Record<string, unknown>)[`f${i}`] });
+      expect({ form, value: (got.spec as Record<string, unknown>)[`f${i}`] }).toEqual({
+        form,
+        value: (want.spec as Record<string, unknown>)[`f${i}`],
+      });
     }
     expect((got.spec as { keys: unknown }).keys).toEqual((want.spec as { keys: unknown }).keys);
     // The file modes that motivated this: 0400 is 256 and 0644 is 420, as kubectl reads them.
@@ -92,26 +115,47 @@ describe('YAML as kubectl reads it', () => {
 
   // Our one documented refusal where kubectl reads a value: an integer a JSON number in
   // JavaScript cannot hold exactly would reach the SKR changed.
-  it.each(['9223372036854775807', '-9223372036854775808', '9007199254740993'])('refuses the integer %s, which kubectl carries as int64', async (form) => {
-    const text = probe([form]);
-    expect(((await byKubectl(text)).spec as { f0: unknown }).f0).toBeDefined();
-    expect(() => parseManifest(text, 'resource', 1 << 20)).toThrow(/beyond ±2\^53 and cannot be carried exactly; quote it/);
-  });
+  it.each(['9223372036854775807', '-9223372036854775808', '9007199254740993'])(
+    'refuses the integer %s, which kubectl carries as int64',
+    async (form) => {
+      const text = probe([form]);
+      expect(((await byKubectl(text)).spec as { f0: unknown }).f0).toBeDefined();
+      expect(() => parseManifest(text, 'resource', 1 << 20)).toThrow(
+        /beyond ±2\^53 and cannot be carried exactly; quote it/,
+      );
+    },
+  );
 
   it('reads a real file mode in a Pod template as kubectl does (0400 is 256, not 400)', async () => {
     const text = [
-      'apiVersion: apps/v1', 'kind: Deployment', `metadata: {name: ${uniqueName('modes')}, namespace: default}`,
-      'spec:', '  selector: {matchLabels: {app: m}}', '  template:', '    metadata: {labels: {app: m}}', '    spec:',
-      '      enableServiceLinks: yes', '      containers: [{name: c, image: busybox}]',
-      '      volumes:', '      - name: v', '        configMap: {name: x, defaultMode: 0400}',
-      '      - name: w', '        secret: {secretName: creds, defaultMode: 0644}', '',
+      'apiVersion: apps/v1',
+      'kind: Deployment',
+      `metadata: {name: ${uniqueName('modes')}, namespace: default}`,
+      'spec:',
+      '  selector: {matchLabels: {app: m}}',
+      '  template:',
+      '    metadata: {labels: {app: m}}',
+      '    spec:',
+      '      enableServiceLinks: yes',
+      '      containers: [{name: c, image: busybox}]',
+      '      volumes:',
+      '      - name: v',
+      '        configMap: {name: x, defaultMode: 0400}',
+      '      - name: w',
+      '        secret: {secretName: creds, defaultMode: 0644}',
+      '',
     ].join('\n');
     const obj = parseManifest(text, 'resource', 1 << 20);
     const info = await mustFind(skr, 'apps/v1', 'Deployment');
-    const [want, got] = await Promise.all([byKubectl(text), applyObject(skr, info, obj, 'kubectl', undefined, true)]);
+    const [want, got] = await Promise.all([
+      byKubectl(text),
+      applyObject(skr, info, obj, 'kubectl', undefined, true),
+    ]);
     const spec = (o: KubeObject) => (o.spec as { template: { spec: Record<string, unknown> } }).template.spec;
     expect(spec(got).volumes).toEqual(spec(want).volumes);
     expect(spec(got).enableServiceLinks).toBe(true);
-    expect((spec(got).volumes as { configMap?: { defaultMode: number } }[])[0]!.configMap!.defaultMode).toBe(0o400);
+    expect((spec(got).volumes as { configMap?: { defaultMode: number } }[])[0]!.configMap!.defaultMode).toBe(
+      0o400,
+    );
   });
 });

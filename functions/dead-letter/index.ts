@@ -10,9 +10,19 @@ import { logger } from '../shared.ts';
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
   const log = logger(context, stderrLog);
-  log.warn({ step: 'dead-letter', eventType: event?.type, source: event?.source, subject: event?.subject, id: event?.id }, 'event dead-lettered');
+  log.warn(
+    {
+      step: 'dead-letter',
+      eventType: event?.type,
+      source: event?.source,
+      subject: event?.subject,
+      id: event?.id,
+    },
+    'event dead-lettered',
+  );
 }
 
-const line = (level: string) => (fields: Record<string, unknown>, msg: string) => console.error(JSON.stringify({ level, msg, ...fields }));
+const line = (level: string) => (fields: Record<string, unknown>, msg: string) =>
+  console.error(JSON.stringify({ level, msg, ...fields }));
 /** stderrLog logs JSON lines when the runtime's context carries no logger. */
 const stderrLog: Logger = { info: line('info'), warn: line('warn'), error: line('error') };

@@ -7,14 +7,23 @@
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/policy/rules.ts';
-import { checkKymaRequest, EventTypes, makeEvent, refFromEvent, type ReconcileRequest } from '../../lib/events.ts';
+import {
+  checkKymaRequest,
+  EventTypes,
+  makeEvent,
+  refFromEvent,
+  type ReconcileRequest,
+} from '../../lib/events.ts';
 import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
 import { background, post } from '../../lib/pipeline/fanout.ts';
 import { ownerOfSecret, resyncKyma, resyncResourceSource, resyncSource } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
 
 /** handle is the function's CloudEvent handler. */
-export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
+export async function handle(
+  context: Context,
+  event?: CloudEvent<unknown>,
+): Promise<CloudEvent<unknown> | undefined> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
   if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
   const ref = refFromEvent(event);
@@ -38,22 +47,37 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
       // An access Secret changes every SyncResource of its Kyma; a source Secret those that reference it.
       const owner = await ownerOfSecret(d, ref.namespace, ref.name);
       if (owner) {
-        background(d, log, `secret ${object}`, () => (owner.source
-          ? resyncSource(d, ref.namespace, owner.kyma, ref.name)
-          : resyncKyma(d, ref.namespace, owner.kyma, 'secret')));
+        background(d, log, `secret ${object}`, () =>
+          owner.source
+            ? resyncSource(d, ref.namespace, owner.kyma, ref.name)
+            : resyncKyma(d, ref.namespace, owner.kyma, 'secret'),
+        );
       }
-      log.info({ step: 'resolve-cluster', trigger: owner?.source ? 'source Secret' : 'Secret', object, cluster: owner?.kyma }, owner ? 'resync started' : 'not labelled for a Kyma');
+      log.info(
+        {
+          step: 'resolve-cluster',
+          trigger: owner?.source ? 'source Secret' : 'Secret',
+          object,
+          cluster: owner?.kyma,
+        },
+        owner ? 'resync started' : 'not labelled for a Kyma',
+      );
       return undefined;
     });
   }
   return run(context, event, 'resolve-cluster', async (d, log) => {
     // Watch events also report our own writes: those for a settled SyncResource need no run.
     const watched = event.type.startsWith('dev.knative.apiserver.ref.');
-    const request = watched ? undefined : event.data as Partial<ReconcileRequest>;
+    const request = watched ? undefined : (event.data as Partial<ReconcileRequest>);
     const trigger = request?.trigger ?? (watched ? 'watch' : 'resync');
     // Creations and reconcile requests come in bulk; changes of existing SyncResources go first.
     const change = watched && !event.type.endsWith('.add');
-    const out = await resolveStep(d, ref, { onlyIfUnsettled: watched, trigger, change, ...(typeof request?.since === 'string' ? { since: request.since } : {}) });
+    const out = await resolveStep(d, ref, {
+      onlyIfUnsettled: watched,
+      trigger,
+      change,
+      ...(typeof request?.since === 'string' ? { since: request.since } : {}),
+    });
     const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
     let next: CloudEvent<unknown>;
     switch (out.kind) {
@@ -65,7 +89,15 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
         next = makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
         break;
       case 'resolved':
-        log.info({ ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent: out.data.urgent ?? false }, 'cluster resolved');
+        log.info(
+          {
+            ...fields,
+            cluster: out.data.kyma,
+            generation: out.data.generation,
+            urgent: out.data.urgent ?? false,
+          },
+          'cluster resolved',
+        );
         next = makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
         break;
     }
@@ -74,7 +106,16 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     // it. This answer comes after resolve-cluster's own work; a post cut short by the end
     // of this process is caught up by the next resync (pipeline/fanout.ts).
     const urgent = out.kind === 'resolved' && out.data.urgent === true;
-    background(d, log, `resolve ${ref.namespace}/${ref.name}`, async () => { await post(d, next, urgent); return 1; }, { quiet: true });
+    background(
+      d,
+      log,
+      `resolve ${ref.namespace}/${ref.name}`,
+      async () => {
+        await post(d, next, urgent);
+        return 1;
+      },
+      { quiet: true },
+    );
     return undefined;
   });
 }
@@ -88,18 +129,33 @@ function resolveKyma(context: Context, event: CloudEvent<unknown>): Promise<Clou
   const req = checkData(() => checkKymaRequest(event.data));
   return run(context, event, 'resolve-cluster', async (d, log) => {
     const out = await resolveKymaStep(d, req);
-    const fields = { step: 'resolve-cluster', cluster: req.name, namespace: req.namespace, trigger: req.trigger };
+    const fields = {
+      step: 'resolve-cluster',
+      cluster: req.name,
+      namespace: req.namespace,
+      trigger: req.trigger,
+    };
     const ext = traceExtensions(event);
     switch (out.kind) {
       case 'none':
         log.info({ ...fields, why: out.why }, 'nothing to resolve');
         return undefined;
       case 'failed':
-        log.warn({ ...fields, reason: out.data[0]?.result.clusterError?.reason, syncResources: out.data.length }, 'cluster not resolved');
-        background(d, log, `resolve kyma ${req.namespace}/${req.name}`, async () => {
-          for (const data of out.data) await post(d, makeEvent('resolve-cluster', EventTypes.itemsApplied, data, ext), false);
-          return out.data.length;
-        }, { quiet: true });
+        log.warn(
+          { ...fields, reason: out.data[0]?.result.clusterError?.reason, syncResources: out.data.length },
+          'cluster not resolved',
+        );
+        background(
+          d,
+          log,
+          `resolve kyma ${req.namespace}/${req.name}`,
+          async () => {
+            for (const data of out.data)
+              await post(d, makeEvent('resolve-cluster', EventTypes.itemsApplied, data, ext), false);
+            return out.data.length;
+          },
+          { quiet: true },
+        );
         return undefined;
       case 'resolved':
         // Replied, not posted: the request comes from a fan-out (a resync, a Kyma or Secret

@@ -35,15 +35,21 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
       log.info({ step: 'resync', trigger: 'ping' }, 'resync started');
       return;
     }
-    if (!(ApiServerRefTypes as readonly string[]).includes(event.type)) throw new HttpError(400, `unexpected event type ${event.type}`);
+    if (!(ApiServerRefTypes as readonly string[]).includes(event.type))
+      throw new HttpError(400, `unexpected event type ${event.type}`);
     const ref = checkData(() => checkRef(event.data));
     const kind = (event as unknown as { kind?: string }).kind ?? (event.data as Partial<ObjectRef>).kind;
     if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
     if (!inControlPlane(ref.namespace, d.config)) {
-      log.warn({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` }, 'namespace not allowed');
+      log.warn(
+        { step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` },
+        'namespace not allowed',
+      );
       return;
     }
-    background(d, log, `kyma ${ref.namespace}/${ref.name}`, () => resyncKyma(d, ref.namespace, ref.name, 'kyma'));
+    background(d, log, `kyma ${ref.namespace}/${ref.name}`, () =>
+      resyncKyma(d, ref.namespace, ref.name, 'kyma'),
+    );
     log.info({ step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` }, 'resync started');
   });
 }

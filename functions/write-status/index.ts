@@ -12,6 +12,14 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
   const data = checkData(() => checkItemsApplied(event.data));
   await run(context, event, 'write-status', async (d, log) => {
     const outcome = await writeStatusStep(d, data);
-    log.info({ step: 'write-status', syncResource: `${data.namespace}/${data.name}`, generation: data.result.generation, outcome }, 'status handled');
+    log.info(
+      {
+        step: 'write-status',
+        syncResource: `${data.namespace}/${data.name}`,
+        generation: data.result.generation,
+        outcome,
+      },
+      'status handled',
+    );
   });
 }

@@ -21,10 +21,15 @@ export function guessResource(kind: string): string {
 /** sourceConfig is K_SOURCE_CONFIG for one ApiServerSource in namespace (apiserver.Config as JSON). */
 export function sourceConfig(namespace: string, resources: ApiServerResource[], mode = 'Reference'): string {
   return JSON.stringify({
-    namespaces: [namespace], allNamespaces: false, mode,
+    namespaces: [namespace],
+    allNamespaces: false,
+    mode,
     resources: resources.map((r) => {
       const [group, version] = r.apiVersion.includes('/') ? r.apiVersion.split('/') : ['', r.apiVersion];
-      return { gvr: { Group: group, Version: version, Resource: guessResource(r.kind) }, ...(r.labelSelector ? { selector: r.labelSelector } : {}) };
+      return {
+        gvr: { Group: group, Version: version, Resource: guessResource(r.kind) },
+        ...(r.labelSelector ? { selector: r.labelSelector } : {}),
+      };
     }),
   });
 }
@@ -43,8 +48,15 @@ export interface ReceiveAdapter {
 
 /** startAdapter starts the adapter of source and waits until it watches every resource (through proxy). */
 export async function startAdapter(opts: {
-  binary: string; name: string; namespace: string; resources: ApiServerResource[]; mode?: string;
-  sink: string; kubeconfig: string; proxy: ApiProxy; logDir: string;
+  binary: string;
+  name: string;
+  namespace: string;
+  resources: ApiServerResource[];
+  mode?: string;
+  sink: string;
+  kubeconfig: string;
+  proxy: ApiProxy;
+  logDir: string;
 }): Promise<ReceiveAdapter> {
   const from = opts.proxy.watched.length;
   const proc = startProcess('adapter', opts.name, opts.binary, [], {
@@ -65,8 +77,13 @@ export async function startAdapter(opts: {
   });
   try {
     await Promise.race([
-      opts.proxy.waitForWatches(opts.resources.map((r) => watchPath(opts.namespace, r)), from),
-      proc.exited.then((code) => { throw new Error(`ApiServerSource adapter ${opts.name} exited with ${code}; see ${proc.logFile}`); }),
+      opts.proxy.waitForWatches(
+        opts.resources.map((r) => watchPath(opts.namespace, r)),
+        from,
+      ),
+      proc.exited.then((code) => {
+        throw new Error(`ApiServerSource adapter ${opts.name} exited with ${code}; see ${proc.logFile}`);
+      }),
     ]);
   } catch (err) {
     await killProcess(proc);

@@ -34,8 +34,10 @@ export class ApiProxy {
     const ca = await makeCa(dir, 'kcp-proxy-ca');
     const serving = await signCert(dir, 'proxy', '/CN=kcp-proxy', { san: 'IP:127.0.0.1', ca });
     this.caFile = ca.certFile;
-    this.server = createServer({ cert: await readFile(serving.certFile), key: await readFile(serving.keyFile) },
-      (req, res) => void this.forward(req, res).catch(() => res.destroy()));
+    this.server = createServer(
+      { cert: await readFile(serving.certFile), key: await readFile(serving.keyFile) },
+      (req, res) => void this.forward(req, res).catch(() => res.destroy()),
+    );
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.url = `https://127.0.0.1:${(this.server.address() as { port: number }).port}`;
     return this.url;
@@ -44,12 +46,23 @@ export class ApiProxy {
   private async forward(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const url = new URL(req.url ?? '/', this.target);
     const watch = url.searchParams.get('watch') === 'true' || url.searchParams.get('watch') === '1';
-    const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) => !['host', 'connection', 'keep-alive', 'transfer-encoding'].includes(k))) as Record<string, string>;
+    const headers = Object.fromEntries(
+      Object.entries(req.headers).filter(
+        ([k]) => !['host', 'connection', 'keep-alive', 'transfer-encoding'].includes(k),
+      ),
+    ) as Record<string, string>;
     const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
     const up = await request(url, {
-      method: req.method as Dispatcher.HttpMethod, headers, dispatcher: this.agent, ...(hasBody ? { body: req } : {}),
+      method: req.method as Dispatcher.HttpMethod,
+      headers,
+      dispatcher: this.agent,
+      ...(hasBody ? { body: req } : {}),
     });
-    const out = Object.fromEntries(Object.entries(up.headers).filter(([k]) => !['connection', 'keep-alive', 'transfer-encoding'].includes(k)));
+    const out = Object.fromEntries(
+      Object.entries(up.headers).filter(
+        ([k]) => !['connection', 'keep-alive', 'transfer-encoding'].includes(k),
+      ),
+    );
     res.writeHead(up.statusCode, out as Record<string, string>);
     if (watch && up.statusCode === 200) {
       this.watched.push(url.pathname);
@@ -65,7 +78,10 @@ export class ApiProxy {
     for (;;) {
       const seen = this.watched.slice(from);
       if (paths.every((p) => seen.includes(p))) return;
-      if (Date.now() > deadline) throw new Error(`no watch of ${paths.filter((p) => !seen.includes(p)).join(', ')} within ${timeoutMs} ms`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `no watch of ${paths.filter((p) => !seen.includes(p)).join(', ')} within ${timeoutMs} ms`,
+        );
       await sleep(20);
     }
   }

@@ -39,7 +39,8 @@ export interface BrokerStats {
 /** Observed is one event the broker received, for tests (identity and attributes). */
 export type Observed = { attributes: Attributes; data: unknown };
 
-const retryable = (code: number) => code === 0 || code === 404 || code === 408 || code === 409 || code === 429 || code >= 500;
+const retryable = (code: number) =>
+  code === 0 || code === 404 || code === 408 || code === 409 || code === 429 || code >= 500;
 
 /** Broker is the local stand-in for a Knative Broker. */
 export class Broker {
@@ -70,7 +71,11 @@ export class Broker {
 
   constructor(opts: {
     /** resolve gives a subscriber's replica URLs; each request goes to the least busy (round robin among equals), as Serving's activator routes. */
-    triggers: Trigger[]; delivery: Delivery; resolve: (service: string) => string[]; deadLetterFile: string; chaos?: Chaos;
+    triggers: Trigger[];
+    delivery: Delivery;
+    resolve: (service: string) => string[];
+    deadLetterFile: string;
+    chaos?: Chaos;
     /** concurrency caps requests in flight per replica of a subscriber, as containerConcurrency and the queue-proxy do. */
     concurrency?: Record<string, number>;
     /** timeouts bound one request per subscriber, as the Service's timeoutSeconds does (default 300 s). */
@@ -165,11 +170,14 @@ export class Broker {
           this.byReplica.set(url, (this.byReplica.get(url) ?? 0) + 1);
         }
         await limit?.acquire();
-        const { code, reply, error } = await (url ? send(url, event, this.timeouts[t.subscriber] ?? 300_000) : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` }))
-          .finally(() => {
-            limit?.release();
-            if (url) this.busy.set(url, this.busy.get(url)! - 1);
-          });
+        const { code, reply, error } = await (
+          url
+            ? send(url, event, this.timeouts[t.subscriber] ?? 300_000)
+            : Promise.resolve({ code: 0, reply: undefined, error: `no subscriber ${t.subscriber}` })
+        ).finally(() => {
+          limit?.release();
+          if (url) this.busy.set(url, this.busy.get(url)! - 1);
+        });
         this.count(event, code);
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
@@ -185,10 +193,16 @@ export class Broker {
       }
       if (this.closed) return;
       this.stats.deadLettered++;
-      await appendFile(this.deadLetterFile, JSON.stringify({
-        time: new Date().toISOString(), trigger: t.name, subscriber: t.subscriber, error: last,
-        event: { id: event.id, type: event.type, source: event.source, subject: event.subject },
-      }) + '\n');
+      await appendFile(
+        this.deadLetterFile,
+        JSON.stringify({
+          time: new Date().toISOString(),
+          trigger: t.name,
+          subscriber: t.subscriber,
+          error: last,
+          event: { id: event.id, type: event.type, source: event.source, subject: event.subject },
+        }) + '\n',
+      );
     } finally {
       this.inflight--;
     }
@@ -210,7 +224,7 @@ export class Broker {
     const n = this.concurrency[service] ?? 0;
     if (n <= 0) return undefined;
     let l = this.limits.get(url);
-    if (!l) this.limits.set(url, l = new Semaphore(n));
+    if (!l) this.limits.set(url, (l = new Semaphore(n)));
     return l;
   }
 
@@ -261,17 +275,35 @@ export function attributesOf(event: CloudEvent<unknown>): Attributes {
   return out;
 }
 
-async function send(url: string, event: CloudEvent<unknown>, timeoutMs: number): Promise<{ code: number; reply?: CloudEvent<unknown>; error?: string }> {
+async function send(
+  url: string,
+  event: CloudEvent<unknown>,
+  timeoutMs: number,
+): Promise<{ code: number; reply?: CloudEvent<unknown>; error?: string }> {
   const msg = HTTP.binary(event);
   try {
-    const res = await request(url, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, headersTimeout: timeoutMs, bodyTimeout: timeoutMs });
+    const res = await request(url, {
+      method: 'POST',
+      headers: msg.headers as Record<string, string>,
+      body: msg.body as string,
+      headersTimeout: timeoutMs,
+      bodyTimeout: timeoutMs,
+    });
     const body = await res.body.text();
     const headers = res.headers as Record<string, string>;
     let reply: CloudEvent<unknown> | undefined;
-    if (res.statusCode >= 200 && res.statusCode < 300 && (headers['ce-type'] || headers['content-type']?.startsWith('application/cloudevents'))) {
+    if (
+      res.statusCode >= 200 &&
+      res.statusCode < 300 &&
+      (headers['ce-type'] || headers['content-type']?.startsWith('application/cloudevents'))
+    ) {
       reply = HTTP.toEvent({ headers, body }) as CloudEvent<unknown>;
     }
-    return { code: res.statusCode, reply, error: res.statusCode >= 300 ? `HTTP ${res.statusCode}: ${body.slice(0, 200)}` : undefined };
+    return {
+      code: res.statusCode,
+      reply,
+      error: res.statusCode >= 300 ? `HTTP ${res.statusCode}: ${body.slice(0, 200)}` : undefined,
+    };
   } catch (err) {
     return { code: 0, error: err instanceof Error ? err.message : String(err) };
   }

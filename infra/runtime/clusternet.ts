@@ -20,7 +20,11 @@ import { Agent, request, type Dispatcher } from 'undici';
 import type { Cluster } from '../../lib/kube/objects.ts';
 
 /** Target is where a request goes: a loopback port; done is called when the request ended; replica names it for observers. */
-export interface Target { port: number; done?: () => void; replica?: string }
+export interface Target {
+  port: number;
+  done?: () => void;
+  replica?: string;
+}
 
 /** Route resolves a service port to a target, or undefined when nothing serves it (503). */
 export type Route = (port: number, req: IncomingMessage) => Target | undefined | Promise<Target | undefined>;
@@ -43,12 +47,18 @@ export interface Passage {
 }
 
 type ServiceSpec = {
-  type?: string; externalName?: string; selector?: Record<string, string>;
+  type?: string;
+  externalName?: string;
+  selector?: Record<string, string>;
   ports?: { name?: string; port: number; targetPort?: number | string }[];
 };
 
 /** PodPorts finds a ready local process for a selector in namespace: the target of a container port (number or name). */
-export type PodPorts = (namespace: string, selector: Record<string, string>, targetPort: number | string) => Target | undefined;
+export type PodPorts = (
+  namespace: string,
+  selector: Record<string, string>,
+  targetPort: number | string,
+) => Target | undefined;
 
 export class ClusterNet {
   url = '';
@@ -88,14 +98,19 @@ export class ClusterNet {
   async idle(timeoutMs = 30_000, quietMs = 500): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (this.inFlight > 0 || Date.now() - this.lastActivity < quietMs) {
-      if (Date.now() > deadline) throw new Error(`the cluster network is not idle after ${timeoutMs} ms (${this.inFlight} requests in flight)`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `the cluster network is not idle after ${timeoutMs} ms (${this.inFlight} requests in flight)`,
+        );
       await sleep(50);
     }
   }
 
   /** expose serves host:port of the cluster on a loopback port of the host (as kubectl port-forward), and returns its URL. */
   async expose(host: string, port = 80): Promise<string> {
-    const server = createServer((req, res) => void this.forward(req, res, `${host}:${port}`).catch(() => res.destroy()));
+    const server = createServer(
+      (req, res) => void this.forward(req, res, `${host}:${port}`).catch(() => res.destroy()),
+    );
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
     this.exposed.push(server);
     return `http://127.0.0.1:${(server.address() as { port: number }).port}`;
@@ -111,7 +126,13 @@ export class ClusterNet {
 
   /** env is what a process needs to reach cluster names through this proxy. */
   env(): Record<string, string> {
-    return { HTTP_PROXY: this.url, http_proxy: this.url, NO_PROXY: '127.0.0.1,localhost', no_proxy: '127.0.0.1,localhost', NODE_USE_ENV_PROXY: '1' };
+    return {
+      HTTP_PROXY: this.url,
+      http_proxy: this.url,
+      NO_PROXY: '127.0.0.1,localhost',
+      no_proxy: '127.0.0.1,localhost',
+      NODE_USE_ENV_PROXY: '1',
+    };
   }
 
   /** resolve returns the target of host:port, following ExternalName services. */
@@ -123,8 +144,10 @@ export class ClusterNet {
     if (own) return own(port, req);
     const svc = await this.service(namespace, name);
     if (!svc) return undefined;
-    if (svc.type === 'ExternalName' && svc.externalName) return this.resolve(svc.externalName, port, req, depth + 1);
-    const sp = (svc.ports ?? []).find((p) => p.port === port) ?? (svc.ports?.length === 1 ? svc.ports[0] : undefined);
+    if (svc.type === 'ExternalName' && svc.externalName)
+      return this.resolve(svc.externalName, port, req, depth + 1);
+    const sp =
+      (svc.ports ?? []).find((p) => p.port === port) ?? (svc.ports?.length === 1 ? svc.ports[0] : undefined);
     if (!sp || !svc.selector) return undefined;
     return this.pods(namespace, svc.selector, sp.targetPort ?? sp.port);
   }
@@ -134,19 +157,25 @@ export class ClusterNet {
     const key = `${namespace}/${name}`;
     const hit = this.services.get(key);
     if (hit && Date.now() - hit.at < 1_000) return hit.spec;
-    const spec = await this.kcp.client.call<{ spec: ServiceSpec }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`)
-      .then((s) => s.spec, () => null);
+    const spec = await this.kcp.client
+      .call<{ spec: ServiceSpec }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`)
+      .then(
+        (s) => s.spec,
+        () => null,
+      );
     this.services.set(key, { at: Date.now(), spec });
     return spec;
   }
 
   private async forward(req: IncomingMessage, res: ServerResponse, fixedHost?: string): Promise<void> {
     this.inFlight++;
-    const start = this.lastActivity = Date.now();
+    const start = (this.lastActivity = Date.now());
     let status = 502;
     let target: Target | undefined;
     try {
-      const url = fixedHost ? new URL(req.url ?? '/', `http://${fixedHost}`) : new URL(req.url ?? '/', `http://${req.headers.host ?? 'unknown'}`);
+      const url = fixedHost
+        ? new URL(req.url ?? '/', `http://${fixedHost}`)
+        : new URL(req.url ?? '/', `http://${req.headers.host ?? 'unknown'}`);
       if (fixedHost) req.headers.host = fixedHost;
       const chunks: Buffer[] = [];
       for await (const c of req) chunks.push(c as Buffer);
@@ -157,26 +186,51 @@ export class ClusterNet {
         res.writeHead(503, { 'content-type': 'text/plain' }).end(`no endpoint for ${url.host}\n`);
         return;
       }
-      const headers = Object.fromEntries(Object.entries(req.headers).filter(([k]) =>
-        !['connection', 'keep-alive', 'proxy-connection', 'proxy-authorization', 'transfer-encoding'].includes(k))) as Record<string, string>;
+      const headers = Object.fromEntries(
+        Object.entries(req.headers).filter(
+          ([k]) =>
+            ![
+              'connection',
+              'keep-alive',
+              'proxy-connection',
+              'proxy-authorization',
+              'transfer-encoding',
+            ].includes(k),
+        ),
+      ) as Record<string, string>;
       const hasBody = req.method !== 'GET' && req.method !== 'HEAD';
       let responseHeaders: Passage['responseHeaders'] = {};
       try {
         const up = await request(`http://127.0.0.1:${target.port}${url.pathname}${url.search}`, {
-          method: req.method as Dispatcher.HttpMethod, headers, dispatcher: this.agent, ...(hasBody ? { body } : {}),
+          method: req.method as Dispatcher.HttpMethod,
+          headers,
+          dispatcher: this.agent,
+          ...(hasBody ? { body } : {}),
         });
         status = up.statusCode;
-        responseHeaders = Object.fromEntries(Object.entries(up.headers).filter(([k]) => !['connection', 'keep-alive', 'transfer-encoding'].includes(k)));
+        responseHeaders = Object.fromEntries(
+          Object.entries(up.headers).filter(
+            ([k]) => !['connection', 'keep-alive', 'transfer-encoding'].includes(k),
+          ),
+        );
         res.writeHead(up.statusCode, responseHeaders as Record<string, string>);
         await pipeline(up.body, res);
       } catch {
         // The process behind the name is gone or refused: what a client sees of a dead Pod.
-        if (!res.headersSent) res.writeHead(502, { 'content-type': 'text/plain' }).end(`${url.host} refused the connection\n`);
+        if (!res.headersSent)
+          res.writeHead(502, { 'content-type': 'text/plain' }).end(`${url.host} refused the connection\n`);
         else res.destroy();
       }
       const passage: Passage = {
-        host: url.hostname, method: req.method ?? 'GET', path: url.pathname, headers: req.headers, body, status, responseHeaders,
-        start, ms: Date.now() - start,
+        host: url.hostname,
+        method: req.method ?? 'GET',
+        path: url.pathname,
+        headers: req.headers,
+        body,
+        status,
+        responseHeaders,
+        start,
+        ms: Date.now() - start,
         ...(target.replica ? { replica: target.replica } : {}),
       };
       for (const fn of this.observers) fn(passage);

@@ -17,12 +17,22 @@ import { waitFor } from '../net.ts';
 /** EVENTING_NAMESPACE is where Knative Eventing's own parts run. */
 export const EVENTING_NAMESPACE = 'knative-eventing';
 
-const left = new Set(['HorizontalPodAutoscaler', 'PodDisruptionBudget', 'MutatingWebhookConfiguration', 'ValidatingWebhookConfiguration']);
+const left = new Set([
+  'HorizontalPodAutoscaler',
+  'PodDisruptionBudget',
+  'MutatingWebhookConfiguration',
+  'ValidatingWebhookConfiguration',
+]);
 
 async function docsIn(dir: string, files?: string[]): Promise<KubeObject[]> {
   const names = files ?? (await readdir(dir)).filter((f) => f.endsWith('.yaml')).sort();
   const out: KubeObject[] = [];
-  for (const f of names) out.push(...(loadAll(await readFile(join(dir, f), 'utf8')) as (KubeObject | null)[]).filter((d): d is KubeObject => !!d && !left.has(d.kind)));
+  for (const f of names)
+    out.push(
+      ...(loadAll(await readFile(join(dir, f), 'utf8')) as (KubeObject | null)[]).filter(
+        (d): d is KubeObject => !!d && !left.has(d.kind),
+      ),
+    );
   return out;
 }
 
@@ -32,69 +42,141 @@ export async function eventingObjects(config: string): Promise<KubeObject[]> {
   const imc = join(config, 'channels', 'in-memory-channel');
   const mt = join(config, 'brokers', 'mt-channel-broker');
   return [
-    ...await docsIn(core, ['100-namespace.yaml', '200-eventing-serviceaccount.yaml', '200-pingsource-mt-adapter-serviceaccount.yaml', '200-webhook-serviceaccount.yaml']),
+    ...(await docsIn(core, [
+      '100-namespace.yaml',
+      '200-eventing-serviceaccount.yaml',
+      '200-pingsource-mt-adapter-serviceaccount.yaml',
+      '200-webhook-serviceaccount.yaml',
+    ])),
     // The webhook's certificate Secret (it fills it); the webhook configurations are left out.
-    ...await docsIn(join(core, 'webhooks'), ['secret.yaml']),
-    ...await docsIn(join(core, 'resources')),
-    ...await docsIn(join(core, 'configmaps')),
-    ...await docsIn(join(core, 'roles')),
-    ...await docsIn(imc, ['200-imc-controller-serviceaccount.yaml', '200-imc-dispatcher-serviceaccount.yaml']),
-    ...await docsIn(join(imc, 'resources')),
-    ...await docsIn(join(imc, 'configmaps')),
-    ...await docsIn(join(imc, 'roles')),
-    ...await docsIn(join(mt, 'roles')),
+    ...(await docsIn(join(core, 'webhooks'), ['secret.yaml'])),
+    ...(await docsIn(join(core, 'resources'))),
+    ...(await docsIn(join(core, 'configmaps'))),
+    ...(await docsIn(join(core, 'roles'))),
+    ...(await docsIn(imc, [
+      '200-imc-controller-serviceaccount.yaml',
+      '200-imc-dispatcher-serviceaccount.yaml',
+    ])),
+    ...(await docsIn(join(imc, 'resources'))),
+    ...(await docsIn(join(imc, 'configmaps'))),
+    ...(await docsIn(join(imc, 'roles'))),
+    ...(await docsIn(join(mt, 'roles'))),
     // The images the eventing controller reads for features not used here (the release
     // generates these two ConfigMaps; its Pod cannot start without them).
-    ...['eventing-integrations-images', 'eventing-transformations-images'].map((name) => ({
-      apiVersion: 'v1', kind: 'ConfigMap', metadata: { name, namespace: EVENTING_NAMESPACE }, data: {},
-    })) as KubeObject[],
-    ...await docsIn(join(core, 'deployments'), ['controller.yaml', 'pingsource-mt-adapter.yaml', 'webhook.yaml']),
-    ...await docsIn(join(imc, 'deployments'), ['controller.yaml', 'dispatcher.yaml', 'dispatcher-service.yaml']),
-    ...await docsIn(join(mt, 'deployments'), ['controller.yaml', 'broker-filter.yaml', 'broker-ingress.yaml']),
+    ...(['eventing-integrations-images', 'eventing-transformations-images'].map((name) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name, namespace: EVENTING_NAMESPACE },
+      data: {},
+    })) as KubeObject[]),
+    ...(await docsIn(join(core, 'deployments'), [
+      'controller.yaml',
+      'pingsource-mt-adapter.yaml',
+      'webhook.yaml',
+    ])),
+    ...(await docsIn(join(imc, 'deployments'), [
+      'controller.yaml',
+      'dispatcher.yaml',
+      'dispatcher-service.yaml',
+    ])),
+    ...(await docsIn(join(mt, 'deployments'), [
+      'controller.yaml',
+      'broker-filter.yaml',
+      'broker-ingress.yaml',
+    ])),
   ];
 }
 
 /** installEventing applies Serving's CRDs and Knative Eventing's configuration to the KCP. */
-export async function installEventing(kcp: Cluster, eventingConfig: string, servingConfig: string): Promise<void> {
+export async function installEventing(
+  kcp: Cluster,
+  eventingConfig: string,
+  servingConfig: string,
+): Promise<void> {
   const objects = await eventingObjects(eventingConfig);
   // The controller's env names keys of the two images ConfigMaps: give each key a value.
-  const controller = objects.find((o) => o.kind === 'Deployment' && o.metadata.name === 'eventing-controller') as
-    { spec: { template: { spec: { containers: { env?: { valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[] }[] } } } } | undefined;
+  const controller = objects.find(
+    (o) => o.kind === 'Deployment' && o.metadata.name === 'eventing-controller',
+  ) as
+    | {
+        spec: {
+          template: {
+            spec: {
+              containers: { env?: { valueFrom?: { configMapKeyRef?: { name: string; key: string } } }[] }[];
+            };
+          };
+        };
+      }
+    | undefined;
   for (const e of controller?.spec.template.spec.containers[0]?.env ?? []) {
     const ref = e.valueFrom?.configMapKeyRef;
-    const cm = ref && objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === ref.name && o.metadata.namespace === EVENTING_NAMESPACE);
-    if (ref && cm && cm.data !== undefined && !(ref.key in (cm.data as object))) (cm.data as Record<string, string>)[ref.key] = `not-built-here/${ref.key}`;
+    const cm =
+      ref &&
+      objects.find(
+        (o) =>
+          o.kind === 'ConfigMap' &&
+          o.metadata.name === ref.name &&
+          o.metadata.namespace === EVENTING_NAMESPACE,
+      );
+    if (ref && cm && cm.data !== undefined && !(ref.key in (cm.data as object)))
+      (cm.data as Record<string, string>)[ref.key] = `not-built-here/${ref.key}`;
   }
-  const crds = [...objects.filter((o) => o.kind === 'CustomResourceDefinition'), ...await docsIn(servingConfig)];
+  const crds = [
+    ...objects.filter((o) => o.kind === 'CustomResourceDefinition'),
+    ...(await docsIn(servingConfig)),
+  ];
   await installCrds(kcp, crds);
-  await applyObjects(kcp, objects.filter((o) => o.kind === 'Namespace'));
-  await applyObjects(kcp, [...objects.filter((o) => o.kind !== 'CustomResourceDefinition' && o.kind !== 'Namespace'), ...await docsIn(join(servingConfig, 'roles'))]);
+  await applyObjects(
+    kcp,
+    objects.filter((o) => o.kind === 'Namespace'),
+  );
+  await applyObjects(kcp, [
+    ...objects.filter((o) => o.kind !== 'CustomResourceDefinition' && o.kind !== 'Namespace'),
+    ...(await docsIn(join(servingConfig, 'roles'))),
+  ]);
 }
 
-type Conditioned = { metadata: { name: string; generation?: number }; status?: { observedGeneration?: number; conditions?: { type: string; status: string; reason?: string; message?: string }[] } };
+type Conditioned = {
+  metadata: { name: string; generation?: number };
+  status?: {
+    observedGeneration?: number;
+    conditions?: { type: string; status: string; reason?: string; message?: string }[];
+  };
+};
 
 /** notReady names the objects of a list whose Ready condition is not True for their generation. */
 export async function notReady(kcp: Cluster, path: string): Promise<string[]> {
   const list = await kcp.client.call<{ items: Conditioned[] }>('GET', path);
-  return list.items.filter((o) => {
-    const ready = o.status?.conditions?.find((c) => c.type === 'Ready');
-    return ready?.status !== 'True' || (o.status?.observedGeneration ?? 0) < (o.metadata.generation ?? 0);
-  }).map((o) => {
-    const ready = o.status?.conditions?.find((c) => c.type === 'Ready');
-    return `${o.metadata.name}${ready?.message ? ` (${ready.reason ?? ''}: ${ready.message})` : ''}`;
-  });
+  return list.items
+    .filter((o) => {
+      const ready = o.status?.conditions?.find((c) => c.type === 'Ready');
+      return ready?.status !== 'True' || (o.status?.observedGeneration ?? 0) < (o.metadata.generation ?? 0);
+    })
+    .map((o) => {
+      const ready = o.status?.conditions?.find((c) => c.type === 'Ready');
+      return `${o.metadata.name}${ready?.message ? ` (${ready.reason ?? ''}: ${ready.message})` : ''}`;
+    });
 }
 
 /** waitEventingReady waits until the Broker, Triggers and sources of namespace are Ready. */
 export async function waitEventingReady(kcp: Cluster, namespace: string, timeoutMs = 180_000): Promise<void> {
-  const paths = ['eventing.knative.dev/v1/namespaces/%/brokers', 'eventing.knative.dev/v1/namespaces/%/triggers',
-    'sources.knative.dev/v1/namespaces/%/apiserversources', 'sources.knative.dev/v1/namespaces/%/pingsources',
-    'sources.knative.dev/v1/namespaces/%/sinkbindings'].map((p) => `/apis/${p.replace('%', namespace)}`);
+  const paths = [
+    'eventing.knative.dev/v1/namespaces/%/brokers',
+    'eventing.knative.dev/v1/namespaces/%/triggers',
+    'sources.knative.dev/v1/namespaces/%/apiserversources',
+    'sources.knative.dev/v1/namespaces/%/pingsources',
+    'sources.knative.dev/v1/namespaces/%/sinkbindings',
+  ].map((p) => `/apis/${p.replace('%', namespace)}`);
   let waiting: string[] = [];
-  await waitFor('the Broker, Triggers and sources', async () => {
-    waiting = (await Promise.all(paths.map((p) => notReady(kcp, p)))).flat();
-    return waiting.length === 0;
-  }, timeoutMs, () => undefined).catch((err: unknown) => {
+  await waitFor(
+    'the Broker, Triggers and sources',
+    async () => {
+      waiting = (await Promise.all(paths.map((p) => notReady(kcp, p)))).flat();
+      return waiting.length === 0;
+    },
+    timeoutMs,
+    () => undefined,
+  ).catch((err: unknown) => {
     throw new Error(`${String(err)}; not ready: ${waiting.join(', ')}`);
   });
 }

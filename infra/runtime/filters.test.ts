@@ -24,8 +24,12 @@ describe('trigger filters', () => {
   it('uses filters over attributes, and all of the filters', () => {
     expect(triggerMatches({ attributes: { kind: 'Kyma' } }, ev)).toBe(false);
     expect(triggerMatches({ attributes: { kind: 'SyncResource', type: ev.type } }, ev)).toBe(true);
-    expect(triggerMatches({ attributes: { kind: 'Kyma' }, filters: [{ exact: { kind: 'SyncResource' } }] }, ev)).toBe(true);
-    expect(triggerMatches({ filters: [{ exact: { kind: 'SyncResource' } }, { exact: { source: 'nope' } }] }, ev)).toBe(false);
+    expect(
+      triggerMatches({ attributes: { kind: 'Kyma' }, filters: [{ exact: { kind: 'SyncResource' } }] }, ev),
+    ).toBe(true);
+    expect(
+      triggerMatches({ filters: [{ exact: { kind: 'SyncResource' } }, { exact: { source: 'nope' } }] }, ev),
+    ).toBe(false);
     expect(triggerMatches({}, ev)).toBe(true);
   });
 });

@@ -21,7 +21,10 @@ export function matches(f: Filter, a: Attributes): boolean {
 }
 
 /** triggerMatches applies a Trigger: `filters` wins over `filter.attributes` when both are set. */
-export function triggerMatches(t: { attributes?: Record<string, string>; filters?: Filter[] }, a: Attributes): boolean {
+export function triggerMatches(
+  t: { attributes?: Record<string, string>; filters?: Filter[] },
+  a: Attributes,
+): boolean {
   if (t.filters && t.filters.length > 0) return t.filters.every((f) => matches(f, a));
   if (t.attributes) return each(t.attributes, a, (v, w) => v === w);
   return true;

@@ -20,7 +20,11 @@ function moved(d: Doc, namespace: string): KubeObject {
 }
 
 /** applyRbac applies the RBAC of routing into its namespace; edit may change it first (tests take a rule away). */
-export async function applyRbac(kcp: Cluster, routing: Routing, edit: (docs: Doc[]) => Doc[] = (d) => d): Promise<KubeObject[]> {
+export async function applyRbac(
+  kcp: Cluster,
+  routing: Routing,
+  edit: (docs: Doc[]) => Doc[] = (d) => d,
+): Promise<KubeObject[]> {
   const rbac = edit(structuredClone(routing.rbac)).map((d) => moved(d, routing.namespace));
   await applyObjects(kcp, rbac);
   return rbac;
@@ -32,10 +36,23 @@ export async function applyRbac(kcp: Cluster, routing: Routing, edit: (docs: Doc
  * or, the Pod saying nothing, for the ServiceAccount.
  */
 export async function mountedToken(
-  kcp: Cluster, namespace: string, sa: string, podMount: boolean | undefined, server: { url: string; caFile: string }, dir: string, file?: string,
+  kcp: Cluster,
+  namespace: string,
+  sa: string,
+  podMount: boolean | undefined,
+  server: { url: string; caFile: string },
+  dir: string,
+  file?: string,
 ): Promise<string | undefined> {
-  const mount = podMount ?? (await kcp.client.call<{ automountServiceAccountToken?: boolean }>('GET', `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}`))
-    .automountServiceAccountToken ?? true;
+  const mount =
+    podMount ??
+    (
+      await kcp.client.call<{ automountServiceAccountToken?: boolean }>(
+        'GET',
+        `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}`,
+      )
+    ).automountServiceAccountToken ??
+    true;
   return mount ? tokenKubeconfig(kcp, namespace, sa, server, join(dir, namespace), file) : undefined;
 }
 
@@ -45,7 +62,11 @@ export async function mountedToken(
  * as mountedToken), or null when its token is not mounted. edit may change the RBAC documents first (tests take a rule away).
  */
 export async function serviceAccountKubeconfigs(
-  kcp: Cluster, routing: Routing, server: { url: string; caFile: string }, dir: string, edit: (docs: Doc[]) => Doc[] = (d) => d,
+  kcp: Cluster,
+  routing: Routing,
+  server: { url: string; caFile: string },
+  dir: string,
+  edit: (docs: Doc[]) => Doc[] = (d) => d,
 ): Promise<Map<string, string | null>> {
   const rbac = await applyRbac(kcp, routing, edit);
   const out = new Map<string, string | null>();
@@ -55,7 +76,13 @@ export async function serviceAccountKubeconfigs(
       out.set(svc.name, null);
       continue;
     }
-    const kubeconfig = await tokenKubeconfig(kcp, routing.namespace, sa.metadata.name, server, join(dir, routing.namespace));
+    const kubeconfig = await tokenKubeconfig(
+      kcp,
+      routing.namespace,
+      sa.metadata.name,
+      server,
+      join(dir, routing.namespace),
+    );
     out.set(svc.name, kubeconfig);
   }
   return out;
@@ -65,19 +92,39 @@ export async function serviceAccountKubeconfigs(
  * tokenKubeconfig requests a token for the ServiceAccount name (TokenRequest API, a day)
  * and writes a kubeconfig that reads it from its file, for server; returns its path.
  */
-export async function tokenKubeconfig(kcp: Cluster, namespace: string, name: string, server: { url: string; caFile: string }, dir: string, file = 'kubeconfig.yaml'): Promise<string> {
-  const request = await kcp.client.call<{ status: { token: string } }>('POST',
+export async function tokenKubeconfig(
+  kcp: Cluster,
+  namespace: string,
+  name: string,
+  server: { url: string; caFile: string },
+  dir: string,
+  file = 'kubeconfig.yaml',
+): Promise<string> {
+  const request = await kcp.client.call<{ status: { token: string } }>(
+    'POST',
     `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
-    { body: { apiVersion: 'authentication.k8s.io/v1', kind: 'TokenRequest', spec: { expirationSeconds: 86_400 } } });
+    {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: { expirationSeconds: 86_400 },
+      },
+    },
+  );
   const saDir = join(dir, name);
   await mkdir(saDir, { recursive: true });
   await writeFile(join(saDir, 'token'), request.status.token, { mode: 0o600 });
   const kubeconfig = join(saDir, file);
-  await writeFile(kubeconfig, dump({
-    apiVersion: 'v1', kind: 'Config', 'current-context': 'kcp',
-    clusters: [{ name: 'kcp', cluster: { server: server.url, 'certificate-authority': server.caFile } }],
-    users: [{ name, user: { tokenFile: join(saDir, 'token') } }],
-    contexts: [{ name: 'kcp', context: { cluster: 'kcp', user: name, namespace } }],
-  }));
+  await writeFile(
+    kubeconfig,
+    dump({
+      apiVersion: 'v1',
+      kind: 'Config',
+      'current-context': 'kcp',
+      clusters: [{ name: 'kcp', cluster: { server: server.url, 'certificate-authority': server.caFile } }],
+      users: [{ name, user: { tokenFile: join(saDir, 'token') } }],
+      contexts: [{ name: 'kcp', context: { cluster: 'kcp', user: name, namespace } }],
+    }),
+  );
   return kubeconfig;
 }

@@ -21,24 +21,58 @@ import { ApiServerWatch, PingTimer } from './sources.ts';
 
 import { DEFAULT_REPLICAS, type FunctionProc, type Runtime, type RuntimeOptions } from './types.ts';
 
-export { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Ping, type Runtime, type RuntimeOptions } from './types.ts';
+export {
+  DEFAULT_REPLICAS,
+  type EventBus,
+  type FunctionProc,
+  type Ping,
+  type Runtime,
+  type RuntimeOptions,
+} from './types.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
-async function startFunction(service: string, replica: number, env: Record<string, string>, port: number, opts: RuntimeOptions, brokerUrl: string, logDir: string, kubeconfig: string | null): Promise<FunctionProc> {
+async function startFunction(
+  service: string,
+  replica: number,
+  env: Record<string, string>,
+  port: number,
+  opts: RuntimeOptions,
+  brokerUrl: string,
+  logDir: string,
+  kubeconfig: string | null,
+): Promise<FunctionProc> {
   // The function's own ServiceAccount (identities.ts); none: no KCP access at all, as its Pod.
   const processEnv: Record<string, string | undefined> = {
-    ...process.env, ...env, ...opts.env, ...opts.envFor?.(service, replica), PORT: String(port), K_SINK: brokerUrl, KUBECONFIG: kubeconfig ?? undefined, LOG_LEVEL: 'info',
+    ...process.env,
+    ...env,
+    ...opts.env,
+    ...opts.envFor?.(service, replica),
+    PORT: String(port),
+    K_SINK: brokerUrl,
+    KUBECONFIG: kubeconfig ?? undefined,
+    LOG_LEVEL: 'info',
   };
   if (kubeconfig === null) delete processEnv.KUBECONFIG;
-  const proc = startProcess('function', replica === 0 ? service : `${service}-${replica}`, process.execPath, [join(root, 'functions', 'serve.ts')], {
-    logDir,
-    cwd: root,
-    env: processEnv as Record<string, string>,
-  });
+  const proc = startProcess(
+    'function',
+    replica === 0 ? service : `${service}-${replica}`,
+    process.execPath,
+    [join(root, 'functions', 'serve.ts')],
+    {
+      logDir,
+      cwd: root,
+      env: processEnv as Record<string, string>,
+    },
+  );
   const url = `http://127.0.0.1:${port}/`;
-  await waitFor(`function ${service}`, async () => (await fetch(`${url}health/readiness`)).ok, 30_000,
-    () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined));
+  await waitFor(
+    `function ${service}`,
+    async () => (await fetch(`${url}health/readiness`)).ok,
+    30_000,
+    () =>
+      proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined,
+  );
   return { service, replica, url, port, proc };
 }
 
@@ -51,7 +85,8 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
   const routing = await loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml'));
   if (opts.namespace) {
     routing.namespace = opts.namespace;
-    for (const s of routing.services) if (s.env.SYNC_CONTROL_PLANE_NAMESPACES) s.env.SYNC_CONTROL_PLANE_NAMESPACES = opts.namespace;
+    for (const s of routing.services)
+      if (s.env.SYNC_CONTROL_PLANE_NAMESPACES) s.env.SYNC_CONTROL_PLANE_NAMESPACES = opts.namespace;
   }
   const logDir = join(opts.stateDir, 'logs');
   await mkdir(logDir, { recursive: true });
@@ -67,7 +102,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     mode: opts.brokerMode ?? 'channel',
   });
   const brokerUrl = await broker.listen();
-  const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), { name: 'kcp', qps: 100, burst: 200 });
+  const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), {
+    name: 'kcp',
+    qps: 100,
+    burst: 200,
+  });
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const watches: ApiServerWatch[] = [];
   const adapters: ReceiveAdapter[] = [];
@@ -84,32 +123,53 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
       // One token per ServiceAccount, written before any adapter reads it.
       const kubeconfigs = new Map<string, string>();
       for (const sa of new Set(routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'))) {
-        kubeconfigs.set(sa, await tokenKubeconfig(kcp, routing.namespace, sa, { url: proxy.url, caFile: proxy.caFile }, join(saDir, routing.namespace), 'kubeconfig-adapter.yaml'));
+        kubeconfigs.set(
+          sa,
+          await tokenKubeconfig(
+            kcp,
+            routing.namespace,
+            sa,
+            { url: proxy.url, caFile: proxy.caFile },
+            join(saDir, routing.namespace),
+            'kubeconfig-adapter.yaml',
+          ),
+        );
       }
       const generation = ++sourcesGeneration;
-      await Promise.all(routing.apiServerSources.map(async (src) => {
-        const run = async (): Promise<void> => {
-          const a = await startAdapter({
-            binary: adapterBinary, name: src.name, namespace: routing.namespace, resources: src.resources,
-            ...(src.mode ? { mode: src.mode } : {}), sink: brokerUrl, kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!, proxy, logDir,
-          });
-          adapters.push(a);
-          // As the kubelet restarts a container that exits, with a back-off; not once stopped.
-          void a.proc.exited.then(async () => {
-            const i = adapters.indexOf(a);
-            if (i < 0) return;
-            adapters.splice(i, 1);
-            for (let delay = 1_000; generation === sourcesGeneration; delay = Math.min(delay * 2, 10_000)) {
-              await sleep(delay);
-              if (generation !== sourcesGeneration) return;
-              try {
-                return await run();
-              } catch { /* exited again at start: back off */ }
-            }
-          });
-        };
-        await run();
-      }));
+      await Promise.all(
+        routing.apiServerSources.map(async (src) => {
+          const run = async (): Promise<void> => {
+            const a = await startAdapter({
+              binary: adapterBinary,
+              name: src.name,
+              namespace: routing.namespace,
+              resources: src.resources,
+              ...(src.mode ? { mode: src.mode } : {}),
+              sink: brokerUrl,
+              kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!,
+              proxy,
+              logDir,
+            });
+            adapters.push(a);
+            // As the kubelet restarts a container that exits, with a back-off; not once stopped.
+            void a.proc.exited.then(async () => {
+              const i = adapters.indexOf(a);
+              if (i < 0) return;
+              adapters.splice(i, 1);
+              for (let delay = 1_000; generation === sourcesGeneration; delay = Math.min(delay * 2, 10_000)) {
+                await sleep(delay);
+                if (generation !== sourcesGeneration) return;
+                try {
+                  return await run();
+                } catch {
+                  /* exited again at start: back off */
+                }
+              }
+            });
+          };
+          await run();
+        }),
+      );
       return;
     }
     for (const src of routing.apiServerSources) {
@@ -138,17 +198,32 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     await proxy?.listen(join(opts.stateDir, 'proxy'));
     await mkdir(saDir, { recursive: true });
     await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
-    identities = await serviceAccountKubeconfigs(kcp, routing, { url: admin.server, caFile: join(saDir, 'ca.crt') }, saDir, opts.rbacEdit);
+    identities = await serviceAccountKubeconfigs(
+      kcp,
+      routing,
+      { url: admin.server, caFile: join(saDir, 'ca.crt') },
+      saDir,
+      opts.rbacEdit,
+    );
     const replicas = Math.max(1, opts.replicas ?? DEFAULT_REPLICAS);
-    const started = await Promise.all(routing.services.flatMap((s) => Array.from({ length: replicas }, async (_, r) =>
-      startOnFreePort((port) => startFunction(s.name, r, s.env, port, opts, brokerUrl, logDir, identities.get(s.name) ?? null)))));
+    const started = await Promise.all(
+      routing.services.flatMap((s) =>
+        Array.from({ length: replicas }, async (_, r) =>
+          startOnFreePort((port) =>
+            startFunction(s.name, r, s.env, port, opts, brokerUrl, logDir, identities.get(s.name) ?? null),
+          ),
+        ),
+      ),
+    );
     functions.push(...started);
     await startSources();
     for (const p of routing.pingSources) {
       const { intervalMs, data } = pingSchedule(p, opts);
       const t = new PingTimer({
         source: `/apis/v1/namespaces/${routing.namespace}/pingsources/${p.name}`,
-        intervalMs, ...(data ? { data } : {}), ...(p.contentType ? { contentType: p.contentType } : {}),
+        intervalMs,
+        ...(data ? { data } : {}),
+        ...(p.contentType ? { contentType: p.contentType } : {}),
         emit: (e) => broker.publish(e),
       });
       t.start();
@@ -159,14 +234,34 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     throw err;
   }
   return {
-    broker, functions, ping, stop, stopSources, startSources, adapters, ...(proxy ? { proxy } : {}),
+    broker,
+    functions,
+    ping,
+    stop,
+    stopSources,
+    startSources,
+    adapters,
+    ...(proxy ? { proxy } : {}),
     async restartFunction(service: string, replica = 0) {
       const i = functions.findIndex((f) => f.service === service && f.replica === replica);
       const f = functions[i]!;
-      try { process.kill(-f.proc.pid, 'SIGKILL'); } catch { /* gone */ }
+      try {
+        process.kill(-f.proc.pid, 'SIGKILL');
+      } catch {
+        /* gone */
+      }
       await f.proc.exited;
       const env = routing.services.find((s) => s.name === service)!.env;
-      functions[i] = await startFunction(service, replica, env, f.port, opts, brokerUrl, logDir, identities.get(service) ?? null);
+      functions[i] = await startFunction(
+        service,
+        replica,
+        env,
+        f.port,
+        opts,
+        brokerUrl,
+        logDir,
+        identities.get(service) ?? null,
+      );
     },
   };
 }

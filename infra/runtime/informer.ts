@@ -13,7 +13,12 @@ export interface Handlers<T> {
 }
 
 /** informer resolves once the first list is handled, and follows the collection until signal aborts. */
-export async function informer<T extends Obj>(client: KubeClient, path: string, on: Handlers<T>, signal: AbortSignal): Promise<void> {
+export async function informer<T extends Obj>(
+  client: KubeClient,
+  path: string,
+  on: Handlers<T>,
+  signal: AbortSignal,
+): Promise<void> {
   const list = async () => {
     const l = await client.call<{ metadata: { resourceVersion: string }; items: T[] }>('GET', path);
     await on.list(l.items);
@@ -24,7 +29,11 @@ export async function informer<T extends Obj>(client: KubeClient, path: string, 
     while (!signal.aborted) {
       try {
         rv ??= await list();
-        for await (const ev of client.watch<T>(path, { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' }, signal)) {
+        for await (const ev of client.watch<T>(
+          path,
+          { resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' },
+          signal,
+        )) {
           if (ev.type === 'ERROR') {
             rv = undefined;
             break;

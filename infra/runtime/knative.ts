@@ -41,18 +41,41 @@ export interface Routing {
   namespace: string;
   broker: { name: string; delivery: Delivery };
   triggers: Trigger[];
-  apiServerSources: { name: string; resources: ApiServerResource[]; serviceAccountName?: string; mode?: string }[];
+  apiServerSources: {
+    name: string;
+    resources: ApiServerResource[];
+    serviceAccountName?: string;
+    mode?: string;
+  }[];
   pingSources: { name: string; schedule: string; data?: string; contentType?: string }[];
   /** services are the function Services; concurrency is their containerConcurrency (0: unlimited), timeoutMs their timeoutSeconds (Knative's default 300 s). */
-  services: { name: string; env: Record<string, string>; concurrency: number; timeoutMs: number; serviceAccountName?: string }[];
+  services: {
+    name: string;
+    env: Record<string, string>;
+    concurrency: number;
+    timeoutMs: number;
+    serviceAccountName?: string;
+  }[];
   /** rbac holds the ServiceAccounts, Roles and RoleBindings of the file, as written. */
   rbac: Doc[];
 }
 
 /** Doc is one document of knative.yaml. */
-export type Doc = { apiVersion: string; kind: string; metadata: { name: string; namespace?: string }; spec: Record<string, any> };
+export type Doc = {
+  apiVersion: string;
+  kind: string;
+  metadata: { name: string; namespace?: string };
+  spec: Record<string, any>;
+};
 
-function selector(sel: { matchLabels?: Record<string, string>; matchExpressions?: { key: string; operator: string; values?: string[] }[] } | undefined): string | undefined {
+function selector(
+  sel:
+    | {
+        matchLabels?: Record<string, string>;
+        matchExpressions?: { key: string; operator: string; values?: string[] }[];
+      }
+    | undefined,
+): string | undefined {
   if (!sel) return undefined;
   const parts = Object.entries(sel.matchLabels ?? {}).map(([k, v]) => `${k}=${v}`);
   for (const e of sel.matchExpressions ?? []) {
@@ -72,31 +95,51 @@ export async function loadRouting(file: string): Promise<Routing> {
   return {
     namespace: broker.metadata.namespace ?? 'default',
     broker: { name: broker.metadata.name, delivery: broker.spec?.delivery ?? {} },
-    triggers: docs.filter((d) => d.kind === 'Trigger').map((t) => ({
-      name: t.metadata.name,
-      attributes: t.spec.filter?.attributes,
-      filters: t.spec.filters,
-      subscriber: t.spec.subscriber.ref.name,
-      delivery: t.spec.delivery,
-    })),
-    apiServerSources: docs.filter((d) => d.kind === 'ApiServerSource').map((s) => ({
-      name: s.metadata.name,
-      resources: s.spec.resources.map((r: { apiVersion: string; kind: string; selector?: never }) => ({
-        apiVersion: r.apiVersion, kind: r.kind, labelSelector: selector(r.selector),
+    triggers: docs
+      .filter((d) => d.kind === 'Trigger')
+      .map((t) => ({
+        name: t.metadata.name,
+        attributes: t.spec.filter?.attributes,
+        filters: t.spec.filters,
+        subscriber: t.spec.subscriber.ref.name,
+        delivery: t.spec.delivery,
       })),
-      ...(s.spec.serviceAccountName ? { serviceAccountName: s.spec.serviceAccountName as string } : {}),
-      ...(s.spec.mode ? { mode: s.spec.mode as string } : {}),
-    })),
-    pingSources: docs.filter((d) => d.kind === 'PingSource').map((p) => ({
-      name: p.metadata.name, schedule: p.spec.schedule, data: p.spec.data, contentType: p.spec.contentType,
-    })),
-    services: docs.filter((d) => d.kind === 'Service' && d.apiVersion === 'serving.knative.dev/v1').map((s) => ({
-      name: s.metadata.name,
-      env: Object.fromEntries((s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [e.name, e.value])),
-      concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
-      timeoutMs: Number(s.spec.template.spec.timeoutSeconds ?? 300) * 1000,
-      ...(s.spec.template.spec.serviceAccountName ? { serviceAccountName: s.spec.template.spec.serviceAccountName as string } : {}),
-    })),
+    apiServerSources: docs
+      .filter((d) => d.kind === 'ApiServerSource')
+      .map((s) => ({
+        name: s.metadata.name,
+        resources: s.spec.resources.map((r: { apiVersion: string; kind: string; selector?: never }) => ({
+          apiVersion: r.apiVersion,
+          kind: r.kind,
+          labelSelector: selector(r.selector),
+        })),
+        ...(s.spec.serviceAccountName ? { serviceAccountName: s.spec.serviceAccountName as string } : {}),
+        ...(s.spec.mode ? { mode: s.spec.mode as string } : {}),
+      })),
+    pingSources: docs
+      .filter((d) => d.kind === 'PingSource')
+      .map((p) => ({
+        name: p.metadata.name,
+        schedule: p.spec.schedule,
+        data: p.spec.data,
+        contentType: p.spec.contentType,
+      })),
+    services: docs
+      .filter((d) => d.kind === 'Service' && d.apiVersion === 'serving.knative.dev/v1')
+      .map((s) => ({
+        name: s.metadata.name,
+        env: Object.fromEntries(
+          (s.spec.template.spec.containers[0].env ?? []).map((e: { name: string; value: string }) => [
+            e.name,
+            e.value,
+          ]),
+        ),
+        concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
+        timeoutMs: Number(s.spec.template.spec.timeoutSeconds ?? 300) * 1000,
+        ...(s.spec.template.spec.serviceAccountName
+          ? { serviceAccountName: s.spec.template.spec.serviceAccountName as string }
+          : {}),
+      })),
     rbac: docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(d.kind)),
   };
 }
@@ -115,7 +158,9 @@ export function cronIntervalMs(schedule: string): number {
   if (schedule.trim() === '* * * * *') return 60_000;
   const sec = /^\*\/(\d+) \* \* \* \* \*$/.exec(schedule.trim());
   if (sec) return Number(sec[1]) * 1000;
-  throw new Error(`unsupported schedule "${schedule}" (use */N * * * *, */N * * * * * or set a local interval)`);
+  throw new Error(
+    `unsupported schedule "${schedule}" (use */N * * * *, */N * * * * * or set a local interval)`,
+  );
 }
 
 /**
@@ -123,10 +168,17 @@ export function cronIntervalMs(schedule: string): number {
  * its own unless recheckIntervalMs is given; a minutes one (the resync tick) takes
  * pingIntervalMs. Data that states the period (intervalSeconds) is made to say the local one.
  */
-export function pingSchedule(p: { schedule: string; data?: string }, opts: { pingIntervalMs?: number; recheckIntervalMs?: number }): { intervalMs: number; data?: string } {
+export function pingSchedule(
+  p: { schedule: string; data?: string },
+  opts: { pingIntervalMs?: number; recheckIntervalMs?: number },
+): { intervalMs: number; data?: string } {
   const seconds = p.schedule.trim().split(/\s+/).length === 6;
   const intervalMs = (seconds ? opts.recheckIntervalMs : opts.pingIntervalMs) ?? cronIntervalMs(p.schedule);
   let data = p.data;
-  if (data?.includes('intervalSeconds')) data = JSON.stringify({ ...JSON.parse(data) as object, intervalSeconds: Math.max(1, Math.round(intervalMs / 1000)) });
+  if (data?.includes('intervalSeconds'))
+    data = JSON.stringify({
+      ...(JSON.parse(data) as object),
+      intervalSeconds: Math.max(1, Math.round(intervalMs / 1000)),
+    });
   return { intervalMs, ...(data !== undefined ? { data } : {}) };
 }

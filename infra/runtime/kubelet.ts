@@ -28,7 +28,8 @@ import { mountedToken } from './identities.ts';
 import { informer } from './informer.ts';
 
 type EnvVar = {
-  name: string; value?: string;
+  name: string;
+  value?: string;
   valueFrom?: {
     fieldRef?: { fieldPath: string };
     configMapKeyRef?: { name: string; key: string; optional?: boolean };
@@ -36,14 +37,37 @@ type EnvVar = {
   };
 };
 type Container = {
-  name: string; image: string; args?: string[]; command?: string[]; env?: EnvVar[];
+  name: string;
+  image: string;
+  args?: string[];
+  command?: string[];
+  env?: EnvVar[];
   ports?: { name?: string; containerPort: number }[];
-  readinessProbe?: { httpGet?: { path?: string; port: number | string; scheme?: string; httpHeaders?: { name: string; value: string }[] } };
+  readinessProbe?: {
+    httpGet?: {
+      path?: string;
+      port: number | string;
+      scheme?: string;
+      httpHeaders?: { name: string; value: string }[];
+    };
+  };
 };
 /** Pod is what the kubelet reads of a Pod. */
 export type Pod = {
-  metadata: { name: string; namespace: string; uid: string; labels?: Record<string, string>; deletionTimestamp?: string; resourceVersion?: string };
-  spec: { containers: Container[]; serviceAccountName?: string; automountServiceAccountToken?: boolean; nodeName?: string };
+  metadata: {
+    name: string;
+    namespace: string;
+    uid: string;
+    labels?: Record<string, string>;
+    deletionTimestamp?: string;
+    resourceVersion?: string;
+  };
+  spec: {
+    containers: Container[];
+    serviceAccountName?: string;
+    automountServiceAccountToken?: boolean;
+    nodeName?: string;
+  };
   status?: { phase?: string };
 };
 
@@ -64,7 +88,12 @@ const PORT_ENV: Record<string, Record<string, number>> = {
 };
 
 /** commandOf returns the command an image stands for ("ko://knative.dev/eventing/cmd/broker/filter" → "filter"). */
-export const commandOf = (image: string): string => image.replace(/^ko:\/\//, '').replace(/[@:].*$/, '').split('/').pop() ?? '';
+export const commandOf = (image: string): string =>
+  image
+    .replace(/^ko:\/\//, '')
+    .replace(/[@:].*$/, '')
+    .split('/')
+    .pop() ?? '';
 
 /** LocalPod is a Pod running here. */
 export interface LocalPod {
@@ -120,35 +149,71 @@ export class Kubelet {
    * scheduler here, the kubelet binds the Pods it runs to its Node itself.
    */
   async start(): Promise<void> {
-    await this.opts.kcp.client.call('POST', '/api/v1/nodes', {
-      body: { apiVersion: 'v1', kind: 'Node', metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } } },
-    }).catch((err: unknown) => { if (!(err instanceof KubeApiError && err.code === 409)) throw err; });
+    await this.opts.kcp.client
+      .call('POST', '/api/v1/nodes', {
+        body: {
+          apiVersion: 'v1',
+          kind: 'Node',
+          metadata: { name: NODE, labels: { 'kubernetes.io/hostname': NODE } },
+        },
+      })
+      .catch((err: unknown) => {
+        if (!(err instanceof KubeApiError && err.code === 409)) throw err;
+      });
     await this.opts.kcp.client.call('PATCH', `/api/v1/nodes/${NODE}/status`, {
       contentType: 'application/merge-patch+json',
-      body: { status: {
-        conditions: [{ type: 'Ready', status: 'True', reason: 'KubeletReady', lastHeartbeatTime: new Date().toISOString(), lastTransitionTime: new Date().toISOString() }],
-        addresses: [{ type: 'InternalIP', address: '127.0.0.1' }, { type: 'Hostname', address: NODE }],
-      } },
+      body: {
+        status: {
+          conditions: [
+            {
+              type: 'Ready',
+              status: 'True',
+              reason: 'KubeletReady',
+              lastHeartbeatTime: new Date().toISOString(),
+              lastTransitionTime: new Date().toISOString(),
+            },
+          ],
+          addresses: [
+            { type: 'InternalIP', address: '127.0.0.1' },
+            { type: 'Hostname', address: NODE },
+          ],
+        },
+      },
     });
-    await Promise.all(this.opts.namespaces.map((ns) => informer<Pod>(this.opts.kcp.client, `/api/v1/namespaces/${ns}/pods`, {
-      list: (pods) => {
-        const seen = new Set(pods.map((p) => p.metadata.uid));
-        for (const pod of pods) this.observe(pod);
-        for (const p of this.pods.values()) if (p.namespace === ns && !seen.has(p.uid)) void this.stopPod(p);
-      },
-      event: (type, pod) => {
-        const known = this.pods.get(pod.metadata.uid);
-        if (type === 'DELETED') {
-          if (known) void this.stopPod(known);
-        } else this.observe(pod);
-      },
-    }, this.abort.signal)));
+    await Promise.all(
+      this.opts.namespaces.map((ns) =>
+        informer<Pod>(
+          this.opts.kcp.client,
+          `/api/v1/namespaces/${ns}/pods`,
+          {
+            list: (pods) => {
+              const seen = new Set(pods.map((p) => p.metadata.uid));
+              for (const pod of pods) this.observe(pod);
+              for (const p of this.pods.values())
+                if (p.namespace === ns && !seen.has(p.uid)) void this.stopPod(p);
+            },
+            event: (type, pod) => {
+              const known = this.pods.get(pod.metadata.uid);
+              if (type === 'DELETED') {
+                if (known) void this.stopPod(known);
+              } else this.observe(pod);
+            },
+          },
+          this.abort.signal,
+        ),
+      ),
+    );
   }
 
   /** target finds a ready Pod for a selector and maps a container port (number or name) to its process's port. */
   target(namespace: string, selector: Record<string, string>, port: number | string): Target | undefined {
-    const ready = [...this.pods.values()].filter((p) => p.ready && p.namespace === namespace &&
-      Object.entries(selector).every(([k, v]) => p.labels[k] === v) && p.ports.has(port));
+    const ready = [...this.pods.values()].filter(
+      (p) =>
+        p.ready &&
+        p.namespace === namespace &&
+        Object.entries(selector).every(([k, v]) => p.labels[k] === v) &&
+        p.ports.has(port),
+    );
     if (ready.length === 0) return undefined;
     return { port: ready[this.rr++ % ready.length]!.ports.get(port)! };
   }
@@ -178,8 +243,18 @@ export class Kubelet {
     if (pod.metadata.deletionTimestamp) {
       if (!known && pod.spec.nodeName !== NODE) return;
       // Graceful deletion of a bound Pod: the kubelet stops it, then removes the object.
-      void (known ? this.stopPod(known) : Promise.resolve()).then(() => this.opts.kcp.client.call('DELETE',
-        `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, { body: { apiVersion: 'v1', kind: 'DeleteOptions', gracePeriodSeconds: 0, preconditions: { uid: pod.metadata.uid } } }).catch(() => {}));
+      void (known ? this.stopPod(known) : Promise.resolve()).then(() =>
+        this.opts.kcp.client
+          .call('DELETE', `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, {
+            body: {
+              apiVersion: 'v1',
+              kind: 'DeleteOptions',
+              gracePeriodSeconds: 0,
+              preconditions: { uid: pod.metadata.uid },
+            },
+          })
+          .catch(() => {}),
+      );
       return;
     }
     if (known || this.stopped) return;
@@ -187,22 +262,54 @@ export class Kubelet {
     const command = container ? commandOf(container.image) : '';
     if (!container || pod.spec.containers.length !== 1 || !this.opts.binaries[command]) return;
     const local: LocalPod = {
-      namespace: pod.metadata.namespace, name: pod.metadata.name, uid: pod.metadata.uid, labels: pod.metadata.labels ?? {},
-      command, ip: `10.244.${Math.floor(this.ips / 250)}.${(this.ips++ % 250) + 1}`, container: container.name, image: container.image, ports: new Map(), ready: false, restarts: 0, stopped: false,
+      namespace: pod.metadata.namespace,
+      name: pod.metadata.name,
+      uid: pod.metadata.uid,
+      labels: pod.metadata.labels ?? {},
+      command,
+      ip: `10.244.${Math.floor(this.ips / 250)}.${(this.ips++ % 250) + 1}`,
+      container: container.name,
+      image: container.image,
+      ports: new Map(),
+      ready: false,
+      restarts: 0,
+      stopped: false,
     };
     this.pods.set(local.uid, local);
-    void this.run(local, pod, container).catch((err: unknown) => this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}`));
+    void this.run(local, pod, container).catch((err: unknown) =>
+      this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}`),
+    );
   }
 
   private async run(local: LocalPod, pod: Pod, c: Container): Promise<void> {
     if (!pod.spec.nodeName) {
-      await this.opts.kcp.client.call('POST', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/binding`, {
-        body: { apiVersion: 'v1', kind: 'Binding', metadata: { name: local.name }, target: { apiVersion: 'v1', kind: 'Node', name: NODE } },
-      });
+      await this.opts.kcp.client.call(
+        'POST',
+        `/api/v1/namespaces/${local.namespace}/pods/${local.name}/binding`,
+        {
+          body: {
+            apiVersion: 'v1',
+            kind: 'Binding',
+            metadata: { name: local.name },
+            target: { apiVersion: 'v1', kind: 'Node', name: NODE },
+          },
+        },
+      );
     }
-    const env: Record<string, string> = { PATH: process.env.PATH ?? '', ...(await this.envOf(pod, c, local)), ...this.opts.net.env() };
-    const kubeconfig = await mountedToken(this.opts.kcp, pod.metadata.namespace, pod.spec.serviceAccountName ?? 'default', pod.spec.automountServiceAccountToken,
-      this.opts.apiServer, this.opts.tokenDir, `kubeconfig-${pod.metadata.name}.yaml`);
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '',
+      ...(await this.envOf(pod, c, local)),
+      ...this.opts.net.env(),
+    };
+    const kubeconfig = await mountedToken(
+      this.opts.kcp,
+      pod.metadata.namespace,
+      pod.spec.serviceAccountName ?? 'default',
+      pod.spec.automountServiceAccountToken,
+      this.opts.apiServer,
+      this.opts.tokenDir,
+      `kubeconfig-${pod.metadata.name}.yaml`,
+    );
     if (kubeconfig) env.KUBECONFIG = kubeconfig;
     for (let delay = 1_000; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 10_000)) {
       while (this.paused.has(local.command) && !local.stopped && !this.stopped) await sleep(100);
@@ -215,8 +322,16 @@ export class Kubelet {
         env[name] = String(port);
         local.ports.set(containerPort, port);
       }
-      for (const p of c.ports ?? []) if (p.name && local.ports.has(p.containerPort)) local.ports.set(p.name, local.ports.get(p.containerPort)!);
-      const proc = startProcess('pod', `${local.namespace}-${local.name}`, this.opts.binaries[local.command]!, [...(c.command?.slice(1) ?? []), ...(c.args ?? [])], { logDir: this.opts.logDir, env });
+      for (const p of c.ports ?? [])
+        if (p.name && local.ports.has(p.containerPort))
+          local.ports.set(p.name, local.ports.get(p.containerPort)!);
+      const proc = startProcess(
+        'pod',
+        `${local.namespace}-${local.name}`,
+        this.opts.binaries[local.command]!,
+        [...(c.command?.slice(1) ?? []), ...(c.args ?? [])],
+        { logDir: this.opts.logDir, env },
+      );
       local.proc = proc;
       const started = Date.now();
       const ready = this.waitReady(local, c, proc).then(async (ok) => {
@@ -247,9 +362,18 @@ export class Kubelet {
         return proc.child.exitCode === null;
       }
       // As the kubelet probes: its User-Agent (Knative's handlers answer probes by it) and the probe's headers.
-      const headers = { 'User-Agent': 'kube-probe/1.35', ...Object.fromEntries((probe.httpHeaders ?? []).map((h) => [h.name, h.value])) };
+      const headers = {
+        'User-Agent': 'kube-probe/1.35',
+        ...Object.fromEntries((probe.httpHeaders ?? []).map((h) => [h.name, h.value])),
+      };
       const path = (probe.path ?? '/').replace(/^(?!\/)/, '/');
-      const ok = await fetch(`http://127.0.0.1:${port}${path}`, { headers, signal: AbortSignal.timeout(1_000) }).then((r) => r.ok, () => false);
+      const ok = await fetch(`http://127.0.0.1:${port}${path}`, {
+        headers,
+        signal: AbortSignal.timeout(1_000),
+      }).then(
+        (r) => r.ok,
+        () => false,
+      );
       if (ok) return true;
       await sleep(200);
     }
@@ -257,20 +381,44 @@ export class Kubelet {
 
   private async setStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
     const now = new Date().toISOString();
-    const cond = (type: string, status: boolean) => ({ type, status: status ? 'True' : 'False', lastTransitionTime: now });
-    await this.opts.kcp.client.call('PATCH', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/status`, {
-      contentType: 'application/merge-patch+json',
-      body: {
-        status: {
-          phase: 'Running', hostIP: '127.0.0.1', podIP: local.ip, podIPs: [{ ip: local.ip }], startTime: new Date(started).toISOString(),
-          conditions: [cond('PodScheduled', true), cond('Initialized', true), cond('ContainersReady', ready), cond('Ready', ready)],
-          containerStatuses: [{
-            name: local.container, image: local.image, imageID: '', ready, started: true, restartCount: local.restarts,
-            state: { running: { startedAt: new Date(started).toISOString() } },
-          }],
+    const cond = (type: string, status: boolean) => ({
+      type,
+      status: status ? 'True' : 'False',
+      lastTransitionTime: now,
+    });
+    await this.opts.kcp.client
+      .call('PATCH', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/status`, {
+        contentType: 'application/merge-patch+json',
+        body: {
+          status: {
+            phase: 'Running',
+            hostIP: '127.0.0.1',
+            podIP: local.ip,
+            podIPs: [{ ip: local.ip }],
+            startTime: new Date(started).toISOString(),
+            conditions: [
+              cond('PodScheduled', true),
+              cond('Initialized', true),
+              cond('ContainersReady', ready),
+              cond('Ready', ready),
+            ],
+            containerStatuses: [
+              {
+                name: local.container,
+                image: local.image,
+                imageID: '',
+                ready,
+                started: true,
+                restartCount: local.restarts,
+                state: { running: { startedAt: new Date(started).toISOString() } },
+              },
+            ],
+          },
         },
-      },
-    }).catch((err: unknown) => this.opts.log?.(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`));
+      })
+      .catch((err: unknown) =>
+        this.opts.log?.(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`),
+      );
   }
 
   private async envOf(pod: Pod, c: Container, local: LocalPod): Promise<Record<string, string>> {
@@ -279,20 +427,31 @@ export class Kubelet {
     for (const e of c.env ?? []) {
       const from = e.valueFrom;
       if (!from) {
-        out[e.name] = (e.value ?? '').replace(/\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g, (m, v: string) => out[v] ?? m);
+        out[e.name] = (e.value ?? '').replace(
+          /\$\(([A-Za-z_][A-Za-z0-9_]*)\)/g,
+          (m, v: string) => out[v] ?? m,
+        );
       } else if (from.fieldRef) {
         const fields: Record<string, string | undefined> = {
-          'metadata.name': pod.metadata.name, 'metadata.namespace': ns, 'metadata.uid': pod.metadata.uid,
-          'spec.serviceAccountName': pod.spec.serviceAccountName ?? 'default', 'status.podIP': local.ip, 'status.hostIP': '127.0.0.1', 'spec.nodeName': NODE,
+          'metadata.name': pod.metadata.name,
+          'metadata.namespace': ns,
+          'metadata.uid': pod.metadata.uid,
+          'spec.serviceAccountName': pod.spec.serviceAccountName ?? 'default',
+          'status.podIP': local.ip,
+          'status.hostIP': '127.0.0.1',
+          'spec.nodeName': NODE,
         };
         const v = fields[from.fieldRef.fieldPath];
         if (v !== undefined) out[e.name] = v;
       } else if (from.configMapKeyRef || from.secretKeyRef) {
         const ref = (from.configMapKeyRef ?? from.secretKeyRef)!;
         const kind = from.configMapKeyRef ? 'configmaps' : 'secrets';
-        const obj = await this.opts.kcp.client.call<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/${kind}/${ref.name}`).catch(() => undefined);
+        const obj = await this.opts.kcp.client
+          .call<{ data?: Record<string, string> }>('GET', `/api/v1/namespaces/${ns}/${kind}/${ref.name}`)
+          .catch(() => undefined);
         const raw = obj?.data?.[ref.key];
-        if (raw !== undefined) out[e.name] = kind === 'secrets' ? Buffer.from(raw, 'base64').toString('utf8') : raw;
+        if (raw !== undefined)
+          out[e.name] = kind === 'secrets' ? Buffer.from(raw, 'base64').toString('utf8') : raw;
         else if (!ref.optional) throw new Error(`env ${e.name}: ${kind} ${ref.name} has no key ${ref.key}`);
       }
     }

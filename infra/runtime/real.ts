@@ -11,7 +11,14 @@ import { join } from 'node:path';
 import { randomUUID } from 'node:crypto';
 import { CloudEvent, HTTP } from 'cloudevents';
 import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
-import { DEFAULT_REPLICAS, type EventBus, type FunctionProc, type Ping, type Runtime, type RuntimeOptions } from './types.ts';
+import {
+  DEFAULT_REPLICAS,
+  type EventBus,
+  type FunctionProc,
+  type Ping,
+  type Runtime,
+  type RuntimeOptions,
+} from './types.ts';
 import { loadAll } from 'js-yaml';
 import { ProxyAgent, request } from 'undici';
 import { KubeClient } from '../../lib/kube/client.ts';
@@ -34,7 +41,19 @@ const root = join(import.meta.dirname, '..', '..');
 const SOURCE_NAME_LABEL = 'eventing.knative.dev/sourceName';
 
 /** KnativeOptions are the runtime's options that apply on Knative's own parts (index.ts); pingIntervalMs becomes "@every <n>s" (mtping takes seconds). */
-export type KnativeOptions = Pick<RuntimeOptions, 'kubeconfig' | 'stateDir' | 'knativeYaml' | 'pingIntervalMs' | 'env' | 'envFor' | 'delivery' | 'rbacEdit' | 'replicas' | 'log'>;
+export type KnativeOptions = Pick<
+  RuntimeOptions,
+  | 'kubeconfig'
+  | 'stateDir'
+  | 'knativeYaml'
+  | 'pingIntervalMs'
+  | 'env'
+  | 'envFor'
+  | 'delivery'
+  | 'rbacEdit'
+  | 'replicas'
+  | 'log'
+>;
 
 /**
  * RealBroker is what the runtime sees of Knative's Broker from the cluster network: the
@@ -73,7 +92,9 @@ export class RealBroker implements EventBus {
       const id = `${service} ${event?.id ?? ''}`;
       if (this.seen.has(id)) this.stats.retries++;
       this.seen.add(id);
-      (this.deliveries.get(service) ?? this.deliveries.set(service, []).get(service)!).push(event?.type ?? '');
+      (this.deliveries.get(service) ?? this.deliveries.set(service, []).get(service)!).push(
+        event?.type ?? '',
+      );
       if (p.status >= 200 && p.status < 300) this.stats.delivered++;
       if (service === 'sync-dead-letter') this.stats.deadLettered++;
       if (p.responseHeaders['ce-type']) this.stats.replies++;
@@ -105,7 +126,10 @@ export class RealBroker implements EventBus {
 
 function toEvent(p: Passage): CloudEvent<unknown> | undefined {
   try {
-    return HTTP.toEvent({ headers: p.headers, body: p.body.length ? p.body.toString('utf8') : undefined }) as CloudEvent<unknown>;
+    return HTTP.toEvent({
+      headers: p.headers,
+      body: p.body.length ? p.body.toString('utf8') : undefined,
+    }) as CloudEvent<unknown>;
   } catch {
     return undefined;
   }
@@ -147,12 +171,29 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   let kubelet!: Kubelet;
   const net = new ClusterNet(kcp, (ns, sel, port) => kubelet.target(ns, sel, port));
   await net.listen();
-  kubelet = new Kubelet({ kcp, namespaces: [EVENTING_NAMESPACE, namespace], binaries: eventing.commands, net, apiServer, tokenDir: saDir, logDir, log });
+  kubelet = new Kubelet({
+    kcp,
+    namespaces: [EVENTING_NAMESPACE, namespace],
+    binaries: eventing.commands,
+    net,
+    apiServer,
+    tokenDir: saDir,
+    logDir,
+    log,
+  });
   const servingRt = new Serving({
-    kcp, namespace, net, replicas: Math.max(1, opts.replicas ?? DEFAULT_REPLICAS), queueBinary: serving.queue,
+    kcp,
+    namespace,
+    net,
+    replicas: Math.max(1, opts.replicas ?? DEFAULT_REPLICAS),
+    queueBinary: serving.queue,
     functionCommand: { cmd: process.execPath, args: [join(root, 'functions', 'serve.ts')], cwd: root },
-    ...(opts.env ? { env: opts.env } : {}), ...(opts.envFor ? { envFor: opts.envFor } : {}),
-    apiServer: { url: admin.server, caFile: join(saDir, 'ca.crt') }, tokenDir: saDir, logDir, log,
+    ...(opts.env ? { env: opts.env } : {}),
+    ...(opts.envFor ? { envFor: opts.envFor } : {}),
+    apiServer: { url: admin.server, caFile: join(saDir, 'ca.crt') },
+    tokenDir: saDir,
+    logDir,
+    log,
   });
   const viaNet = new ProxyAgent(net.url);
   const stop = async () => {
@@ -170,21 +211,34 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     await kubelet.start();
     // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
     await applyRbac(kcp, routing, opts.rbacEdit);
-    const docs = (loadAll(await readFile(file, 'utf8')) as Doc[]).filter(Boolean)
-      .filter((d) => ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) && d.apiVersion !== 'v1')
+    const docs = (loadAll(await readFile(file, 'utf8')) as Doc[])
+      .filter(Boolean)
+      .filter(
+        (d) =>
+          ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) &&
+          d.apiVersion !== 'v1',
+      )
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {
-      if (d.kind === 'Broker' && opts.delivery) (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
+      if (d.kind === 'Broker' && opts.delivery)
+        (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
       if (d.kind === 'PingSource') {
         const spec = (d as unknown as Doc).spec as { schedule: string; data?: string };
         const { intervalMs, data } = pingSchedule(spec, opts);
-        if (intervalMs !== cronIntervalMs(spec.schedule)) spec.schedule = `@every ${Math.max(1, Math.round(intervalMs / 1000))}s`;
+        if (intervalMs !== cronIntervalMs(spec.schedule))
+          spec.schedule = `@every ${Math.max(1, Math.round(intervalMs / 1000))}s`;
         if (data !== undefined) spec.data = data;
       }
     }
-    await applyObjects(kcp, docs.filter((d) => d.kind === 'Service'));
+    await applyObjects(
+      kcp,
+      docs.filter((d) => d.kind === 'Service'),
+    );
     await servingRt.start();
-    await applyObjects(kcp, docs.filter((d) => d.kind !== 'Service'));
+    await applyObjects(
+      kcp,
+      docs.filter((d) => d.kind !== 'Service'),
+    );
     log('waiting for the Broker, Triggers and sources to be Ready');
     await waitEventingReady(kcp, namespace);
     await servingRt.ready(routing.services.map((s) => s.name));
@@ -196,14 +250,27 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const publish = async (event: CloudEvent<unknown>) => {
     const msg = HTTP.binary(event);
     // Through the cluster network, as a Pod would post.
-    const res = await request(brokerUrl, { method: 'POST', headers: msg.headers as Record<string, string>, body: msg.body as string, dispatcher: viaNet });
+    const res = await request(brokerUrl, {
+      method: 'POST',
+      headers: msg.headers as Record<string, string>,
+      body: msg.body as string,
+      dispatcher: viaNet,
+    });
     await res.body.dump();
     return res.statusCode;
   };
   const broker = new RealBroker(net, publish);
   broker.url = `${await net.expose(`broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local`)}/${namespace}/${routing.broker.name}`;
   return {
-    kubelet, serving: servingRt, net, broker, proxy, brokerUrl, stop, namespace, pingSource: routing.pingSources[0],
+    kubelet,
+    serving: servingRt,
+    net,
+    broker,
+    proxy,
+    brokerUrl,
+    stop,
+    namespace,
+    pingSource: routing.pingSources[0],
     adapters: () => kubelet.byCommand('apiserver_receive_adapter'),
     publish,
   };
@@ -211,37 +278,75 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
 
 /** startKnativeRuntime runs startKnative behind the Runtime interface the tests and the benchmark use (index.ts). */
 export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime> {
-  if (opts.chaos) throw new Error('chaos (duplicated and delayed deliveries) is a feature of the broker stand-in; not available with knative: real');
-  if (opts.namespace && opts.namespace !== 'kcp-system') throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
+  if (opts.chaos)
+    throw new Error(
+      'chaos (duplicated and delayed deliveries) is a feature of the broker stand-in; not available with knative: real',
+    );
+  if (opts.namespace && opts.namespace !== 'kcp-system')
+    throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
   const k = await startKnative(opts);
-  const functions = (): FunctionProc[] => k.serving.replicas.map((r) => ({ service: r.service, replica: r.replica, url: r.url, port: r.port, proc: r.proc }));
+  const functions = (): FunctionProc[] =>
+    k.serving.replicas.map((r) => ({
+      service: r.service,
+      replica: r.replica,
+      url: r.url,
+      port: r.port,
+      proc: r.proc,
+    }));
   const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${k.pingSource?.name ?? 'sync-resync'}`;
   return {
     broker: k.broker,
-    get functions() { return functions(); },
+    get functions() {
+      return functions();
+    },
     // mtping fires on its schedule; fire() is an extra tick, the event mtping would send;
     // stop() holds the schedule by keeping mtping down (as a node that lost it), start() lets it run again.
-    ping: [{
-      fire: () => void k.publish(new CloudEvent({
-        id: randomUUID(), type: 'dev.knative.sources.ping', source, datacontenttype: k.pingSource?.contentType ?? 'application/json',
-        ...(k.pingSource?.data ? { data: k.pingSource.contentType === 'application/json' || !k.pingSource.contentType ? JSON.parse(k.pingSource.data) : k.pingSource.data } : {}),
-      })).catch(() => {}),
-      start: () => k.kubelet.resume('mtping'),
-      stop: () => void k.kubelet.pause('mtping'),
-    } satisfies Ping],
+    ping: [
+      {
+        fire: () =>
+          void k
+            .publish(
+              new CloudEvent({
+                id: randomUUID(),
+                type: 'dev.knative.sources.ping',
+                source,
+                datacontenttype: k.pingSource?.contentType ?? 'application/json',
+                ...(k.pingSource?.data
+                  ? {
+                      data:
+                        k.pingSource.contentType === 'application/json' || !k.pingSource.contentType
+                          ? JSON.parse(k.pingSource.data)
+                          : k.pingSource.data,
+                    }
+                  : {}),
+              }),
+            )
+            .catch(() => {}),
+        start: () => k.kubelet.resume('mtping'),
+        stop: () => void k.kubelet.pause('mtping'),
+      } satisfies Ping,
+    ],
     // Named by their ApiServerSource (the label the controller puts on the adapter's Pods).
     get adapters() {
-      return k.adapters().filter((a) => a.proc).map((a) => ({ name: a.labels[SOURCE_NAME_LABEL] ?? a.name, proc: a.proc! }));
+      return k
+        .adapters()
+        .filter((a) => a.proc)
+        .map((a) => ({ name: a.labels[SOURCE_NAME_LABEL] ?? a.name, proc: a.proc! }));
     },
     proxy: k.proxy,
     processes: () => [
       ...k.serving.replicas.map((r) => ({ group: 'queue-proxies', pid: r.queue.pid })),
-      ...[...k.kubelet.pods.values()].filter((p) => p.proc && p.command !== 'apiserver_receive_adapter')
+      ...[...k.kubelet.pods.values()]
+        .filter((p) => p.proc && p.command !== 'apiserver_receive_adapter')
         .map((p) => ({ group: `Knative ${p.command}`, pid: p.proc!.pid })),
     ],
-    async restartFunction(service, replica = 0) { await k.serving.restart(service, replica); },
+    async restartFunction(service, replica = 0) {
+      await k.serving.restart(service, replica);
+    },
     stopSources: () => k.kubelet.pause('apiserver_receive_adapter'),
-    async startSources() { k.kubelet.resume('apiserver_receive_adapter'); },
+    async startSources() {
+      k.kubelet.resume('apiserver_receive_adapter');
+    },
     stop: k.stop,
   };
 }

@@ -23,10 +23,17 @@ import { informer } from './informer.ts';
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
   status?: { observedGeneration?: number; latestReadyRevisionName?: string };
-  spec: { template: { metadata?: Record<string, unknown>; spec: {
-    serviceAccountName?: string; containerConcurrency?: number; timeoutSeconds?: number;
-    containers: { env?: { name: string; value?: string }[] }[];
-  } } };
+  spec: {
+    template: {
+      metadata?: Record<string, unknown>;
+      spec: {
+        serviceAccountName?: string;
+        containerConcurrency?: number;
+        timeoutSeconds?: number;
+        containers: { env?: { name: string; value?: string }[] }[];
+      };
+    };
+  };
 };
 
 /** Replica is one running replica: the function process and its queue-proxy. */
@@ -88,23 +95,38 @@ export class Serving {
 
   /** start lists the Services, runs each one's replicas, and follows changes. */
   async start(): Promise<void> {
-    await informer<KService>(this.opts.kcp.client, this.path, {
-      list: (items) => Promise.all(items.map((s) => this.reconcile(s))).then(() => undefined),
-      event: (type, s) => {
-        if (type !== 'DELETED') return void this.reconcile(s);
-        this.latest.delete(s.metadata.name);
-        void this.retire(s.metadata.name, undefined);
+    await informer<KService>(
+      this.opts.kcp.client,
+      this.path,
+      {
+        list: (items) => Promise.all(items.map((s) => this.reconcile(s))).then(() => undefined),
+        event: (type, s) => {
+          if (type !== 'DELETED') return void this.reconcile(s);
+          this.latest.delete(s.metadata.name);
+          void this.retire(s.metadata.name, undefined);
+        },
       },
-    }, this.abort.signal);
+      this.abort.signal,
+    );
   }
 
   /** ready waits until every Service named runs ready replicas of its current template. */
   async ready(names: string[], timeoutMs = 120_000): Promise<void> {
-    await waitFor(`Knative Services ${names.join(', ')}`, async () => {
-      await Promise.all([...this.pending.values()]);
-      const current = await Promise.all(names.map((n) => this.opts.kcp.client.call<KService>('GET', `${this.path}/${n}`)));
-      return current.every((s) => this.revisions.get(s.metadata.name) === revisionOf(s) && this.replicas.some((r) => r.service === s.metadata.name));
-    }, timeoutMs);
+    await waitFor(
+      `Knative Services ${names.join(', ')}`,
+      async () => {
+        await Promise.all([...this.pending.values()]);
+        const current = await Promise.all(
+          names.map((n) => this.opts.kcp.client.call<KService>('GET', `${this.path}/${n}`)),
+        );
+        return current.every(
+          (s) =>
+            this.revisions.get(s.metadata.name) === revisionOf(s) &&
+            this.replicas.some((r) => r.service === s.metadata.name),
+        );
+      },
+      timeoutMs,
+    );
   }
 
   /**
@@ -117,32 +139,38 @@ export class Serving {
     const name = s.metadata.name;
     this.latest.set(name, s);
     const prev = this.pending.get(name) ?? Promise.resolve();
-    const next = prev.then(async () => {
-      if (this.latest.get(name) !== s) return; // a newer version of the Service is queued behind
-      const revision = revisionOf(s);
-      if (this.revisions.get(name) !== revision && !this.stopped) {
-        // The old replicas go first (their requests in flight finish): a replica keeps its
-        // number, and what is given per replica (envFor: a metrics port) is its alone.
-        await this.retire(name, revision);
-        const results = await Promise.allSettled(Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)));
-        const started = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
-        const failed = results.find((r) => r.status === 'rejected');
-        if (failed) {
-          // All of a Revision's replicas or none: those that started stop again before the retry.
-          await Promise.all(started.flatMap((r) => [stopProcess(r.proc), stopProcess(r.queue)]));
-          throw failed.reason;
+    const next = prev
+      .then(async () => {
+        if (this.latest.get(name) !== s) return; // a newer version of the Service is queued behind
+        const revision = revisionOf(s);
+        if (this.revisions.get(name) !== revision && !this.stopped) {
+          // The old replicas go first (their requests in flight finish): a replica keeps its
+          // number, and what is given per replica (envFor: a metrics port) is its alone.
+          await this.retire(name, revision);
+          const results = await Promise.allSettled(
+            Array.from({ length: this.opts.replicas }, (_, i) => this.startReplica(s, revision, i)),
+          );
+          const started = results.flatMap((r) => (r.status === 'fulfilled' ? [r.value] : []));
+          const failed = results.find((r) => r.status === 'rejected');
+          if (failed) {
+            // All of a Revision's replicas or none: those that started stop again before the retry.
+            await Promise.all(started.flatMap((r) => [stopProcess(r.proc), stopProcess(r.queue)]));
+            throw failed.reason;
+          }
+          this.revisions.set(name, revision);
+          this.replicas.push(...started);
+          this.opts.net.register(name, this.opts.namespace, () => this.route(name));
         }
-        this.revisions.set(name, revision);
-        this.replicas.push(...started);
-        this.opts.net.register(name, this.opts.namespace, () => this.route(name));
-      }
-      await this.report(s, revision);
-    }).catch((err: unknown) => {
-      this.opts.log?.(`serving: ${name}: ${String(err)}`);
-      if (this.stopped || this.latest.get(name) !== s) return;
-      const delay = Math.min(1_000 * 2 ** attempt, 10_000);
-      setTimeout(() => { if (!this.stopped && this.latest.get(name) === s) void this.reconcile(s, attempt + 1); }, delay).unref();
-    });
+        await this.report(s, revision);
+      })
+      .catch((err: unknown) => {
+        this.opts.log?.(`serving: ${name}: ${String(err)}`);
+        if (this.stopped || this.latest.get(name) !== s) return;
+        const delay = Math.min(1_000 * 2 ** attempt, 10_000);
+        setTimeout(() => {
+          if (!this.stopped && this.latest.get(name) === s) void this.reconcile(s, attempt + 1);
+        }, delay).unref();
+      });
     this.pending.set(name, next);
     return next;
   }
@@ -154,7 +182,13 @@ export class Serving {
     if (!best) return undefined;
     const chosen = best;
     chosen.inFlight++;
-    return { port: chosen.queuePort, done: () => { chosen.inFlight--; }, replica: `${name}/${chosen.replica}` };
+    return {
+      port: chosen.queuePort,
+      done: () => {
+        chosen.inFlight--;
+      },
+      replica: `${name}/${chosen.replica}`,
+    };
   }
 
   private async startReplica(s: KService, revision: string, replica: number): Promise<Replica> {
@@ -162,42 +196,90 @@ export class Serving {
     const t = s.spec.template.spec;
     const env: Record<string, string> = {};
     for (const e of t.containers[0]?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-    const kubeconfig = await mountedToken(this.opts.kcp, namespace, t.serviceAccountName ?? 'default', undefined, this.opts.apiServer, this.opts.tokenDir);
-    const [port, queuePort, queueTls, admin, metrics] = await Promise.all([freePort(), freePort(), freePort(), freePort(), freePort()]);
+    const kubeconfig = await mountedToken(
+      this.opts.kcp,
+      namespace,
+      t.serviceAccountName ?? 'default',
+      undefined,
+      this.opts.apiServer,
+      this.opts.tokenDir,
+    );
+    const [port, queuePort, queueTls, admin, metrics] = await Promise.all([
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+      freePort(),
+    ]);
     const pod = `${revision}-${replica}`;
     const fnEnv: Record<string, string | undefined> = {
-      ...process.env, ...env, ...this.opts.env, ...this.opts.envFor?.(name, replica), ...this.opts.net.env(),
-      PORT: String(port), K_SERVICE: name, K_REVISION: revision, K_CONFIGURATION: name, LOG_LEVEL: 'info',
+      ...process.env,
+      ...env,
+      ...this.opts.env,
+      ...this.opts.envFor?.(name, replica),
+      ...this.opts.net.env(),
+      PORT: String(port),
+      K_SERVICE: name,
+      K_REVISION: revision,
+      K_CONFIGURATION: name,
+      LOG_LEVEL: 'info',
       KUBECONFIG: kubeconfig,
     };
     if (!kubeconfig) delete fnEnv.KUBECONFIG;
     // Not the runner's proxy settings: only the cluster network's.
     const label = replica === 0 ? name : `${name}-${replica}`;
-    const proc = startProcess('function', label, this.opts.functionCommand.cmd, this.opts.functionCommand.args, {
-      logDir: this.opts.logDir, cwd: this.opts.functionCommand.cwd, env: fnEnv as Record<string, string>,
-    });
+    const proc = startProcess(
+      'function',
+      label,
+      this.opts.functionCommand.cmd,
+      this.opts.functionCommand.args,
+      {
+        logDir: this.opts.logDir,
+        cwd: this.opts.functionCommand.cwd,
+        env: fnEnv as Record<string, string>,
+      },
+    );
     const queue = startProcess('queue-proxy', label, this.opts.queueBinary, [], {
       logDir: this.opts.logDir,
       env: {
         PATH: process.env.PATH ?? '',
-        SERVING_NAMESPACE: namespace, SERVING_SERVICE: name, SERVING_CONFIGURATION: name, SERVING_REVISION: revision,
-        SERVING_POD: pod, SERVING_POD_IP: '127.0.0.1',
+        SERVING_NAMESPACE: namespace,
+        SERVING_SERVICE: name,
+        SERVING_CONFIGURATION: name,
+        SERVING_REVISION: revision,
+        SERVING_POD: pod,
+        SERVING_POD_IP: '127.0.0.1',
         CONTAINER_CONCURRENCY: String(t.containerConcurrency ?? 0),
         REVISION_TIMEOUT_SECONDS: String(t.timeoutSeconds ?? 300),
-        QUEUE_SERVING_PORT: String(queuePort), QUEUE_SERVING_TLS_PORT: String(queueTls), USER_PORT: String(port),
-        QUEUE_ADMIN_PORT: String(admin), QUEUE_METRICS_PORT: String(metrics),
-        SERVING_READINESS_PROBE: JSON.stringify({ httpGet: { path: '/health/readiness', port, host: '127.0.0.1', scheme: 'HTTP' }, successThreshold: 1 }),
-        SERVING_LOGGING_CONFIG: '', SERVING_LOGGING_LEVEL: 'info', SYSTEM_NAMESPACE: 'knative-serving',
+        QUEUE_SERVING_PORT: String(queuePort),
+        QUEUE_SERVING_TLS_PORT: String(queueTls),
+        USER_PORT: String(port),
+        QUEUE_ADMIN_PORT: String(admin),
+        QUEUE_METRICS_PORT: String(metrics),
+        SERVING_READINESS_PROBE: JSON.stringify({
+          httpGet: { path: '/health/readiness', port, host: '127.0.0.1', scheme: 'HTTP' },
+          successThreshold: 1,
+        }),
+        SERVING_LOGGING_CONFIG: '',
+        SERVING_LOGGING_LEVEL: 'info',
+        SYSTEM_NAMESPACE: 'knative-serving',
         METRICS_DOMAIN: 'knative.dev/internal/serving',
       },
     });
     const url = `http://127.0.0.1:${queuePort}/`;
     try {
       // Ready as Serving sees it: the queue-proxy answers its probe, which asks the function's readiness.
-      await waitFor(`${name} replica ${replica}`, async () =>
-        (await fetch(url, { headers: QUEUE_PROBE, signal: AbortSignal.timeout(2_000) })).ok, 60_000,
-      () => (proc.child.exitCode !== null ? `the function exited with ${proc.child.exitCode}; see ${proc.logFile}`
-        : queue.child.exitCode !== null ? `queue-proxy exited with ${queue.child.exitCode}; see ${queue.logFile}` : undefined));
+      await waitFor(
+        `${name} replica ${replica}`,
+        async () => (await fetch(url, { headers: QUEUE_PROBE, signal: AbortSignal.timeout(2_000) })).ok,
+        60_000,
+        () =>
+          proc.child.exitCode !== null
+            ? `the function exited with ${proc.child.exitCode}; see ${proc.logFile}`
+            : queue.child.exitCode !== null
+              ? `queue-proxy exited with ${queue.child.exitCode}; see ${queue.logFile}`
+              : undefined,
+      );
     } catch (err) {
       await Promise.all([killProcess(proc), killProcess(queue)]);
       throw err;
@@ -206,7 +288,11 @@ export class Serving {
   }
 
   /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */
-  private async retire(name: string, revision: string | undefined, among: Replica[] = this.replicas.filter((r) => r.service === name)): Promise<void> {
+  private async retire(
+    name: string,
+    revision: string | undefined,
+    among: Replica[] = this.replicas.filter((r) => r.service === name),
+  ): Promise<void> {
     const gone = among.filter((r) => r.revision !== revision);
     for (const r of gone) this.replicas.splice(this.replicas.indexOf(r), 1);
     if (revision === undefined) {
@@ -214,10 +300,12 @@ export class Serving {
       this.opts.net.unregister(name, this.opts.namespace);
     }
     // Requests in flight finish first, as a Pod's termination drains its queue-proxy.
-    await Promise.all(gone.map(async (r) => {
-      for (let i = 0; r.inFlight > 0 && i < 300; i++) await sleep(100);
-      await Promise.all([stopProcess(r.proc), stopProcess(r.queue)]);
-    }));
+    await Promise.all(
+      gone.map(async (r) => {
+        for (let i = 0; r.inFlight > 0 && i < 300; i++) await sleep(100);
+        await Promise.all([stopProcess(r.proc), stopProcess(r.queue)]);
+      }),
+    );
   }
 
   /** restart kills one replica (SIGKILL) and starts it again with the same ports: a crashed container. */
@@ -235,7 +323,11 @@ export class Serving {
   private async report(s: KService, revision: string): Promise<void> {
     const { name, namespace } = s.metadata;
     // Our own status write comes back as a change: nothing to report then.
-    if (s.status?.observedGeneration === s.metadata.generation && s.status?.latestReadyRevisionName === revision) return;
+    if (
+      s.status?.observedGeneration === s.metadata.generation &&
+      s.status?.latestReadyRevisionName === revision
+    )
+      return;
     const url = `http://${name}.${namespace}.svc.cluster.local`;
     const now = new Date().toISOString();
     const ok = (type: string) => ({ type, status: 'True', lastTransitionTime: now });
@@ -243,8 +335,11 @@ export class Serving {
       contentType: 'application/merge-patch+json',
       body: {
         status: {
-          observedGeneration: s.metadata.generation, url, address: { url },
-          latestCreatedRevisionName: revision, latestReadyRevisionName: revision,
+          observedGeneration: s.metadata.generation,
+          url,
+          address: { url },
+          latestCreatedRevisionName: revision,
+          latestReadyRevisionName: revision,
           traffic: [{ revisionName: revision, latestRevision: true, percent: 100 }],
           conditions: [ok('ConfigurationsReady'), ok('Ready'), ok('RoutesReady')],
         },

@@ -19,10 +19,15 @@ import type { ApiServerResource } from './knative.ts';
 type Emit = (event: CloudEvent<unknown>) => void | Promise<void>;
 
 /** refEvent builds the event ApiServerSource sends in Reference mode. */
-export function refEvent(server: string, op: 'add' | 'update' | 'delete', o: KubeObject): CloudEvent<unknown> {
+export function refEvent(
+  server: string,
+  op: 'add' | 'update' | 'delete',
+  o: KubeObject,
+): CloudEvent<unknown> {
   const { apiVersion, kind } = o;
   const { name, namespace } = o.metadata;
-  const versioned = apiVersion.includes('.') && !apiVersion.includes('/') ? `${apiVersion}/versionUnknown` : apiVersion;
+  const versioned =
+    apiVersion.includes('.') && !apiVersion.includes('/') ? `${apiVersion}/versionUnknown` : apiVersion;
   return new CloudEvent({
     id: randomUUID(),
     type: `dev.knative.apiserver.ref.${op}`,
@@ -30,7 +35,10 @@ export function refEvent(server: string, op: 'add' | 'update' | 'delete', o: Kub
     subject: `/apis/${versioned}/namespaces/${namespace ?? ''}/${kind.toLowerCase()}s/${name}`,
     datacontenttype: 'application/json',
     data: { kind, namespace, name, apiVersion },
-    kind, name, ...(namespace ? { namespace } : {}), apiversion: apiVersion,
+    kind,
+    name,
+    ...(namespace ? { namespace } : {}),
+    apiversion: apiVersion,
   });
 }
 
@@ -65,7 +73,10 @@ export class ApiServerWatch {
   private async relist(): Promise<string> {
     const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
     const page = await this.kcp.client.call<{ metadata: { resourceVersion: string } }>(
-      'GET', resourcePath(info, this.namespace), { query: { labelSelector: this.res.labelSelector, limit: 1 } });
+      'GET',
+      resourcePath(info, this.namespace),
+      { query: { labelSelector: this.res.labelSelector, limit: 1 } },
+    );
     return page.metadata.resourceVersion;
   }
 
@@ -85,9 +96,16 @@ export class ApiServerWatch {
   /** watch streams changes from rv; returns the last resourceVersion seen, undefined to relist. */
   private async watch(rv: string): Promise<string | undefined> {
     const info = await mustFind(this.kcp, this.res.apiVersion, this.res.kind);
-    const events = this.kcp.client.watch<KubeObject>(resourcePath(info, this.namespace), {
-      resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300', labelSelector: this.res.labelSelector,
-    }, this.abort.signal);
+    const events = this.kcp.client.watch<KubeObject>(
+      resourcePath(info, this.namespace),
+      {
+        resourceVersion: rv,
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: '300',
+        labelSelector: this.res.labelSelector,
+      },
+      this.abort.signal,
+    );
     let last: string | undefined = rv;
     try {
       for await (const ev of events) {
@@ -109,7 +127,13 @@ export class ApiServerWatch {
 /** PingTimer emits PingSource events every intervalMs until stopped. */
 export class PingTimer {
   private timer?: NodeJS.Timeout;
-  private readonly opts: { source: string; intervalMs: number; data?: string; contentType?: string; emit: Emit };
+  private readonly opts: {
+    source: string;
+    intervalMs: number;
+    data?: string;
+    contentType?: string;
+    emit: Emit;
+  };
 
   constructor(opts: PingTimer['opts']) {
     this.opts = opts;
@@ -122,11 +146,15 @@ export class PingTimer {
   /** fire sends one ping now. */
   fire(): void {
     const { source, data, contentType, emit } = this.opts;
-    emit(new CloudEvent({
-      id: randomUUID(), type: 'dev.knative.sources.ping', source,
-      datacontenttype: contentType ?? 'application/json',
-      data: data ? (contentType === 'application/json' ? JSON.parse(data) : data) : undefined,
-    }));
+    emit(
+      new CloudEvent({
+        id: randomUUID(),
+        type: 'dev.knative.sources.ping',
+        source,
+        datacontenttype: contentType ?? 'application/json',
+        data: data ? (contentType === 'application/json' ? JSON.parse(data) : data) : undefined,
+      }),
+    );
   }
 
   stop(): void {

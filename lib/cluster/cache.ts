@@ -59,11 +59,21 @@ export class ClientCache {
     Metrics.cacheMisses.add(1, { cluster: name });
     if (hit) void this.close(hit.cluster);
     const cluster = (async () => {
-      const creds = validateKubeconfig(secret.kubeconfig, { allowInsecure: this.config.allowInsecureKubeconfigs });
-      const client = KubeClient.create(creds, {
-        name, qps: this.config.clusterQps, burst: this.config.clusterBurst, keepAliveMs: SKR_KEEPALIVE_MS, ...this.hooks,
+      const creds = validateKubeconfig(secret.kubeconfig, {
+        allowInsecure: this.config.allowInsecureKubeconfigs,
       });
-      return { client, mapper: new RestMapper(client), lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`) };
+      const client = KubeClient.create(creds, {
+        name,
+        qps: this.config.clusterQps,
+        burst: this.config.clusterBurst,
+        keepAliveMs: SKR_KEEPALIVE_MS,
+        ...this.hooks,
+      });
+      return {
+        client,
+        mapper: new RestMapper(client),
+        lists: new ListCache(client, `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}`),
+      };
     })();
     this.entries.delete(key);
     this.entries.set(key, { version, kyma: name, cluster });
@@ -137,6 +147,8 @@ export class ClientCache {
   private async close(c: Promise<Cluster>): Promise<void> {
     try {
       await (await c).client.close();
-    } catch { /* a failed connect has nothing to close */ }
+    } catch {
+      /* a failed connect has nothing to close */
+    }
   }
 }

@@ -16,8 +16,20 @@ export const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadat
 const SNAPSHOT_TTL_MS = 10_000;
 
 /** kymaInfo and secretInfo address Kymas and Secrets in the KCP without discovery. */
-export const kymaInfo: ResourceInfo = { apiVersion: KYMA_API_VERSION, kind: 'Kyma', resource: 'kymas', namespaced: true, hasStatus: true };
-export const secretInfo: ResourceInfo = { apiVersion: 'v1', kind: 'Secret', resource: 'secrets', namespaced: true, hasStatus: false };
+export const kymaInfo: ResourceInfo = {
+  apiVersion: KYMA_API_VERSION,
+  kind: 'Kyma',
+  resource: 'kymas',
+  namespaced: true,
+  hasStatus: true,
+};
+export const secretInfo: ResourceInfo = {
+  apiVersion: 'v1',
+  kind: 'Secret',
+  resource: 'secrets',
+  namespaced: true,
+  hasStatus: false,
+};
 
 /** SecretRef identifies one version of an access Secret (never its content). */
 export interface SecretRef {
@@ -41,7 +53,8 @@ export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Pr
   try {
     return await kcp.client.call<KubeObject>('GET', resourcePath(kymaInfo, namespace, kyma));
   } catch (err) {
-    if (isNotFound(err)) throw new ResolutionError(`Kyma ${namespace}/${kyma} does not exist`, 'KymaNotFound');
+    if (isNotFound(err))
+      throw new ResolutionError(`Kyma ${namespace}/${kyma} does not exist`, 'KymaNotFound');
     throw err;
   }
 }
@@ -51,9 +64,13 @@ export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Pr
  * or AmbiguousAccessSecret. Secrets labelled as sync sources are never access Secrets.
  */
 export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: string): Promise<AccessSecret> {
-  const found = await kcp.client.call<{ items: KubeObject[] | null }>('GET', resourcePath(secretInfo, namespace), {
-    query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma},!${SYNC_SOURCE_LABEL}` },
-  });
+  const found = await kcp.client.call<{ items: KubeObject[] | null }>(
+    'GET',
+    resourcePath(secretInfo, namespace),
+    {
+      query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma},!${SYNC_SOURCE_LABEL}` },
+    },
+  );
   return accessSecretOf(namespace, kyma, found.items ?? []);
 }
 
@@ -61,17 +78,35 @@ export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: st
 function accessSecretOf(namespace: string, kyma: string, items: KubeObject[]): AccessSecret {
   const list = { items };
   if (list.items.length === 0) {
-    throw new ResolutionError(`no Secret in ${namespace} has label ${KYMA_NAME_LABEL}=${kyma}`, 'AccessSecretNotFound');
+    throw new ResolutionError(
+      `no Secret in ${namespace} has label ${KYMA_NAME_LABEL}=${kyma}`,
+      'AccessSecretNotFound',
+    );
   }
   if (list.items.length > 1) {
-    const names = list.items.map((s) => s.metadata.name).sort().join(', ');
-    throw new ResolutionError(`${list.items.length} Secrets in ${namespace} have label ${KYMA_NAME_LABEL}=${kyma} (${names}); exactly one is allowed`, 'AmbiguousAccessSecret');
+    const names = list.items
+      .map((s) => s.metadata.name)
+      .sort()
+      .join(', ');
+    throw new ResolutionError(
+      `${list.items.length} Secrets in ${namespace} have label ${KYMA_NAME_LABEL}=${kyma} (${names}); exactly one is allowed`,
+      'AmbiguousAccessSecret',
+    );
   }
   const s = list.items[0]!;
   const data = (s as { data?: Record<string, string> }).data?.config;
-  if (!data) throw new ResolutionError(`Secret ${namespace}/${s.metadata.name} has no key "config"`, 'InvalidKubeconfig');
+  if (!data)
+    throw new ResolutionError(
+      `Secret ${namespace}/${s.metadata.name} has no key "config"`,
+      'InvalidKubeconfig',
+    );
   return {
-    ref: { namespace, name: s.metadata.name, uid: s.metadata.uid!, resourceVersion: s.metadata.resourceVersion! },
+    ref: {
+      namespace,
+      name: s.metadata.name,
+      uid: s.metadata.uid!,
+      resourceVersion: s.metadata.resourceVersion!,
+    },
     kubeconfig: Buffer.from(data, 'base64').toString('utf8'),
   };
 }
@@ -119,7 +154,10 @@ export class Lookups {
    * fresh); a missing Kyma is the error reported before any Secret's.
    */
   async resolve(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
-    const [k, s] = await Promise.allSettled([this.kyma(namespace, kyma, fresh), this.accessSecret(namespace, kyma, fresh)]);
+    const [k, s] = await Promise.allSettled([
+      this.kyma(namespace, kyma, fresh),
+      this.accessSecret(namespace, kyma, fresh),
+    ]);
     if (k.status === 'rejected') throw k.reason;
     if (s.status === 'rejected') throw s.reason;
     return s.value;
@@ -132,12 +170,16 @@ export class Lookups {
 
   private async listAccessSecrets(namespace: string): Promise<Map<string, KubeObject[]>> {
     const byKyma = new Map<string, KubeObject[]>();
-    const items = await listObjects(this.kcp, secretInfo, { namespace, labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}`, limit: 250 });
+    const items = await listObjects(this.kcp, secretInfo, {
+      namespace,
+      labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}`,
+      limit: 250,
+    });
     for (const s of items) {
       const kyma = s.metadata.labels?.[KYMA_NAME_LABEL];
       if (!kyma) continue;
       let list = byKyma.get(kyma);
-      if (!list) byKyma.set(kyma, list = []);
+      if (!list) byKyma.set(kyma, (list = []));
       list.push(s);
     }
     return byKyma;

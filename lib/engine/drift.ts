@@ -11,7 +11,11 @@ import type { KubeObject } from '../kube/objects.ts';
 import { canonical, isMap } from '../values.ts';
 import { Memo } from '../memo.ts';
 
-const sha = (v: unknown): string => createHash('sha256').update(canonical(v ?? null)).digest('hex').slice(0, 32);
+const sha = (v: unknown): string =>
+  createHash('sha256')
+    .update(canonical(v ?? null))
+    .digest('hex')
+    .slice(0, 32);
 
 /**
  * digests remembers appliedDigest by object, resourceVersion, manager and subresource (an
@@ -36,7 +40,9 @@ export function appliedDigest(obj: KubeObject, manager: string, subresource?: 's
     return createHash('sha256').update(owned).digest('hex').slice(0, 32);
   };
   // Without a uid and resourceVersion (not read from a server) there is nothing to key by.
-  return uid && resourceVersion ? digests.get(`${uid}/${resourceVersion}/${subresource ?? ''}/${manager}`, compute) : compute();
+  return uid && resourceVersion
+    ? digests.get(`${uid}/${resourceVersion}/${subresource ?? ''}/${manager}`, compute)
+    : compute();
 }
 
 /** statusDigest ties the status a subresource item writes (its text) to what manager owns of obj's status. */
@@ -61,10 +67,16 @@ function leafPaths(v: unknown, prefix: string[] = []): string[][] {
  * driftCause lists the fields of desired that manager no longer owns in live (another
  * manager took them, or they were removed) and the managers that own them now.
  */
-export function driftCause(desired: KubeObject, live: KubeObject, manager: string, subresource?: 'status'): DriftCause {
+export function driftCause(
+  desired: KubeObject,
+  live: KubeObject,
+  manager: string,
+  subresource?: 'status',
+): DriftCause {
   const ours = ownedFields(live, manager, subresource);
-  const taken = leafPaths(subresource ? { status: desired.status } : desired)
-    .filter((path) => !identity.has(path.join('.')) && !ownsPath(ours, path));
+  const taken = leafPaths(subresource ? { status: desired.status } : desired).filter(
+    (path) => !identity.has(path.join('.')) && !ownsPath(ours, path),
+  );
   const managers = new Set<string>();
   for (const e of managedFieldsOf(live)) {
     if (e.manager === manager || !e.fieldsV1 || !e.manager) continue;

@@ -7,14 +7,23 @@ export type InventoryWriter = (entries: InventoryEntry[]) => Promise<void>;
 
 /** entryOf makes an inventory entry for an item's object. */
 export const entryOf = (item: string, id: ObjectId, adopted = false): InventoryEntry => ({
-  item, apiVersion: id.apiVersion, kind: id.kind, ...(id.namespace ? { namespace: id.namespace } : {}), name: id.name,
+  item,
+  apiVersion: id.apiVersion,
+  kind: id.kind,
+  ...(id.namespace ? { namespace: id.namespace } : {}),
+  name: id.name,
   ...(adopted ? { adopted } : {}),
 });
 
 const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
-  a.item === b.item && objectKey(a) === objectKey(b) && a.apiVersion === b.apiVersion && (a.adopted === true) === (b.adopted === true) &&
-  a.digest === b.digest && a.statusDigest === b.statusDigest;
-const same = (a: InventoryEntry[], b: InventoryEntry[]) => a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
+  a.item === b.item &&
+  objectKey(a) === objectKey(b) &&
+  a.apiVersion === b.apiVersion &&
+  (a.adopted === true) === (b.adopted === true) &&
+  a.digest === b.digest &&
+  a.statusDigest === b.statusDigest;
+const same = (a: InventoryEntry[], b: InventoryEntry[]) =>
+  a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
 
 /** Inventory is the in-memory inventory of one run, written through on change. */
 export class Inventory {

@@ -24,12 +24,13 @@ import { ClusterUnreachableError, guard } from './unreachable.ts';
  * our marks on an object we did not create, marks.ts), with the body to apply for create
  * and update and the live object for every op that acts on one.
  */
-export type Decision = DecisionFlags & (
-  | { op: 'create'; desired: KubeObject; live?: undefined }
-  | { op: 'update'; desired: KubeObject; live: KubeObject }
-  | { op: 'adopt' | 'unchanged' | 'delete'; desired?: undefined; live: KubeObject }
-  | { op: 'ignore' | 'none'; desired?: undefined; live?: KubeObject }
-);
+export type Decision = DecisionFlags &
+  (
+    | { op: 'create'; desired: KubeObject; live?: undefined }
+    | { op: 'update'; desired: KubeObject; live: KubeObject }
+    | { op: 'adopt' | 'unchanged' | 'delete'; desired?: undefined; live: KubeObject }
+    | { op: 'ignore' | 'none'; desired?: undefined; live?: KubeObject }
+  );
 
 /** DecisionFlags say what goes with a decision's op. */
 export interface DecisionFlags {
@@ -64,7 +65,10 @@ export function desiredObject(p: ResolvedItem & { object: KubeObject }, owner: s
   if (hit) return hit;
   const o = structuredClone(src);
   if (p.info.hasStatus) delete o.status;
-  const digest = createHash('sha256').update(canonical({ o, own: p.opts.own })).digest('hex').slice(0, 32);
+  const digest = createHash('sha256')
+    .update(canonical({ o, own: p.opts.own }))
+    .digest('hex')
+    .slice(0, 32);
   o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: digest };
   if (p.opts.own) {
     o.metadata.labels = { ...o.metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE };
@@ -89,7 +93,13 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const { owner, entry, fieldManager } = ctx;
   const name = p.item.name;
   const what = describeId(p.id);
-  const none = (done: ItemResult): Decision => ({ op: 'none', status: false, record: false, drift: false, done });
+  const none = (done: ItemResult): Decision => ({
+    op: 'none',
+    status: false,
+    record: false,
+    drift: false,
+    done,
+  });
   const whose = live && ownership(live, owner);
   if (whose && typeof whose === 'object') {
     return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${whose.other}`));
@@ -98,22 +108,49 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   // without a digest (first run, an object we do not own) when it is not contained in the live status.
   const wantStatus = (creating: boolean) => {
     const want = p.status?.status;
-    if (want === undefined || !(p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating))) return false;
+    if (want === undefined || !(p.opts.status === 'always' || (p.opts.status === 'onCreate' && creating)))
+      return false;
     if (creating || !live) return true;
-    return entry?.statusDigest ? entry.statusDigest !== statusDigest(want, live, fieldManager) : !isSubset(want, live.status);
+    return entry?.statusDigest
+      ? entry.statusDigest !== statusDigest(want, live, fieldManager)
+      : !isSubset(want, live.status);
   };
   if (p.opts.remove) {
-    if (!live) return none(result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }));
-    if (live.metadata.deletionTimestamp) return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
+    if (!live)
+      return none(
+        result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }),
+      );
+    if (live.metadata.deletionTimestamp)
+      return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
     return { op: 'delete', status: false, record: false, drift: false, live };
   }
   if (!live) {
     if (!p.opts.create || !hasObject(p)) {
       return p.object
-        ? none(result(name, 'Ready', 'NotFound', `${what} does not exist; strategy ${p.item.strategy} never creates it`))
-        : none(result(name, 'Warning', 'NotFound', `${what} does not exist; an item with only a subresource never creates it`));
+        ? none(
+            result(
+              name,
+              'Ready',
+              'NotFound',
+              `${what} does not exist; strategy ${p.item.strategy} never creates it`,
+            ),
+          )
+        : none(
+            result(
+              name,
+              'Warning',
+              'NotFound',
+              `${what} does not exist; an item with only a subresource never creates it`,
+            ),
+          );
     }
-    return { op: 'create', status: wantStatus(true), record: p.opts.own, drift: false, desired: desiredObject(p, owner) };
+    return {
+      op: 'create',
+      status: wantStatus(true),
+      record: p.opts.own,
+      drift: false,
+      desired: desiredObject(p, owner),
+    };
   }
   if (p.opts.stopOnDeletion && live.metadata.deletionTimestamp) {
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
@@ -130,13 +167,25 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const release = !p.opts.own && whose === 'ours';
   const recreate = mayRecreate(p, adopting || entry?.adopted === true);
   const status = wantStatus(false);
-  const update = { op: 'update', status, record: adopting, adopt: adopting, desired, live, release, recreate } as const;
-  const sameManifest = live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
+  const update = {
+    op: 'update',
+    status,
+    record: adopting,
+    adopt: adopting,
+    desired,
+    live,
+    release,
+    recreate,
+  } as const;
+  const sameManifest =
+    live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
   if (!sameManifest || adopting) return { ...update, drift: false };
   const unchanged: Decision = { op: 'unchanged', status, record: false, drift: false, release, live };
   // Drift is decided on what our field manager owns, as the server stores it (drift.ts).
   if (entry?.digest) {
-    return entry.digest === appliedDigest(live, fieldManager) ? unchanged : { ...update, drift: true, cause: driftCause(desired, live, fieldManager) };
+    return entry.digest === appliedDigest(live, fieldManager)
+      ? unchanged
+      : { ...update, drift: true, cause: driftCause(desired, live, fieldManager) };
   }
   if (isSubset(desired, live)) return unchanged;
   return { ...update, drift: true, confirm: true, cause: driftCause(desired, live, fieldManager) };
@@ -153,15 +202,22 @@ function change(p: ParsedItem, action: Change['action'], cause?: DriftCause): Ch
  * context and a list cache, a recent snapshot (taken at since or later) that shows nothing
  * to do stands in for the read.
  */
-export async function observe(skr: Cluster, p: ResolvedItem, ctx?: DecideContext, since?: number): Promise<KubeObject | undefined> {
+export async function observe(
+  skr: Cluster,
+  p: ResolvedItem,
+  ctx?: DecideContext,
+  since?: number,
+): Promise<KubeObject | undefined> {
   const lists = skr.lists;
   if (ctx && lists && p.object && p.opts.own) {
     // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
     // reason to fail: the live read below decides.
-    const snap = await guard(() => lists.get(p.info, p.id.namespace, p.id.name, since)).catch((err: unknown) => {
-      if (err instanceof ClusterUnreachableError) throw err;
-      return undefined;
-    });
+    const snap = await guard(() => lists.get(p.info, p.id.namespace, p.id.name, since)).catch(
+      (err: unknown) => {
+        if (err instanceof ClusterUnreachableError) throw err;
+        return undefined;
+      },
+    );
     if (snap) {
       const d = decide(p, snap, ctx);
       if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
@@ -174,14 +230,21 @@ export async function observe(skr: Cluster, p: ResolvedItem, ctx?: DecideContext
  * execute carries out a decision and returns the item's result; the digests of what the
  * server stored after our apply (or of what it holds unchanged) go to p.applied for the inventory.
  */
-export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner: string, config: Config): Promise<ItemResult> {
+export async function execute(
+  skr: Cluster,
+  p: ResolvedItem,
+  d: Decision,
+  owner: string,
+  config: Config,
+): Promise<ItemResult> {
   if (d.done) return d.done.state === 'Error' ? d.done : observed(p, d.done, d.live);
   const name = p.item.name;
   const what = describeId(p.id);
   const fm = config.fieldManager;
   const { info } = p;
   const applied = (obj: KubeObject) => (p.applied = { ...p.applied, digest: appliedDigest(obj, fm) });
-  const unmark = (obj: KubeObject) => (d.release ? guard(() => release(skr, info, obj, config, false)) : undefined);
+  const unmark = (obj: KubeObject) =>
+    d.release ? guard(() => release(skr, info, obj, config, false)) : undefined;
   try {
     let res: ItemResult;
     let current = d.live;
@@ -195,15 +258,19 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
         const { live, desired } = d;
         // Without a digest of our last apply, a dry run tells whether the values really differ.
         // A dry run refused for an immutable field goes on to the apply, which recreates.
-        const dry = d.confirm ? await guard(() => applyObject(skr, info, desired, fm, undefined, true)).catch((err: unknown) => {
-          if (d.recreate && isImmutableRefusal(err)) return undefined;
-          throw err;
-        }) : undefined;
+        const dry = d.confirm
+          ? await guard(() => applyObject(skr, info, desired, fm, undefined, true)).catch((err: unknown) => {
+              if (d.recreate && isImmutableRefusal(err)) return undefined;
+              throw err;
+            })
+          : undefined;
         if (dry && sameValues(dry, live, fm)) {
           // Nothing to write but, for a strategy that does not own it, our marks to take off.
           await unmark(live);
           applied(live);
-          res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
+          res = result(name, 'Ready', 'Unchanged', 'resource has been synced', {
+            change: change(p, 'unchanged'),
+          });
           break;
         }
         let after: KubeObject;
@@ -214,11 +281,19 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
           const why = immutableSummary(err);
           current = await guard(() => recreate(skr, p, live, desired, config));
           if (!current) {
-            res = result(name, 'Processing', 'Recreating', `${what} is being deleted to be created again: ${why}`, { change: change(p, 'deleted') });
+            res = result(
+              name,
+              'Processing',
+              'Recreating',
+              `${what} is being deleted to be created again: ${why}`,
+              { change: change(p, 'deleted') },
+            );
             break;
           }
           applied(current);
-          res = result(name, 'Ready', 'Recreated', `${what} was deleted and created again: ${why}`, { change: change(p, 'recreated') });
+          res = result(name, 'Ready', 'Recreated', `${what} was deleted and created again: ${why}`, {
+            change: change(p, 'recreated'),
+          });
           break;
         }
         current = after;
@@ -226,7 +301,9 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
         await unmark(after);
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
-          : result(name, 'Ready', 'Applied', 'resource has been synced', { change: change(p, 'configured', d.cause) });
+          : result(name, 'Ready', 'Applied', 'resource has been synced', {
+              change: change(p, 'configured', d.cause),
+            });
         break;
       }
       case 'adopt':
@@ -236,23 +313,32 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
       case 'unchanged':
         await unmark(d.live);
         applied(d.live);
-        res = result(name, 'Ready', 'Unchanged', 'resource has been synced', { change: change(p, 'unchanged') });
+        res = result(name, 'Ready', 'Unchanged', 'resource has been synced', {
+          change: change(p, 'unchanged'),
+        });
         break;
       case 'ignore':
-        res = result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', { change: change(p, 'skipped') });
+        res = result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', {
+          change: change(p, 'skipped'),
+        });
         break;
       case 'delete': {
         const { live } = d;
         await guard(() => deleteObject(skr, info, live));
         const after = await observe(skr, p);
         current = after;
-        res = after && after.metadata.uid === live.metadata.uid
-          ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, { change: change(p, 'deleted') })
-          : result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'deleted') });
+        res =
+          after && after.metadata.uid === live.metadata.uid
+            ? result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`, {
+                change: change(p, 'deleted'),
+              })
+            : result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'deleted') });
         break;
       }
       case 'none':
-        res = result(name, 'Ready', 'Unchanged', 'status has been synced', { change: change(p, 'unchanged') });
+        res = result(name, 'Ready', 'Unchanged', 'status has been synced', {
+          change: change(p, 'unchanged'),
+        });
         break;
     }
     // An object marked by an earlier version keeps no former mark once it is ours again.
@@ -268,7 +354,14 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
       const after = await guard(() => applyObject(skr, info, body as KubeObject, fm, 'status'));
       current = after;
       p.applied = { ...p.applied, statusDigest: statusDigest(status, after, fm) };
-      if (res.reason === 'Unchanged') res = result(name, 'Ready', 'Applied', p.object ? 'resource has been synced' : 'status has been synced', { change: change(p, 'configured') });
+      if (res.reason === 'Unchanged')
+        res = result(
+          name,
+          'Ready',
+          'Applied',
+          p.object ? 'resource has been synced' : 'status has been synced',
+          { change: change(p, 'configured') },
+        );
     } else if (status !== undefined && current && p.opts.status === 'always') {
       p.applied = { ...p.applied, statusDigest: statusDigest(status, current, fm) };
     }
@@ -286,10 +379,20 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, owner:
 export function observed(p: ParsedItem, r: ItemResult, obj: KubeObject | undefined): ItemResult {
   let health: Health | undefined;
   if (p.opts.remove) {
-    health = obj ? { status: 'Terminating', message: obj.metadata.deletionTimestamp ? 'Resource scheduled for deletion' : 'Resource is still there' } : { status: 'Current', message: 'Resource is gone' };
+    health = obj
+      ? {
+          status: 'Terminating',
+          message: obj.metadata.deletionTimestamp
+            ? 'Resource scheduled for deletion'
+            : 'Resource is still there',
+        }
+      : { status: 'Current', message: 'Resource is gone' };
   } else if (obj) {
     // Items of a list carry no apiVersion and kind: the item's own say which rules apply.
-    health = healthOf({ ...obj, apiVersion: obj.apiVersion ?? p.id.apiVersion, kind: obj.kind ?? p.id.kind }, p.rules);
+    health = healthOf(
+      { ...obj, apiVersion: obj.apiVersion ?? p.id.apiVersion, kind: obj.kind ?? p.id.kind },
+      p.rules,
+    );
   }
   const feedback = p.feedback && obj ? readFeedback(p.feedback, obj) : undefined;
   return { ...r, ...(health ? { health, object: describeId(p.id) } : {}), ...(feedback ? { feedback } : {}) };
@@ -303,8 +406,13 @@ export function sameValues(dry: KubeObject, live: KubeObject, manager: string): 
 
 /** adopted is the result of an item whose object existed before this SyncResource took it over. */
 export function adopted(p: ParsedItem, c?: Change): ItemResult {
-  return result(p.item.name, 'Ready', 'Adopted',
-    `${describeId(p.id)} existed before and was adopted; removing the item releases it, never deletes it`, c ? { change: c } : {});
+  return result(
+    p.item.name,
+    'Ready',
+    'Adopted',
+    `${describeId(p.id)} existed before and was adopted; removing the item releases it, never deletes it`,
+    c ? { change: c } : {},
+  );
 }
 
 /** itemFailure turns a failed request of one item into that item's result (see requestFailure). */

@@ -7,9 +7,21 @@ import { PatchType } from '../kube/client.ts';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { pointerToken } from '../values.ts';
-import { HASH_ANNOTATION, LEGACY_MARKS, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
+import {
+  HASH_ANNOTATION,
+  LEGACY_MARKS,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  OWNER_ANNOTATION,
+} from '../model.ts';
 
-function patch(skr: Cluster, info: ResourceInfo, live: KubeObject, ops: object[], config: Pick<Config, 'fieldManager'>): Promise<unknown> {
+function patch(
+  skr: Cluster,
+  info: ResourceInfo,
+  live: KubeObject,
+  ops: object[],
+  config: Pick<Config, 'fieldManager'>,
+): Promise<unknown> {
   return skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), {
     query: { fieldManager: config.fieldManager },
     body: [{ op: 'test', path: '/metadata/uid', value: live.metadata.uid }, ...ops],
@@ -18,7 +30,10 @@ function patch(skr: Cluster, info: ResourceInfo, live: KubeObject, ops: object[]
 }
 
 /** remove is the JSON patch op that removes one key of a label or annotation map. */
-const remove = (map: 'labels' | 'annotations', key: string) => ({ op: 'remove', path: `/metadata/${map}/${pointerToken(key)}` });
+const remove = (map: 'labels' | 'annotations', key: string) => ({
+  op: 'remove',
+  path: `/metadata/${map}/${pointerToken(key)}`,
+});
 
 /** legacyOps are the ops that take the former marks off live; desired keeps a former label its manifest sets. */
 function legacyOps(live: KubeObject, desired?: KubeObject): object[] {
@@ -34,23 +49,33 @@ function legacyOps(live: KubeObject, desired?: KubeObject): object[] {
 }
 
 /** hasLegacyMarks tells whether live still carries a mark of the former keys. */
-export const hasLegacyMarks = (live: KubeObject | undefined): boolean => live !== undefined && legacyOps(live).length > 0;
+export const hasLegacyMarks = (live: KubeObject | undefined): boolean =>
+  live !== undefined && legacyOps(live).length > 0;
 
 /**
  * stamp puts our label and owner annotation on the object read (adoption; owner given) and
  * takes the former marks off: the apply of an object we created moves its marks itself,
  * but not those a JSON patch put on (an adopted object) or of an object we no longer write.
  */
-export function stamp(skr: Cluster, info: ResourceInfo, live: KubeObject, owner: string | undefined, desired: KubeObject | undefined, config: Pick<Config, 'fieldManager'>): Promise<unknown> {
+export function stamp(
+  skr: Cluster,
+  info: ResourceInfo,
+  live: KubeObject,
+  owner: string | undefined,
+  desired: KubeObject | undefined,
+  config: Pick<Config, 'fieldManager'>,
+): Promise<unknown> {
   const ops = legacyOps(live, desired);
   if (owner !== undefined) {
     // The removals go first: a map they empty still exists for the adds.
     const add = (map: 'labels' | 'annotations', key: string, value: string) => {
       const has = live.metadata[map];
       if (has?.[key] === value) return;
-      ops.push(has
-        ? { op: 'add', path: `/metadata/${map}/${pointerToken(key)}`, value }
-        : { op: 'add', path: `/metadata/${map}`, value: { [key]: value } });
+      ops.push(
+        has
+          ? { op: 'add', path: `/metadata/${map}/${pointerToken(key)}`, value }
+          : { op: 'add', path: `/metadata/${map}`, value: { [key]: value } },
+      );
     };
     add('labels', MANAGED_BY_LABEL, MANAGED_BY_VALUE);
     add('annotations', OWNER_ANNOTATION, owner);
@@ -63,13 +88,20 @@ export function stamp(skr: Cluster, info: ResourceInfo, live: KubeObject, owner:
  * our applied-digest annotation too (no request when it carries none of them); the former
  * marks go with them. An object still synced by a strategy that does not own it keeps its digest.
  */
-export async function release(skr: Cluster, info: ResourceInfo, live: KubeObject, config: Pick<Config, 'fieldManager'>, digest: boolean): Promise<unknown> {
+export async function release(
+  skr: Cluster,
+  info: ResourceInfo,
+  live: KubeObject,
+  config: Pick<Config, 'fieldManager'>,
+  digest: boolean,
+): Promise<unknown> {
   const ops: object[] = [];
   if (live.metadata.labels?.[MANAGED_BY_LABEL] !== undefined) ops.push(remove('labels', MANAGED_BY_LABEL));
   for (const a of digest ? [OWNER_ANNOTATION, HASH_ANNOTATION] : [OWNER_ANNOTATION]) {
     if (live.metadata.annotations?.[a] !== undefined) ops.push(remove('annotations', a));
   }
-  if (live.metadata.labels?.[LEGACY_MARKS.label] === MANAGED_BY_VALUE) ops.push(remove('labels', LEGACY_MARKS.label));
+  if (live.metadata.labels?.[LEGACY_MARKS.label] === MANAGED_BY_VALUE)
+    ops.push(remove('labels', LEGACY_MARKS.label));
   for (const a of digest ? [LEGACY_MARKS.owner, LEGACY_MARKS.hash] : [LEGACY_MARKS.owner]) {
     if (live.metadata.annotations?.[a] !== undefined) ops.push(remove('annotations', a));
   }

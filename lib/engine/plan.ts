@@ -57,13 +57,17 @@ export interface ResolvedItem extends ParsedItem {
 }
 
 export const isParsed = (p: PlanItem): p is ParsedItem => p.id !== undefined;
-export const isResolved = (p: PlanItem): p is ResolvedItem => p.id !== undefined && p.info !== undefined && p.done === undefined;
+export const isResolved = (p: PlanItem): p is ResolvedItem =>
+  p.id !== undefined && p.info !== undefined && p.done === undefined;
 
 /** SourceReader returns the data and resourceVersion of the source Secret name for this SyncResource, or throws a SourceError. */
 export type SourceReader = (name: string) => Promise<{ data: Record<string, string>; version: string }>;
 
 const sameId = (a: ObjectId, b: ObjectId) =>
-  a.apiVersion === b.apiVersion && a.kind === b.kind && a.name === b.name && (a.namespace ?? '') === (b.namespace ?? '');
+  a.apiVersion === b.apiVersion &&
+  a.kind === b.kind &&
+  a.name === b.name &&
+  (a.namespace ?? '') === (b.namespace ?? '');
 
 /** ResourceSourceReader returns the text a resourceFrom item names, or throws a SourceError. */
 export type ResourceSourceReader = (name: string, key: string) => Promise<string>;
@@ -72,18 +76,30 @@ export type ResourceSourceReader = (name: string, key: string) => Promise<string
 export type ResourceTexts = Map<string, string | SourceError>;
 
 /** readResourceTexts reads the text of every resourceFrom item; a failure to read the KCP is the run's (transient). */
-export async function readResourceTexts(items: SyncItem[], read: ResourceSourceReader | undefined, concurrency: number): Promise<ResourceTexts> {
+export async function readResourceTexts(
+  items: SyncItem[],
+  read: ResourceSourceReader | undefined,
+  concurrency: number,
+): Promise<ResourceTexts> {
   const texts: ResourceTexts = new Map();
-  await mapLimit(items.filter((i) => i.resourceFrom !== undefined && i.resource === undefined), concurrency, async (i) => {
-    const { name, key } = i.resourceFrom!.configMapKeyRef;
-    if (!read) return void texts.set(i.name, new SourceError(`ConfigMap ${name} (resourceFrom) cannot be read here`, 'ResourceSourceNotFound'));
-    try {
-      texts.set(i.name, await read(name, key));
-    } catch (err) {
-      if (!(err instanceof SourceError)) throw err;
-      texts.set(i.name, err);
-    }
-  });
+  await mapLimit(
+    items.filter((i) => i.resourceFrom !== undefined && i.resource === undefined),
+    concurrency,
+    async (i) => {
+      const { name, key } = i.resourceFrom!.configMapKeyRef;
+      if (!read)
+        return void texts.set(
+          i.name,
+          new SourceError(`ConfigMap ${name} (resourceFrom) cannot be read here`, 'ResourceSourceNotFound'),
+        );
+      try {
+        texts.set(i.name, await read(name, key));
+      } catch (err) {
+        if (!(err instanceof SourceError)) throw err;
+        texts.set(i.name, err);
+      }
+    },
+  );
   return texts;
 }
 
@@ -95,7 +111,8 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
   const plan = items.map((item) => {
     const p: PlanItem = { item, opts: strategies[item.strategy] };
     try {
-      if (item.resource !== undefined) p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
+      if (item.resource !== undefined)
+        p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
       else if (item.resourceFrom !== undefined) {
         const text = texts?.get(item.name);
         if (text instanceof SourceError) {
@@ -104,7 +121,12 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
         }
         if (text === undefined) {
           const ref = item.resourceFrom.configMapKeyRef;
-          p.done = result(item.name, 'Processing', 'ResourceSourcePending', `the text is read from ConfigMap ${ref?.name} key ${ref?.key} in the KCP`);
+          p.done = result(
+            item.name,
+            'Processing',
+            'ResourceSourcePending',
+            `the text is read from ConfigMap ${ref?.name} key ${ref?.key} in the KCP`,
+          );
           return p;
         }
         p.object = parseManifest(text, 'resource', config.maxReferencedManifestBytes);
@@ -113,7 +135,9 @@ export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTe
         p.status = parseManifest(item.subresource, 'subresource', config.maxManifestBytes);
         if (p.status.status === undefined) throw new ManifestError('subresource has no status');
         if (p.object && !sameId(idOf(p.object), idOf(p.status))) {
-          throw new ManifestError(`subresource names ${describeId(idOf(p.status))} but resource names ${describeId(idOf(p.object))}`);
+          throw new ManifestError(
+            `subresource names ${describeId(idOf(p.status))} but resource names ${describeId(idOf(p.object))}`,
+          );
         }
       }
       const obj = p.object ?? p.status;
@@ -142,7 +166,8 @@ function checkDataFrom(p: PlanItem): void {
   const refused = dataFromRefusal(p.object, p.status !== undefined);
   if (refused) throw new ManifestError(refused);
   const name = (p.item.dataFrom as { secretRef?: { name?: unknown } } | null)?.secretRef?.name;
-  if (typeof name !== 'string' || !isDnsSubdomain(name)) throw new ManifestError('dataFrom.secretRef.name must name a Secret (a lowercase RFC 1123 subdomain)');
+  if (typeof name !== 'string' || !isDnsSubdomain(name))
+    throw new ManifestError('dataFrom.secretRef.name must name a Secret (a lowercase RFC 1123 subdomain)');
 }
 
 /**
@@ -150,23 +175,36 @@ function checkDataFrom(p: PlanItem): void {
  * or may not ship here settles the item (SecretSourceNotFound, SecretSourceRejected) before
  * anything is read or written in the SKR. A failure to read is the run's (transient).
  */
-export async function fillSources(plan: PlanItem[], read: SourceReader | undefined, concurrency: number): Promise<void> {
-  await mapLimit(plan.filter((p) => !p.done && p.item.dataFrom !== undefined), concurrency, async (p) => {
-    const name = p.item.dataFrom!.secretRef.name;
-    if (!read) {
-      p.done = result(p.item.name, 'Error', 'SecretSourceNotFound', `Secret ${name} (dataFrom.secretRef) cannot be read here`);
-      return;
-    }
-    try {
-      const { data, version } = await read(name);
-      p.object = { ...p.object!, data };
-      p.sourceVersion = version;
-      p.secrets = secretValues(data);
-    } catch (err) {
-      if (!(err instanceof SourceError)) throw err;
-      p.done = result(p.item.name, 'Error', err.reason, err.message);
-    }
-  });
+export async function fillSources(
+  plan: PlanItem[],
+  read: SourceReader | undefined,
+  concurrency: number,
+): Promise<void> {
+  await mapLimit(
+    plan.filter((p) => !p.done && p.item.dataFrom !== undefined),
+    concurrency,
+    async (p) => {
+      const name = p.item.dataFrom!.secretRef.name;
+      if (!read) {
+        p.done = result(
+          p.item.name,
+          'Error',
+          'SecretSourceNotFound',
+          `Secret ${name} (dataFrom.secretRef) cannot be read here`,
+        );
+        return;
+      }
+      try {
+        const { data, version } = await read(name);
+        p.object = { ...p.object!, data };
+        p.sourceVersion = version;
+        p.secrets = secretValues(data);
+      } catch (err) {
+        if (!(err instanceof SourceError)) throw err;
+        p.done = result(p.item.name, 'Error', err.reason, err.message);
+      }
+    },
+  );
 }
 
 /**
@@ -179,13 +217,21 @@ export async function confirmSources(plan: PlanItem[], read: SourceReader | unde
   for (const p of plan) {
     if (p.sourceVersion === undefined || !read) continue;
     const name = p.item.dataFrom!.secretRef.name;
-    const now = await read(name).then((s) => s.version, (err: unknown) => (err instanceof SourceError ? undefined : Promise.reject(err)));
-    if (now !== p.sourceVersion) throw new TransientError(`Secret ${name} (dataFrom.secretRef) changed while this run applied it; retry`, 'SecretSourceChanged');
+    const now = await read(name).then(
+      (s) => s.version,
+      (err: unknown) => (err instanceof SourceError ? undefined : Promise.reject(err)),
+    );
+    if (now !== p.sourceVersion)
+      throw new TransientError(
+        `Secret ${name} (dataFrom.secretRef) changed while this run applied it; retry`,
+        'SecretSourceChanged',
+      );
   }
 }
 
 /** byReference tells whether p is a v1 Secret whose values come by reference (dataFrom): the one Secret that is not restricted. */
-const byReference = (p: PlanItem): boolean => p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
+const byReference = (p: PlanItem): boolean =>
+  p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
 
 /**
  * markDuplicates makes every item that names an object an earlier item already names an
@@ -195,23 +241,40 @@ const byReference = (p: PlanItem): boolean => p.item.dataFrom !== undefined && p
  * cluster-scoped object loses the namespace its manifest gave it).
  */
 export function markDuplicates(plan: PlanItem[], config: Config): void {
-  const named = plan.filter((p): p is ParsedItem => p.id !== undefined && p.done?.reason !== 'DuplicateObject');
+  const named = plan.filter(
+    (p): p is ParsedItem => p.id !== undefined && p.done?.reason !== 'DuplicateObject',
+  );
   const keys = named.map((p) => ({
-    name: p.item.name, key: `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`,
+    name: p.item.name,
+    key: `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`,
   }));
   for (const [i, owner] of firstClaims(keys)) {
     const p = named[i]!;
-    p.done = result(p.item.name, 'Error', 'DuplicateObject', `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`);
+    p.done = result(
+      p.item.name,
+      'Error',
+      'DuplicateObject',
+      `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`,
+    );
   }
 }
 
 /** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
-export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string): (PlanItem & { object: KubeObject }) | undefined {
+export function crdProvides(
+  plan: PlanItem[],
+  apiVersion: string,
+  kind: string,
+): (PlanItem & { object: KubeObject }) | undefined {
   const [group, version] = apiVersion.split('/');
   return plan.find((p): p is PlanItem & { object: KubeObject } => {
     if (p.object?.kind !== 'CustomResourceDefinition') return false;
-    const spec = p.object.spec as { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
-    return spec?.group === group && spec?.names?.kind === kind && (spec?.versions ?? []).some((v) => v.name === version);
+    const spec = p.object.spec as
+      { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
+    return (
+      spec?.group === group &&
+      spec?.names?.kind === kind &&
+      (spec?.versions ?? []).some((v) => v.name === version)
+    );
   });
 }
 
@@ -221,14 +284,29 @@ export function crdProvides(plan: PlanItem[], apiVersion: string, kind: string):
  * an error. A kind the SKR does not serve is an error, unless a CRD item of the same
  * SyncResource defines it (then the item waits for it).
  */
-export async function resolveKind(p: PlanItem, plan: PlanItem[], skr: Cluster, config: Config): Promise<void> {
+export async function resolveKind(
+  p: PlanItem,
+  plan: PlanItem[],
+  skr: Cluster,
+  config: Config,
+): Promise<void> {
   if (p.done || !isParsed(p)) return;
   const info = await guard(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
   if (!info) {
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
     p.done = crd
-      ? result(p.item.name, 'Processing', 'WaitingForCRD', `waiting for CustomResourceDefinition ${crd.object.metadata.name} to be established`)
-      : result(p.item.name, 'Error', 'UnknownKind', `the SKR does not serve kind ${p.id.kind} in ${p.id.apiVersion}`);
+      ? result(
+          p.item.name,
+          'Processing',
+          'WaitingForCRD',
+          `waiting for CustomResourceDefinition ${crd.object.metadata.name} to be established`,
+        )
+      : result(
+          p.item.name,
+          'Error',
+          'UnknownKind',
+          `the SKR does not serve kind ${p.id.kind} in ${p.id.apiVersion}`,
+        );
     return;
   }
   p.info = info;

@@ -35,7 +35,12 @@ function validEntry(e: InventoryEntry): boolean {
 }
 
 /** deleteEntries deletes (or, if adopted, releases) the objects of entries owned by owner, in reverse install order. */
-export async function deleteEntries(skr: Cluster, entries: InventoryEntry[], owner: string, config: Config): Promise<PruneOutcome> {
+export async function deleteEntries(
+  skr: Cluster,
+  entries: InventoryEntry[],
+  owner: string,
+  config: Config,
+): Promise<PruneOutcome> {
   const out: PruneOutcome = { gone: [], pending: [], failed: [], changes: [] };
   const ranks = [...new Set(entries.map((e) => installRank(e.kind)))].sort((a, b) => b - a);
   for (const rank of ranks) {
@@ -53,7 +58,13 @@ export async function deleteEntries(skr: Cluster, entries: InventoryEntry[], own
   return out;
 }
 
-async function pruneOne(skr: Cluster, e: InventoryEntry, owner: string, out: PruneOutcome, config: Config): Promise<void> {
+async function pruneOne(
+  skr: Cluster,
+  e: InventoryEntry,
+  owner: string,
+  out: PruneOutcome,
+  config: Config,
+): Promise<void> {
   const info = await guard(() => skr.mapper.find(e.apiVersion, e.kind));
   // A kind the SKR no longer serves has no objects left.
   if (!info) return void out.gone.push(e);

@@ -12,11 +12,31 @@ import { inSpan, tracer } from '../telemetry.ts';
 import { canonical } from '../values.ts';
 import { mapLimit } from '../concurrency.ts';
 import { entryOf, Inventory } from './inventory.ts';
-import { adopted, decide, execute, itemFailure, observe, type DecideContext, type Decision } from './items.ts';
+import {
+  adopted,
+  decide,
+  execute,
+  itemFailure,
+  observe,
+  type DecideContext,
+  type Decision,
+} from './items.ts';
 import { ownerOf, redacted, requestFailure } from '../policy/rules.ts';
 import {
-  confirmSources, crdProvides, fillSources, isParsed, isResolved, markDuplicates, parseItems, readResourceTexts, resolveKind,
-  type ParsedItem, type PlanItem, type ResolvedItem, type ResourceSourceReader, type SourceReader,
+  confirmSources,
+  crdProvides,
+  fillSources,
+  isParsed,
+  isResolved,
+  markDuplicates,
+  parseItems,
+  readResourceTexts,
+  resolveKind,
+  type ParsedItem,
+  type PlanItem,
+  type ResolvedItem,
+  type ResourceSourceReader,
+  type SourceReader,
 } from './plan.ts';
 import { ClusterUnreachableError, guard } from './unreachable.ts';
 import { deleteEntries } from './prune.ts';
@@ -53,16 +73,27 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
 }
 
 /** reconcileRun is reconcile that also returns the SyncResource as the run last read or wrote it. */
-export async function reconcileRun(input: SyncResource, deps: ReconcileDeps): Promise<{ result: ApplyResult; sr: SyncResource }> {
+export async function reconcileRun(
+  input: SyncResource,
+  deps: ReconcileDeps,
+): Promise<{ result: ApplyResult; sr: SyncResource }> {
   const now = deps.now ?? (() => new Date());
   // ref.sr always holds the latest version we wrote: the next write is guarded by its resourceVersion.
   const ref = { sr: input };
   const res: ApplyResult = {
-    generation: input.metadata.generation ?? 0, observedAt: now().toISOString(),
-    items: [], changes: [], inventory: [], pending: [],
+    generation: input.metadata.generation ?? 0,
+    observedAt: now().toISOString(),
+    items: [],
+    changes: [],
+    inventory: [],
+    pending: [],
   };
   const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
-    ref.sr = await kcpWrite(() => inSpan('write inventory', { 'sync.inventory.size': entries.length }, () => writeInventory(deps.kcp, ref.sr, entries)));
+    ref.sr = await kcpWrite(() =>
+      inSpan('write inventory', { 'sync.inventory.size': entries.length }, () =>
+        writeInventory(deps.kcp, ref.sr, entries),
+      ),
+    );
     await deps.hooks?.afterInventoryWrite?.();
   });
   try {
@@ -88,14 +119,21 @@ export async function reconcileRun(input: SyncResource, deps: ReconcileDeps): Pr
  * inventory we built on still holds and the write is retried; otherwise the run fails
  * transiently and starts over from fresh state.
  */
-async function writeInventory(kcp: KcpStore, sr: SyncResource, entries: InventoryEntry[]): Promise<SyncResource> {
+async function writeInventory(
+  kcp: KcpStore,
+  sr: SyncResource,
+  entries: InventoryEntry[],
+): Promise<SyncResource> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await kcp.writeInventory(sr, entries);
     } catch (err) {
       if (!isConflict(err) || attempt >= 3) throw err;
       const live = await kcp.get(sr.metadata.namespace!, sr.metadata.name);
-      const same = live && live.metadata.uid === sr.metadata.uid && live.metadata.generation === sr.metadata.generation &&
+      const same =
+        live &&
+        live.metadata.uid === sr.metadata.uid &&
+        live.metadata.generation === sr.metadata.generation &&
         canonical(live.status?.synced ?? []) === canonical(sr.status?.synced ?? []);
       if (!same) throw err;
       sr = { ...sr, metadata: { ...sr.metadata, resourceVersion: live.metadata.resourceVersion } };
@@ -136,8 +174,21 @@ interface Step {
  * values by reference); take them to the SKR stage by stage (installOrder); confirm the
  * sources did not change meanwhile; collect the results; prune what no item claims.
  */
-async function applyItems(sr: SyncResource, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
-  const run: Run = { sr, deps, inventory, owner: ownerKey(sr), plan: await planItems(sr, deps), results: new Map(), refused: new Set() };
+async function applyItems(
+  sr: SyncResource,
+  deps: ReconcileDeps,
+  inventory: Inventory,
+  res: ApplyResult,
+): Promise<void> {
+  const run: Run = {
+    sr,
+    deps,
+    inventory,
+    owner: ownerKey(sr),
+    plan: await planItems(sr, deps),
+    results: new Map(),
+    refused: new Set(),
+  };
   const [foundation, rest, statusOnly] = installOrder(run.plan);
   await applyStage(run, foundation);
   await waitForCrds(run.plan, [...rest, ...statusOnly], deps.skr, deps.config);
@@ -176,35 +227,55 @@ function installOrder(plan: PlanItem[]): [PlanItem[], PlanItem[], PlanItem[]] {
  * its item (itemFailure); only cluster-level failures end the run.
  */
 async function applyStage(run: Run, stage: PlanItem[]): Promise<void> {
-  const { deps: { skr, config }, plan, inventory } = run;
-  await mapLimit(stage, config.applyConcurrency, (p) => resolveKind(p, plan, skr, config).catch((err: unknown) => {
-    p.done = itemFailure(p, err);
-  }));
-  markDuplicates(plan.filter((p) => p.info), config);
+  const {
+    deps: { skr, config },
+    plan,
+    inventory,
+  } = run;
+  await mapLimit(stage, config.applyConcurrency, (p) =>
+    resolveKind(p, plan, skr, config).catch((err: unknown) => {
+      p.done = itemFailure(p, err);
+    }),
+  );
+  markDuplicates(
+    plan.filter((p) => p.info),
+    config,
+  );
   const candidates = stage.filter(isResolved).sort((a, b) => installRank(a.id.kind) - installRank(b.id.kind));
   const steps = await observeAll(run, candidates);
   await rehearseRefusedCreates(run, steps);
   // Write-ahead: every object we are about to stamp as ours is recorded first.
-  await inventory.record(steps.flatMap(({ p, decision: d }) => (d.record ? [entryOf(p.item.name, p.id, d.adopt)] : [])));
+  await inventory.record(
+    steps.flatMap(({ p, decision: d }) => (d.record ? [entryOf(p.item.name, p.id, d.adopt)] : [])),
+  );
   const done = await mapLimit(steps, config.applyConcurrency, (step) => executeStep(run, step));
   steps.forEach(({ p, decision }, i) => {
     const r = done[i]!;
     run.results.set(p, r);
     // A create the API server refused for good created nothing: its write-ahead entry goes.
-    if (decision.op === 'create' && r.reason === 'ApplyFailed' && !r.transient) run.refused.add(objectKey(p.id));
+    if (decision.op === 'create' && r.reason === 'ApplyFailed' && !r.transient)
+      run.refused.add(objectKey(p.id));
   });
   await adoptOwned(run, steps);
 }
 
-const contextOf = (run: Run, p: ResolvedItem): DecideContext =>
-  ({ owner: run.owner, fieldManager: run.deps.config.fieldManager, entry: run.inventory.find(p.id) });
+const contextOf = (run: Run, p: ResolvedItem): DecideContext => ({
+  owner: run.owner,
+  fieldManager: run.deps.config.fieldManager,
+  entry: run.inventory.find(p.id),
+});
 
 /** observeAll reads each item's live object (or a snapshot that shows nothing to do) and decides what it needs; an item whose read fails is settled. */
 async function observeAll(run: Run, items: ResolvedItem[]): Promise<Step[]> {
   const { deps } = run;
   const steps = await mapLimit(items, deps.config.applyConcurrency, async (p): Promise<Step | undefined> => {
     try {
-      const live = await observe(deps.skr, p, deps.snapshots === false ? undefined : contextOf(run, p), deps.snapshotsSince);
+      const live = await observe(
+        deps.skr,
+        p,
+        deps.snapshots === false ? undefined : contextOf(run, p),
+        deps.snapshotsSince,
+      );
       return { p, live, decision: decide(p, live, contextOf(run, p)) };
     } catch (err) {
       p.done = itemFailure(p, err);
@@ -219,9 +290,14 @@ function executeStep(run: Run, { p, decision }: Step): Promise<ItemResult> {
   return inSpan('apply item', itemAttributes(p), async (span) => {
     let r = await execute(run.deps.skr, p, decision, run.owner, run.deps.config);
     // An adopted object says so on every run, not only the one that adopted it.
-    if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && run.inventory.find(p.id)?.adopted) r = { ...r, ...adopted(p, r.change) };
+    if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && run.inventory.find(p.id)?.adopted)
+      r = { ...r, ...adopted(p, r.change) };
     span.setAttributes({ 'sync.item.reason': r.reason, 'sync.item.state': r.state });
-    if (r.change?.cause) span.setAttributes({ 'sync.drift.paths': r.change.cause.paths, 'sync.drift.managers': r.change.cause.managers });
+    if (r.change?.cause)
+      span.setAttributes({
+        'sync.drift.paths': r.change.cause.paths,
+        'sync.drift.managers': r.change.cause.managers,
+      });
     return r;
   });
 }
@@ -230,7 +306,16 @@ function executeStep(run: Run, { p, decision }: Step): Promise<ItemResult> {
 function collectResults(run: Run, res: ApplyResult): void {
   for (const p of run.plan) {
     // Items settled without touching the SKR get their span too: one span per item.
-    if (p.done) tracer.startSpan('apply item', { attributes: { ...itemAttributes(p), 'sync.item.reason': p.done.reason, 'sync.item.state': p.done.state } }).end();
+    if (p.done)
+      tracer
+        .startSpan('apply item', {
+          attributes: {
+            ...itemAttributes(p),
+            'sync.item.reason': p.done.reason,
+            'sync.item.state': p.done.state,
+          },
+        })
+        .end();
     const r = p.done ?? run.results.get(p);
     if (!r) throw new Error(`item ${p.item.name} has no result`);
     // API errors may quote what was sent: no value of a source Secret leaves the run.
@@ -250,7 +335,8 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
   // A duplicate claims nothing: the first item naming an object owns it.
   const claimed = new Map<string, ParsedItem>();
   for (const p of plan.filter(isParsed)) {
-    if (p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id)))) claimed.set(objectKey(p.id), p);
+    if (p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id))))
+      claimed.set(objectKey(p.id), p);
   }
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
   const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
@@ -277,7 +363,8 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
 
 function itemAttributes(p: PlanItem): Record<string, string> {
   return {
-    'sync.item': p.item.name, 'sync.item.strategy': p.item.strategy,
+    'sync.item': p.item.name,
+    'sync.item.strategy': p.item.strategy,
     ...(p.id ? { 'sync.object': `${p.id.kind}/${p.id.namespace ?? ''}/${p.id.name}` } : {}),
   };
 }
@@ -288,8 +375,12 @@ function itemAttributes(p: PlanItem): Record<string, string> {
  * written and removed again, so a permanently refused item costs no KCP writes per run.
  */
 async function rehearseRefusedCreates(run: Run, steps: Step[]): Promise<void> {
-  const { deps: { skr, config } } = run;
-  const refusedBefore = new Set((run.sr.status?.items ?? []).filter((i) => i.reason === 'ApplyFailed').map((i) => i.name));
+  const {
+    deps: { skr, config },
+  } = run;
+  const refusedBefore = new Set(
+    (run.sr.status?.items ?? []).filter((i) => i.reason === 'ApplyFailed').map((i) => i.name),
+  );
   await mapLimit(steps, config.applyConcurrency, async (step) => {
     const d = step.decision;
     if (d.op !== 'create' || !refusedBefore.has(step.p.item.name)) return;
@@ -308,7 +399,10 @@ const keepsAdoption = new Set(['Unchanged', 'Applied', 'Ignored']);
 /** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
 async function adoptOwned(run: Run, steps: Step[]): Promise<void> {
   const missing = steps.flatMap(({ p, live, decision }) =>
-    p.opts.own && ownerOf(live) === run.owner && !decision.done && !run.inventory.find(p.id) ? [entryOf(p.item.name, p.id)] : []);
+    p.opts.own && ownerOf(live) === run.owner && !decision.done && !run.inventory.find(p.id)
+      ? [entryOf(p.item.name, p.id)]
+      : [],
+  );
   await run.inventory.record(missing);
 }
 
@@ -322,7 +416,8 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
   for (const p of rest) {
     if (p.done || !p.id) continue;
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
-    if (crd && !crd.done) needed.set(crd, [...(needed.get(crd) ?? []), { apiVersion: p.id.apiVersion, kind: p.id.kind }]);
+    if (crd && !crd.done)
+      needed.set(crd, [...(needed.get(crd) ?? []), { apiVersion: p.id.apiVersion, kind: p.id.kind }]);
   }
   if (needed.size === 0) return;
   const info = await guard(() => mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'));
@@ -332,13 +427,14 @@ async function waitForCrds(plan: PlanItem[], rest: PlanItem[], skr: Cluster, con
     while (!established && Date.now() < deadline) {
       let live: { status?: { conditions?: { type: string; status: string }[] } } | undefined;
       try {
-        live = await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name)) as typeof live;
+        live = (await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name))) as typeof live;
       } catch (err) {
         // A read the SKR refuses ends the wait: the items that need the CRD report what they find.
         requestFailure(crd.item.name, err);
         break;
       }
-      established = live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
+      established =
+        live?.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True') ?? false;
       if (!established) await sleep(100);
     }
     // What a later item finds here, resolveKind finds too (the mapper caches it); what is still missing it looks up again.
@@ -361,7 +457,12 @@ async function served(skr: Cluster, apiVersion: string, kind: string): Promise<b
 }
 
 /** removeAll handles a SyncResource being deleted, per its deletionPolicy. */
-async function removeAll(ref: { sr: SyncResource }, deps: ReconcileDeps, inventory: Inventory, res: ApplyResult): Promise<void> {
+async function removeAll(
+  ref: { sr: SyncResource },
+  deps: ReconcileDeps,
+  inventory: Inventory,
+  res: ApplyResult,
+): Promise<void> {
   const sr = ref.sr;
   const policy = sr.spec.deletionPolicy ?? 'Delete';
   res.deleting = { finalizerRemoved: false, policy };

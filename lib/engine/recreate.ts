@@ -46,7 +46,12 @@ export function mayRecreate(p: ResolvedItem, adopted: boolean): boolean {
  * is still being deleted (the next run creates it).
  */
 export async function recreate(
-  skr: Cluster, p: ResolvedItem, live: KubeObject, desired: KubeObject, config: Pick<Config, 'fieldManager'>, waitMs = 5_000,
+  skr: Cluster,
+  p: ResolvedItem,
+  live: KubeObject,
+  desired: KubeObject,
+  config: Pick<Config, 'fieldManager'>,
+  waitMs = 5_000,
 ): Promise<KubeObject | undefined> {
   const { info } = p;
   if (!live.metadata.deletionTimestamp) await deleteObject(skr, info, live);

@@ -43,6 +43,12 @@ export interface ApplyResult {
 }
 
 /** result builds an ItemResult; its message is bounded. */
-export function result(name: string, state: State, reason: string, message: string, extra: Partial<ItemResult> = {}): ItemResult {
+export function result(
+  name: string,
+  state: State,
+  reason: string,
+  message: string,
+  extra: Partial<ItemResult> = {},
+): ItemResult {
   return { name, state, reason, message: bounded(message), ...extra };
 }

@@ -12,7 +12,6 @@ export class ClusterUnreachableError extends Error {
   }
 }
 
-
 /** guard turns cluster-level failures into ClusterUnreachableError. */
 export async function guard<T>(fn: () => Promise<T>): Promise<T> {
   try {

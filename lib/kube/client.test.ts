@@ -7,7 +7,9 @@ import { KubeClient } from './client.ts';
 
 describe('KubeClient.watch', () => {
   it('decodes a UTF-8 character split across two chunks', async () => {
-    const line = Buffer.from(`${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'x', annotations: { note: 'Grüße €' } } } })}\n`);
+    const line = Buffer.from(
+      `${JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'x', annotations: { note: 'Grüße €' } } } })}\n`,
+    );
     const at = line.indexOf(Buffer.from('€')) + 1; // inside the three bytes of "€"
     const server = createServer((_req, res) => {
       res.writeHead(200, { 'content-type': 'application/json' });
@@ -20,7 +22,12 @@ describe('KubeClient.watch', () => {
     const client = KubeClient.create({ server: `http://127.0.0.1:${port}` }, { name: 'test' });
     try {
       const seen: unknown[] = [];
-      for await (const ev of client.watch('/api/v1/namespaces/a/configmaps', {}, new AbortController().signal)) seen.push(ev.object);
+      for await (const ev of client.watch(
+        '/api/v1/namespaces/a/configmaps',
+        {},
+        new AbortController().signal,
+      ))
+        seen.push(ev.object);
       expect(seen).toEqual([{ metadata: { name: 'x', annotations: { note: 'Grüße €' } } }]);
     } finally {
       await client.close();

@@ -72,7 +72,13 @@ export class KubeClient {
   requests = 0;
   writes = 0;
 
-  private constructor(name: string, server: string, agent: Dispatcher, token: (() => string) | undefined, opts: ClientOptions) {
+  private constructor(
+    name: string,
+    server: string,
+    agent: Dispatcher,
+    token: (() => string) | undefined,
+    opts: ClientOptions,
+  ) {
     this.name = name;
     this.server = server.replace(/\/+$/, '');
     this.agent = agent;
@@ -88,7 +94,9 @@ export class KubeClient {
   static create(creds: Credentials, opts: ClientOptions): KubeClient {
     const agent = new Agent({
       connect: {
-        ca: creds.ca, cert: creds.cert, key: creds.key,
+        ca: creds.ca,
+        cert: creds.cert,
+        key: creds.key,
         rejectUnauthorized: !creds.insecure,
         ...(creds.servername ? { servername: creds.servername } : {}),
         timeout: 10_000,
@@ -124,7 +132,8 @@ export class KubeClient {
     await this.limiter?.take();
     this.requests++;
     const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined) url.searchParams.set(k, String(v));
+    for (const [k, v] of Object.entries(opts.query ?? {}))
+      if (v !== undefined) url.searchParams.set(k, String(v));
     const headers = { ...this.headers(), ...opts.headers };
     let body: string | undefined;
     if (opts.body !== undefined) {
@@ -138,8 +147,12 @@ export class KubeClient {
     let code = 0;
     try {
       const res = await request(url, {
-        method: method as Dispatcher.HttpMethod, headers, body, dispatcher: this.agent,
-        headersTimeout: this.timeoutMs, bodyTimeout: this.timeoutMs,
+        method: method as Dispatcher.HttpMethod,
+        headers,
+        body,
+        dispatcher: this.agent,
+        headersTimeout: this.timeoutMs,
+        bodyTimeout: this.timeoutMs,
       });
       code = res.statusCode;
       const text = await res.body.text();
@@ -152,7 +165,14 @@ export class KubeClient {
       if (err instanceof KubeApiError) throw err;
       throw new KubeApiError(this.name, method, path, 0, undefined, { cause: err });
     } finally {
-      this.onRequest?.({ cluster: this.name, method, path: url.pathname, code, durationMs: performance.now() - started, write });
+      this.onRequest?.({
+        cluster: this.name,
+        method,
+        path: url.pathname,
+        code,
+        durationMs: performance.now() - started,
+        write,
+      });
     }
   }
 
@@ -160,14 +180,31 @@ export class KubeClient {
    * watch opens a watch of path (query without watch=1) and yields its events as they
    * arrive, until the server ends it or signal aborts; a non-200 answer throws KubeApiError.
    */
-  async *watch<T>(path: string, query: Record<string, string | undefined>, signal: AbortSignal): AsyncGenerator<{ type: string; object: T }> {
+  async *watch<T>(
+    path: string,
+    query: Record<string, string | undefined>,
+    signal: AbortSignal,
+  ): AsyncGenerator<{ type: string; object: T }> {
     checkPath(path);
     const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries({ ...query, watch: '1' })) if (v !== undefined) url.searchParams.set(k, v);
+    for (const [k, v] of Object.entries({ ...query, watch: '1' }))
+      if (v !== undefined) url.searchParams.set(k, v);
     this.requests++;
-    const res = await request(url, { method: 'GET', headers: this.headers(), dispatcher: this.agent, signal, bodyTimeout: 0 });
+    const res = await request(url, {
+      method: 'GET',
+      headers: this.headers(),
+      dispatcher: this.agent,
+      signal,
+      bodyTimeout: 0,
+    });
     if (res.statusCode !== 200) {
-      throw new KubeApiError(this.name, 'GET', path, res.statusCode, parseStatus(await res.body.text(), res.statusCode));
+      throw new KubeApiError(
+        this.name,
+        'GET',
+        path,
+        res.statusCode,
+        parseStatus(await res.body.text(), res.statusCode),
+      );
     }
     let buf = '';
     // One decoder for the stream: a UTF-8 character may be split across two chunks.
@@ -199,6 +236,8 @@ function parseStatus(text: string, code: number): Status {
   try {
     const parsed = JSON.parse(text) as Status;
     if (parsed && typeof parsed === 'object') return parsed;
-  } catch { /* not JSON */ }
+  } catch {
+    /* not JSON */
+  }
   return { code, message: text.slice(0, 200) };
 }

@@ -37,10 +37,14 @@ export function fileToken(path: string, refreshMs = 60_000): () => string {
 }
 
 /** fromData decodes a kubeconfig `*-data` field (base64); empty or absent is undefined. */
-export const fromData = (data: string | undefined): Buffer | undefined => (data ? Buffer.from(data, 'base64') : undefined);
+export const fromData = (data: string | undefined): Buffer | undefined =>
+  data ? Buffer.from(data, 'base64') : undefined;
 
 /** staticToken is the token source of an inline token. */
-export const staticToken = (token: string): (() => string) => () => token;
+export const staticToken =
+  (token: string): (() => string) =>
+  () =>
+    token;
 
 /** credentialsFromKubeconfig reads the current context of kubeconfig text; relative file paths resolve against baseDir. */
 export function credentialsFromKubeconfig(text: string, baseDir = process.cwd()): Credentials {
@@ -51,14 +55,20 @@ export function credentialsFromKubeconfig(text: string, baseDir = process.cwd())
   const context = contexts.find((c) => c.name === current);
   if (!context) throw new Error(`kubeconfig has no context "${String(current)}"`);
   const cluster = newClusters(doc.clusters).find((c) => c.name === context.cluster);
-  if (!cluster) throw new Error(`kubeconfig context "${context.name}" names cluster "${context.cluster}", which is missing`);
+  if (!cluster)
+    throw new Error(
+      `kubeconfig context "${context.name}" names cluster "${context.cluster}", which is missing`,
+    );
   const user = context.user ? newUsers(doc.users).find((u) => u.name === context.user) : undefined;
   if (user?.exec || user?.authProvider) {
-    throw new Error(`kubeconfig user "${user.name}" uses a credential plugin, which is not supported: use a token, a token file or a client certificate`);
+    throw new Error(
+      `kubeconfig user "${user.name}" uses a credential plugin, which is not supported: use a token, a token file or a client certificate`,
+    );
   }
   const file = (path: string | undefined) => (path ? readFileSync(resolve(baseDir, path)) : undefined);
-  const tokenFile = (doc.users as { name?: string; user?: { tokenFile?: string } }[] | undefined)
-    ?.find((u) => u.name === context.user)?.user?.tokenFile;
+  const tokenFile = (doc.users as { name?: string; user?: { tokenFile?: string } }[] | undefined)?.find(
+    (u) => u.name === context.user,
+  )?.user?.tokenFile;
   const creds: Credentials = {
     server: cluster.server,
     ca: fromData(cluster.caData) ?? file(cluster.caFile),
@@ -83,10 +93,16 @@ export function credentialsFromFile(path: string): Credentials {
 const serviceAccountDir = '/var/run/secrets/kubernetes.io/serviceaccount';
 
 /** inClusterCredentials uses the Pod's service account, as client-go's rest.InClusterConfig does. */
-export function inClusterCredentials(env: Record<string, string | undefined> = process.env, dir = serviceAccountDir): Credentials {
+export function inClusterCredentials(
+  env: Record<string, string | undefined> = process.env,
+  dir = serviceAccountDir,
+): Credentials {
   const host = env.KUBERNETES_SERVICE_HOST;
   const port = env.KUBERNETES_SERVICE_PORT;
-  if (!host || !port) throw new Error('not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and KUBECONFIG is not set');
+  if (!host || !port)
+    throw new Error(
+      'not running in a cluster (KUBERNETES_SERVICE_HOST/PORT unset) and KUBECONFIG is not set',
+    );
   const token = fileToken(`${dir}/token`);
   token();
   return {

@@ -79,10 +79,18 @@ export class RestMapper {
       throw err;
     }
     const byKind = new Map<string, ResourceInfo>();
-    const withStatus = new Set(list.resources.filter((r) => r.name.endsWith('/status')).map((r) => r.name.split('/')[0]));
+    const withStatus = new Set(
+      list.resources.filter((r) => r.name.endsWith('/status')).map((r) => r.name.split('/')[0]),
+    );
     for (const r of list.resources) {
       if (r.name.includes('/')) continue;
-      byKind.set(r.kind, { apiVersion, kind: r.kind, resource: r.name, namespaced: r.namespaced, hasStatus: withStatus.has(r.name) });
+      byKind.set(r.kind, {
+        apiVersion,
+        kind: r.kind,
+        resource: r.name,
+        namespaced: r.namespaced,
+        hasStatus: withStatus.has(r.name),
+      });
     }
     return intern(apiVersion, byKind);
   }
@@ -92,7 +100,12 @@ export class RestMapper {
  * resourcePath builds the REST path of a collection or object, optionally a subresource,
  * from validated segments (identity.ts); the client refuses any path with an unsafe one.
  */
-export function resourcePath(info: ResourceInfo, namespace?: string, name?: string, subresource?: string): string {
+export function resourcePath(
+  info: ResourceInfo,
+  namespace?: string,
+  name?: string,
+  subresource?: string,
+): string {
   const base = info.apiVersion.includes('/') ? `/apis/${info.apiVersion}` : `/api/${info.apiVersion}`;
   const ns = info.namespaced && namespace ? `/namespaces/${namespace}` : '';
   const obj = name ? `/${name}` : '';

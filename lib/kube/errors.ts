@@ -44,9 +44,18 @@ export class KubeApiError extends Error {
   readonly status: Status | undefined;
   readonly retryAfterSeconds: number | undefined;
   readonly cluster: string;
-  constructor(cluster: string, method: string, path: string, code: number, status?: Status, opts: { cause?: unknown; retryAfterSeconds?: number } = {}) {
+  constructor(
+    cluster: string,
+    method: string,
+    path: string,
+    code: number,
+    status?: Status,
+    opts: { cause?: unknown; retryAfterSeconds?: number } = {},
+  ) {
     const what = code === 0 ? 'unreachable' : `${code} ${status?.reason ?? ''}`.trim();
-    super(`${method} ${path} on ${cluster}: ${what}: ${status?.message ?? describeCause(opts.cause)}`, { cause: opts.cause });
+    super(`${method} ${path} on ${cluster}: ${what}: ${status?.message ?? describeCause(opts.cause)}`, {
+      cause: opts.cause,
+    });
     this.name = 'KubeApiError';
     this.code = code;
     this.status = status;

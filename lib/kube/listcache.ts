@@ -22,13 +22,21 @@ export class ListCache implements Snapshots {
   }
 
   /** get returns the object as of a recent snapshot taken at since (epoch ms) or later, or undefined if the snapshot lacks it. */
-  async get(info: ResourceInfo, namespace: string | undefined, name: string, since = 0): Promise<KubeObject | undefined> {
+  async get(
+    info: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+    since = 0,
+  ): Promise<KubeObject | undefined> {
     const key = `${info.apiVersion}/${info.kind}/${namespace ?? ''}`;
     return (await this.snapshots.get(key, () => this.list(info, namespace), false, since)).get(name);
   }
 
   private async list(info: ResourceInfo, namespace: string | undefined): Promise<Map<string, KubeObject>> {
-    const items = await listObjects(this.cluster, info, { ...(namespace ? { namespace } : {}), labelSelector: this.selector });
+    const items = await listObjects(this.cluster, info, {
+      ...(namespace ? { namespace } : {}),
+      labelSelector: this.selector,
+    });
     return new Map(items.map((o) => [o.metadata.name, o]));
   }
 }

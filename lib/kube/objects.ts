@@ -35,7 +35,12 @@ export interface Cluster {
 
 /** Snapshots serve an object as a recent list saw it, no older than since (ms since the epoch). */
 export interface Snapshots {
-  get(info: ResourceInfo, namespace: string | undefined, name: string, since?: number): Promise<KubeObject | undefined>;
+  get(
+    info: ResourceInfo,
+    namespace: string | undefined,
+    name: string,
+    since?: number,
+  ): Promise<KubeObject | undefined>;
 }
 
 /** UnknownKindError says the cluster does not serve apiVersion/kind. */
@@ -57,7 +62,12 @@ export async function mustFind(c: Cluster, apiVersion: string, kind: string): Pr
  * getObject reads an object, or returns undefined when it does not exist. What comes
  * back must be exactly that object (checkReadIdentity), else IdentityMismatchError.
  */
-export async function getObject(c: Cluster, info: ResourceInfo, namespace: string | undefined, name: string): Promise<KubeObject | undefined> {
+export async function getObject(
+  c: Cluster,
+  info: ResourceInfo,
+  namespace: string | undefined,
+  name: string,
+): Promise<KubeObject | undefined> {
   let o: KubeObject;
   try {
     o = await c.client.call<KubeObject>('GET', resourcePath(info, namespace, name));
@@ -71,13 +81,22 @@ export async function getObject(c: Cluster, info: ResourceInfo, namespace: strin
 
 /** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status; dryRun changes nothing. */
 export async function applyObject(
-  c: Cluster, info: ResourceInfo, obj: KubeObject, fieldManager: string, subresource?: 'status', dryRun = false,
+  c: Cluster,
+  info: ResourceInfo,
+  obj: KubeObject,
+  fieldManager: string,
+  subresource?: 'status',
+  dryRun = false,
 ): Promise<KubeObject> {
-  return c.client.call<KubeObject>('PATCH', resourcePath(info, obj.metadata.namespace, obj.metadata.name, subresource), {
-    query: { fieldManager, force: true, ...(dryRun ? { dryRun: 'All' } : {}) },
-    body: obj,
-    contentType: PatchType.apply,
-  });
+  return c.client.call<KubeObject>(
+    'PATCH',
+    resourcePath(info, obj.metadata.namespace, obj.metadata.name, subresource),
+    {
+      query: { fieldManager, force: true, ...(dryRun ? { dryRun: 'All' } : {}) },
+      body: obj,
+      contentType: PatchType.apply,
+    },
+  );
 }
 
 /**
@@ -97,16 +116,21 @@ export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObj
 
 /** listObjects lists a kind, following continue tokens, with optional selectors (and headers: a metadata-only list). */
 export async function listObjects(
-  c: Pick<Cluster, 'client'>, info: ResourceInfo, opts: { namespace?: string; labelSelector?: string; limit?: number; headers?: Record<string, string> } = {},
+  c: Pick<Cluster, 'client'>,
+  info: ResourceInfo,
+  opts: { namespace?: string; labelSelector?: string; limit?: number; headers?: Record<string, string> } = {},
 ): Promise<KubeObject[]> {
   const out: KubeObject[] = [];
   let cont: string | undefined;
   do {
     const page = await c.client.call<{ items: KubeObject[] | null; metadata: { continue?: string } }>(
-      'GET', resourcePath(info, opts.namespace), {
+      'GET',
+      resourcePath(info, opts.namespace),
+      {
         query: { labelSelector: opts.labelSelector, limit: opts.limit ?? 500, continue: cont },
         ...(opts.headers ? { headers: opts.headers } : {}),
-      });
+      },
+    );
     for (const item of page.items ?? []) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
     cont = page.metadata.continue || undefined;
   } while (cont);

@@ -32,14 +32,23 @@ export class Recorder {
     if (this.recent.size > 10_000) this.recent.clear();
     const ns = obj.metadata.namespace ?? 'default';
     const body = {
-      apiVersion: 'events.k8s.io/v1', kind: 'Event',
+      apiVersion: 'events.k8s.io/v1',
+      kind: 'Event',
       metadata: { name: `${obj.metadata.name}.${randomBytes(8).toString('hex')}`, namespace: ns },
       eventTime: new Date(now).toISOString().replace('Z', '000Z'),
       reportingController: 'kcp-sync-resource',
       reportingInstance: this.instance,
-      action, reason, type,
+      action,
+      reason,
+      type,
       note: note.slice(0, 1000),
-      regarding: { apiVersion: obj.apiVersion, kind: obj.kind, name: obj.metadata.name, namespace: ns, uid: obj.metadata.uid },
+      regarding: {
+        apiVersion: obj.apiVersion,
+        kind: obj.kind,
+        name: obj.metadata.name,
+        namespace: ns,
+        uid: obj.metadata.uid,
+      },
     };
     try {
       await this.kcp.client.call('POST', `/apis/events.k8s.io/v1/namespaces/${ns}/events`, { body });

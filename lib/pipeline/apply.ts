@@ -16,7 +16,8 @@ import { forEachPage } from './resync.ts';
 import { claimRefusal, inControlPlane, mayUseResolvedSecret } from '../policy/rules.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
-export type ApplyOutcome = { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
+export type ApplyOutcome =
+  { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
 
 // Runs that left a SyncResource fully Ready, by key: a watch event that follows such a
 // run for the same generation (as resolve-cluster read it) is the echo of our own
@@ -36,9 +37,12 @@ type RunRequest = ClusterResolved & { listed?: SyncResource };
 export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved): ClusterResolved {
   const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
   const triggers = [queued.trigger ?? 'resync', incoming.trigger ?? 'resync'];
-  const trigger = triggers.includes('secret') ? 'secret' : triggers.find((t) => t !== 'watch') ?? 'watch';
+  const trigger = triggers.includes('secret') ? 'secret' : (triggers.find((t) => t !== 'watch') ?? 'watch');
   const urgent = queued.urgent === true || incoming.urgent === true;
-  const since = [queued.since, incoming.since].filter((s) => s !== undefined).sort().pop();
+  const since = [queued.since, incoming.since]
+    .filter((s) => s !== undefined)
+    .sort()
+    .pop();
   // A merged run starts later than either request: it reads the SyncResource itself.
   const { listed: _listed, ...identity } = newer as RunRequest;
   return { ...identity, trigger, ...(urgent ? { urgent } : {}), ...(since ? { since } : {}) };
@@ -61,7 +65,7 @@ function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
     const gate = runGate(deps);
     const work = (data: RunRequest) =>
       isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data));
-    queues.set(deps, q = new KeyedQueue(work, mergeRequests));
+    queues.set(deps, (q = new KeyedQueue(work, mergeRequests)));
   }
   return q;
 }
@@ -69,7 +73,13 @@ function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
 const echo: ApplyOutcome = { kind: 'none', why: 'echo of our own writes' };
 function isEcho(data: ClusterResolved): boolean {
   const last = recent.get(`${data.namespace}/${data.name}`);
-  return data.trigger === 'watch' && last !== undefined && last.uid === data.uid && last.generation === data.generation && Date.now() - last.at < ECHO_WINDOW_MS;
+  return (
+    data.trigger === 'watch' &&
+    last !== undefined &&
+    last.uid === data.uid &&
+    last.generation === data.generation &&
+    Date.now() - last.at < ECHO_WINDOW_MS
+  );
 }
 
 async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
@@ -77,7 +87,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   // Events are not trusted: only a live SyncResource in a control-plane namespace, of the
   // uid and no newer generation than the event names, is reconciled.
   if (!inControlPlane(data.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
-  const sr = data.listed ?? await deps.store.get(data.namespace, data.name);
+  const sr = data.listed ?? (await deps.store.get(data.namespace, data.name));
   const refused = claimRefusal(sr, data);
   if (refused || !sr) return { kind: 'none', why: refused ?? 'gone or replaced' };
   // The client for the Secret version resolve-cluster saw needs no Secret read, if that
@@ -86,7 +96,8 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   let secretRef = data.secret;
   let skr;
   try {
-    const cached = mayUseResolvedSecret(sr, data) && data.secret ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
+    const cached =
+      mayUseResolvedSecret(sr, data) && data.secret ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
     if (cached) {
       skr = await cached;
     } else {
@@ -99,26 +110,48 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
-  const sources = (name: string) => deps.lookups.source(data.namespace, name)
-    .then((s) => ({ data: sourceData(s, data.namespace, name, sr.spec.kyma), version: s!.metadata.resourceVersion! }));
+  const sources = (name: string) =>
+    deps.lookups
+      .source(data.namespace, name)
+      .then((s) => ({
+        data: sourceData(s, data.namespace, name, sr.spec.kyma),
+        version: s!.metadata.resourceVersion!,
+      }));
   // A listed SyncResource may have changed since its batch listed it: it is read once before
   // the run's first write to the SKR (a no-op run writes nothing and reads nothing). Its
   // writes to the KCP test the listed resourceVersion anyway.
   if (data.listed) skr = confirmingWrites(skr, () => confirmCurrent(deps, data.listed!));
   // Texts of resourceFrom items: read by this run from ConfigMaps of this namespace.
-  const resourceSources = (name: string, key: string) => deps.lookups.configMap(data.namespace, name)
-    .then((c) => resourceText(c, data.namespace, name, key, sr.spec.kyma, deps.config.maxReferencedManifestBytes));
-  const { result, sr: last } = await reconcileRun(sr, { skr, kcp: deps.store, config: deps.config, sources, resourceSources, snapshots: data.trigger !== 'watch', ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}) });
+  const resourceSources = (name: string, key: string) =>
+    deps.lookups
+      .configMap(data.namespace, name)
+      .then((c) =>
+        resourceText(c, data.namespace, name, key, sr.spec.kyma, deps.config.maxReferencedManifestBytes),
+      );
+  const { result, sr: last } = await reconcileRun(sr, {
+    skr,
+    kcp: deps.store,
+    config: deps.config,
+    sources,
+    resourceSources,
+    snapshots: data.trigger !== 'watch',
+    ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}),
+  });
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);
   }
-  const allReady = !result.clusterError && !result.deleting && result.pending.length === 0 && result.items.every((i) => i.state === 'Ready');
+  const allReady =
+    !result.clusterError &&
+    !result.deleting &&
+    result.pending.length === 0 &&
+    result.items.every((i) => i.state === 'Ready');
   if (allReady) recent.set(key, { uid: sr.metadata.uid!, generation: result.generation, at: Date.now() });
   else recent.delete(key);
   if (recent.size > 50_000) recent.clear();
   const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
-  for (const i of result.items) Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
+  for (const i of result.items)
+    Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
   for (const c of result.changes) {
     if (!c.drift) continue;
     const managers = c.cause?.managers.join(',') || 'unknown';
@@ -126,18 +159,26 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   }
   // What the status step may write on without reading (not once the finalizer is gone: the object may be too).
   const { synced: _inventory, ...status } = last.status ?? {};
-  const seen: Seen | undefined = result.deleting?.finalizerRemoved ? undefined : {
-    resourceVersion: last.metadata.resourceVersion!, generation: last.metadata.generation ?? 0,
-    labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma, ...(last.status ? { status } : {}),
-    ...(last.metadata.labels?.[PROGRESSING_LABEL] === 'true' ? { progressing: true } : {}),
-  };
+  const seen: Seen | undefined = result.deleting?.finalizerRemoved
+    ? undefined
+    : {
+        resourceVersion: last.metadata.resourceVersion!,
+        generation: last.metadata.generation ?? 0,
+        labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma,
+        ...(last.status ? { status } : {}),
+        ...(last.metadata.labels?.[PROGRESSING_LABEL] === 'true' ? { progressing: true } : {}),
+      };
   const out: ItemsApplied = {
-    namespace: data.namespace, name: data.name, uid: data.uid, kyma: sr.spec.kyma, result,
-    ...(data.urgent ? { urgent: true } : {}), ...(seen ? { seen } : {}),
+    namespace: data.namespace,
+    name: data.name,
+    uid: data.uid,
+    kyma: sr.spec.kyma,
+    result,
+    ...(data.urgent ? { urgent: true } : {}),
+    ...(seen ? { seen } : {}),
   };
   return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
 }
-
 
 /**
  * confirmingWrites wraps an SKR cluster so that confirm runs (once) before its first
@@ -146,9 +187,10 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
 function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
   let confirmed: Promise<void> | undefined;
   const target = skr.client;
-  const call: typeof target.call = (method, path, opts) => method === 'GET' || opts?.query?.dryRun !== undefined
-    ? target.call(method, path, opts)
-    : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
+  const call: typeof target.call = (method, path, opts) =>
+    method === 'GET' || opts?.query?.dryRun !== undefined
+      ? target.call(method, path, opts)
+      : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
   const client = new Proxy(target, {
     get: (t, prop) => {
       if (prop === 'call') return call;
@@ -162,8 +204,15 @@ function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
 /** confirmCurrent fails transiently unless the SyncResource is still the listed one's uid and generation (its spec unchanged). */
 async function confirmCurrent(deps: Deps, listed: SyncResource): Promise<void> {
   const live = await deps.store.get(listed.metadata.namespace!, listed.metadata.name);
-  if (!live || live.metadata.uid !== listed.metadata.uid || live.metadata.generation !== listed.metadata.generation) {
-    throw new TransientError(`SyncResource ${listed.metadata.namespace}/${listed.metadata.name} changed since its Kyma's batch listed it`, 'SyncResourceChanged');
+  if (
+    !live ||
+    live.metadata.uid !== listed.metadata.uid ||
+    live.metadata.generation !== listed.metadata.generation
+  ) {
+    throw new TransientError(
+      `SyncResource ${listed.metadata.namespace}/${listed.metadata.name} changed since its Kyma's batch listed it`,
+      'SyncResourceChanged',
+    );
   }
 }
 
@@ -193,7 +242,15 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
   if (!inControlPlane(data.namespace, deps.config)) return out;
   const kyma = data.name;
   const srs: SyncResource[] = [];
-  await forEachPage<SyncResource>(deps, data.namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => { srs.push(...page); }, true);
+  await forEachPage<SyncResource>(
+    deps,
+    data.namespace,
+    `${KYMA_NAME_LABEL}=${kyma}`,
+    async (page) => {
+      srs.push(...page);
+    },
+    true,
+  );
   const q = queueFor(deps);
   await mapLimit(srs, BATCH_RUNS, async (sr) => {
     const ref = { namespace: data.namespace, name: sr.metadata.name };
@@ -202,15 +259,29 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
       return;
     }
     const request: RunRequest = {
-      ...ref, trigger: data.trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: data.secret,
-      ...(data.since ? { since: data.since } : {}), listed: sr,
+      ...ref,
+      trigger: data.trigger,
+      uid: sr.metadata.uid!,
+      generation: sr.metadata.generation ?? 0,
+      kyma,
+      secret: data.secret,
+      ...(data.since ? { since: data.since } : {}),
+      listed: sr,
     };
     let run: ApplyOutcome;
     try {
       run = await q.run(`${ref.namespace}/${ref.name}`, request);
     } catch (err) {
       // KCP trouble or a changed SyncResource: its own request retries it, with the broker's back-off.
-      deps.log.warn({ step: 'apply-items', syncResource: `${ref.namespace}/${ref.name}`, cluster: kyma, error: err instanceof Error ? err.message : String(err) }, 'run of a batch failed; reconciling it on its own');
+      deps.log.warn(
+        {
+          step: 'apply-items',
+          syncResource: `${ref.namespace}/${ref.name}`,
+          cluster: kyma,
+          error: err instanceof Error ? err.message : String(err),
+        },
+        'run of a batch failed; reconciling it on its own',
+      );
       out.redirect.push(ref);
       return;
     }
@@ -230,7 +301,8 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
 export function needsStatusStep(data: ItemsApplied): boolean {
   const r = data.result;
   const seen = data.seen;
-  if (!seen?.status || !seen.labelled || r.clusterError || r.deleting || r.generation !== seen.generation) return true;
+  if (!seen?.status || !seen.labelled || r.clusterError || r.deleting || r.generation !== seen.generation)
+    return true;
   if (r.changes.some((c) => c.action !== 'unchanged')) return true;
   const next = computeStatus(r, seen.status, new Date());
   return !sameStatus(seen.status, next) || isMoving(next) !== (seen.progressing === true);

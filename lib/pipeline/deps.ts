@@ -34,6 +34,6 @@ const gates = new WeakMap<Deps, PriorityGate>();
 /** runGate returns the gate that bounds a process's runs (apply-items) or status writes (write-status). */
 export function runGate(deps: Deps): PriorityGate {
   let g = gates.get(deps);
-  if (!g) gates.set(deps, g = new PriorityGate(deps.config.reconcileConcurrency));
+  if (!g) gates.set(deps, (g = new PriorityGate(deps.config.reconcileConcurrency)));
   return g;
 }

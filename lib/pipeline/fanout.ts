@@ -25,7 +25,7 @@ const postGates = new WeakMap<Deps, PriorityGate>();
 /** post sends event through the process's bound of posts in flight; urgent ones go first and may exceed it. */
 export function post(deps: Deps, event: Parameters<Deps['send']>[0], urgent: boolean): Promise<void> {
   let g = postGates.get(deps);
-  if (!g) postGates.set(deps, g = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity }));
+  if (!g) postGates.set(deps, (g = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity })));
   return g.run(urgent, () => deps.send(event));
 }
 
@@ -37,9 +37,15 @@ const running = new WeakMap<Deps, Map<string, { again?: Job; done: Promise<void>
  * background runs job (which posts and returns how many) after the caller answered; a
  * job for a key that is running is coalesced into one more run after it.
  */
-export function background(deps: Deps, log: Logger, key: string, job: Job, opts: { quiet?: boolean } = {}): void {
+export function background(
+  deps: Deps,
+  log: Logger,
+  key: string,
+  job: Job,
+  opts: { quiet?: boolean } = {},
+): void {
   let jobs = running.get(deps);
-  if (!jobs) running.set(deps, jobs = new Map());
+  if (!jobs) running.set(deps, (jobs = new Map()));
   const current = jobs.get(key);
   if (current) {
     current.again = job;
@@ -66,7 +72,10 @@ async function runOnce(log: Logger, key: string, job: Job, quiet: boolean): Prom
       return;
     } catch (err) {
       if (attempt >= ATTEMPTS) {
-        log.error({ fanout: key, err: err instanceof Error ? err.message : String(err) }, 'fan-out given up; the next resync catches up');
+        log.error(
+          { fanout: key, err: err instanceof Error ? err.message : String(err) },
+          'fan-out given up; the next resync catches up',
+        );
         return;
       }
       await sleep(500 * 2 ** (attempt - 1));

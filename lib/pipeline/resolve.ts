@@ -29,8 +29,11 @@ export type ResolveOutcome =
  */
 export function settled(sr: SyncResource): boolean {
   const state = sr.status?.state;
-  return !sr.metadata.deletionTimestamp && (state === 'Ready' || state === 'Error' || state === 'Warning') &&
-    sr.status!.observedGeneration === sr.metadata.generation;
+  return (
+    !sr.metadata.deletionTimestamp &&
+    (state === 'Ready' || state === 'Error' || state === 'Warning') &&
+    sr.status!.observedGeneration === sr.metadata.generation
+  );
 }
 
 // Runs requested per SyncResource: a watch event for the same generation soon after,
@@ -57,7 +60,7 @@ const gates = new WeakMap<Deps, PriorityGate>();
 /** resolveGate is the gate of one process's resolutions (BULK_RUNS at a time, changes at once). */
 function resolveGate(deps: Deps): PriorityGate {
   let g = gates.get(deps);
-  if (!g) gates.set(deps, g = new PriorityGate(BULK_RUNS, { braked: BULK_RUNS, headroom: Infinity }));
+  if (!g) gates.set(deps, (g = new PriorityGate(BULK_RUNS, { braked: BULK_RUNS, headroom: Infinity })));
   return g;
 }
 
@@ -74,10 +77,18 @@ export interface ResolveOptions {
 
 /** resolveStep resolves the target cluster of ref. */
 export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
-  return resolveGate(deps).run(opts.change === true, () => resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since));
+  return resolveGate(deps).run(opts.change === true, () =>
+    resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since),
+  );
 }
 
-async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, trigger: ClusterResolved['trigger'], since: string | undefined): Promise<ResolveOutcome> {
+async function resolveOnce(
+  deps: Deps,
+  ref: SyncRef,
+  onlyIfUnsettled: boolean,
+  trigger: ClusterResolved['trigger'],
+  since: string | undefined,
+): Promise<ResolveOutcome> {
   const ignored = outsideControlPlane(ref.namespace, deps.config);
   if (ignored) {
     // Where the function's Role allows it, the SyncResource gets a Warning event; a refusal
@@ -94,8 +105,14 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   const key = `${ref.namespace}/${ref.name}`;
   const last = requested.get(key);
-  if (onlyIfUnsettled && last && last.uid === sr.metadata.uid && last.generation === sr.metadata.generation &&
-    sr.status?.observedGeneration !== sr.metadata.generation && performance.now() - last.at < REQUESTED_WINDOW_MS) {
+  if (
+    onlyIfUnsettled &&
+    last &&
+    last.uid === sr.metadata.uid &&
+    last.generation === sr.metadata.generation &&
+    sr.status?.observedGeneration !== sr.metadata.generation &&
+    performance.now() - last.at < REQUESTED_WINDOW_MS
+  ) {
     // The echo of a write (finalizer, inventory) made by the run this process requested
     // for this generation, before its status is written. Once a status that is not Ready
     // is written for it, watch events run again as before (apply-items decides).
@@ -109,10 +126,23 @@ async function resolveOnce(deps: Deps, ref: SyncRef, onlyIfUnsettled: boolean, t
     const secret = await deps.lookups.resolve(ref.namespace, kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     if (requested.size > 50_000) requested.clear();
-    requested.set(key, { uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, at: performance.now() });
+    requested.set(key, {
+      uid: sr.metadata.uid!,
+      generation: sr.metadata.generation ?? 0,
+      at: performance.now(),
+    });
     return {
       kind: 'resolved',
-      data: { ...ref, trigger, uid: sr.metadata.uid!, generation: sr.metadata.generation ?? 0, kyma, secret: secret.ref, ...(isEdit(sr, trigger) ? { urgent: true } : {}), ...(since ? { since } : {}) },
+      data: {
+        ...ref,
+        trigger,
+        uid: sr.metadata.uid!,
+        generation: sr.metadata.generation ?? 0,
+        kyma,
+        secret: secret.ref,
+        ...(isEdit(sr, trigger) ? { urgent: true } : {}),
+        ...(since ? { since } : {}),
+      },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;
@@ -142,21 +172,28 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
   if (outsideControlPlane(req.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
   const { namespace, name: kyma } = req;
   try {
-    const secret = req.trigger === 'resync'
-      ? await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0)
-      : await deps.lookups.resolve(namespace, kyma, true);
+    const secret =
+      req.trigger === 'resync'
+        ? await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0)
+        : await deps.lookups.resolve(namespace, kyma, true);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return { kind: 'resolved', data: { ...req, secret: secret.ref } };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;
     const failed: ItemsApplied[] = [];
-    await forEachPage<SyncResource>(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, async (page) => {
-      for (const sr of page) {
-        if (sr.spec.kyma !== kyma) continue;
-        if (sr.metadata.deletionTimestamp) await letGoOfDeleted(deps, sr, err);
-        else failed.push(failure(sr, err));
-      }
-    }, true);
+    await forEachPage<SyncResource>(
+      deps,
+      namespace,
+      `${KYMA_NAME_LABEL}=${kyma}`,
+      async (page) => {
+        for (const sr of page) {
+          if (sr.spec.kyma !== kyma) continue;
+          if (sr.metadata.deletionTimestamp) await letGoOfDeleted(deps, sr, err);
+          else failed.push(failure(sr, err));
+        }
+      },
+      true,
+    );
     return { kind: 'failed', data: failed };
   }
 }
@@ -164,20 +201,36 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
 /** failure turns a resolution error into an outcome for the status step. */
 export function failure(sr: SyncResource, err: TerminalError): ItemsApplied {
   return {
-    namespace: sr.metadata.namespace!, name: sr.metadata.name, uid: sr.metadata.uid!, kyma: sr.spec.kyma,
+    namespace: sr.metadata.namespace!,
+    name: sr.metadata.name,
+    uid: sr.metadata.uid!,
+    kyma: sr.spec.kyma,
     result: {
-      generation: sr.metadata.generation ?? 0, observedAt: new Date().toISOString(),
-      items: [], changes: [], inventory: sr.status?.synced ?? [], pending: [],
+      generation: sr.metadata.generation ?? 0,
+      observedAt: new Date().toISOString(),
+      items: [],
+      changes: [],
+      inventory: sr.status?.synced ?? [],
+      pending: [],
       clusterError: { reason: err.reason, message: err.message, transient: false },
     },
   };
 }
 
 /** letGoOfDeleted removes the finalizer of a SyncResource being deleted whose cluster is gone: its objects stay as they are. */
-async function letGoOfDeleted(deps: Deps, sr: SyncResource, err: TerminalError | ResolutionError): Promise<ResolveOutcome> {
+async function letGoOfDeleted(
+  deps: Deps,
+  sr: SyncResource,
+  err: TerminalError | ResolutionError,
+): Promise<ResolveOutcome> {
   if (sr.metadata.finalizers?.includes(FINALIZER)) {
-    await deps.recorder.event(sr, 'Warning', 'ClusterGone', 'Delete',
-      `target cluster is gone (${err.message}); finalizer removed, synced objects are left as they are`);
+    await deps.recorder.event(
+      sr,
+      'Warning',
+      'ClusterGone',
+      'Delete',
+      `target cluster is gone (${err.message}); finalizer removed, synced objects are left as they are`,
+    );
     await deps.store.removeFinalizer(sr);
   }
   return { kind: 'none', why: 'released: cluster gone' };

@@ -22,28 +22,59 @@ type Ref = { metadata: { namespace?: string; name: string; labels?: Record<strin
  * caller needs specs: the fan-out needs none, and full pages of thousands of
  * SyncResources loaded the KCP.
  */
-export async function forEachPage<T extends Ref = Ref>(deps: Deps, namespace: string, labelSelector: string | undefined, fn: (page: T[]) => Promise<void>, specs = false): Promise<void> {
+export async function forEachPage<T extends Ref = Ref>(
+  deps: Deps,
+  namespace: string,
+  labelSelector: string | undefined,
+  fn: (page: T[]) => Promise<void>,
+  specs = false,
+): Promise<void> {
   let cont: string | undefined;
   do {
-    const page = await deps.kcp.client.call<{ items: T[] | null; metadata: { continue?: string } }>('GET', resourcePath(syncResourceInfo, namespace), {
-      query: { labelSelector, limit: PAGE, continue: cont },
-      ...(specs ? {} : { headers: METADATA_ONLY }),
-    });
+    const page = await deps.kcp.client.call<{ items: T[] | null; metadata: { continue?: string } }>(
+      'GET',
+      resourcePath(syncResourceInfo, namespace),
+      {
+        query: { labelSelector, limit: PAGE, continue: cont },
+        ...(specs ? {} : { headers: METADATA_ONLY }),
+      },
+    );
     // An empty metadata-only list comes back with items: null.
     await fn(page.items ?? []);
     cont = page.metadata.continue || undefined;
   } while (cont);
 }
 
-async function send(deps: Deps, srs: Ref[], trigger: ReconcileRequest['trigger'], since: string): Promise<number> {
+async function send(
+  deps: Deps,
+  srs: Ref[],
+  trigger: ReconcileRequest['trigger'],
+  since: string,
+): Promise<number> {
   const allowed = srs.filter((sr) => inControlPlane(sr.metadata.namespace ?? '', deps.config));
   await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
-    deps.send(makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, { namespace: sr.metadata.namespace!, name: sr.metadata.name, trigger, since })));
+    deps.send(
+      makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, {
+        namespace: sr.metadata.namespace!,
+        name: sr.metadata.name,
+        trigger,
+        since,
+      }),
+    ),
+  );
   return allowed.length;
 }
 
-function sendKyma(deps: Deps, namespace: string, kyma: string, trigger: KymaRequest['trigger'], since: string): Promise<void> {
-  return deps.send(makeEvent<KymaRequest>('resync', EventTypes.reconcileKyma, { namespace, name: kyma, trigger, since }));
+function sendKyma(
+  deps: Deps,
+  namespace: string,
+  kyma: string,
+  trigger: KymaRequest['trigger'],
+  since: string,
+): Promise<void> {
+  return deps.send(
+    makeEvent<KymaRequest>('resync', EventTypes.reconcileKyma, { namespace, name: kyma, trigger, since }),
+  );
 }
 
 /**
@@ -78,7 +109,12 @@ export async function resyncAll(deps: Deps): Promise<number> {
  * resyncKyma posts one reconcile request for the SyncResources of kyma (those labelled
  * with it; one not reconciled yet has its own run coming).
  */
-export async function resyncKyma(deps: Deps, namespace: string, kyma: string, trigger: KymaRequest['trigger']): Promise<number> {
+export async function resyncKyma(
+  deps: Deps,
+  namespace: string,
+  kyma: string,
+  trigger: KymaRequest['trigger'],
+): Promise<number> {
   if (!inControlPlane(namespace, deps.config)) return 0;
   await sendKyma(deps, namespace, kyma, trigger, new Date().toISOString());
   return 1;
@@ -90,14 +126,24 @@ export async function resyncKyma(deps: Deps, namespace: string, kyma: string, tr
  * recheck only those due.
  */
 async function resyncUsers(
-  deps: Deps, namespace: string, labelSelector: string, uses: (sr: SyncResource) => boolean, trigger: ReconcileRequest['trigger'] = 'secret',
+  deps: Deps,
+  namespace: string,
+  labelSelector: string,
+  uses: (sr: SyncResource) => boolean,
+  trigger: ReconcileRequest['trigger'] = 'secret',
 ): Promise<number> {
   if (!inControlPlane(namespace, deps.config)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
-  await forEachPage<SyncResource>(deps, namespace, labelSelector, async (page) => {
-    sent += await send(deps, page.filter(uses), trigger, since);
-  }, true);
+  await forEachPage<SyncResource>(
+    deps,
+    namespace,
+    labelSelector,
+    async (page) => {
+      sent += await send(deps, page.filter(uses), trigger, since);
+    },
+    true,
+  );
   return sent;
 }
 
@@ -106,8 +152,12 @@ async function resyncUsers(
  * their data from the source Secret name (dataFrom): a rotation reconciles only those.
  */
 export function resyncSource(deps: Deps, namespace: string, kyma: string, name: string): Promise<number> {
-  return resyncUsers(deps, namespace, `${KYMA_NAME_LABEL}=${kyma}`, (sr) =>
-    sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name));
+  return resyncUsers(
+    deps,
+    namespace,
+    `${KYMA_NAME_LABEL}=${kyma}`,
+    (sr) => sr.spec.kyma === kyma && (sr.spec.items ?? []).some((i) => i.dataFrom?.secretRef?.name === name),
+  );
 }
 
 /**
@@ -117,7 +167,8 @@ export function resyncSource(deps: Deps, namespace: string, kyma: string, name: 
  */
 export function resyncResourceSource(deps: Deps, namespace: string, name: string): Promise<number> {
   return resyncUsers(deps, namespace, KYMA_NAME_LABEL, (sr) =>
-    (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name));
+    (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name),
+  );
 }
 
 /** RECHECK_OFFSETS_S are the checks after a SyncResource started progressing (seconds), then every RECHECK_MAX_S. */
@@ -152,7 +203,8 @@ export async function recheck(deps: Deps, tickS: number, now = Date.now()): Prom
     return recheckDue((now - (Number.isNaN(at) ? 0 : at)) / 1000, tickS);
   };
   let sent = 0;
-  for (const ns of deps.config.controlPlaneNamespaces) sent += await resyncUsers(deps, ns, `${PROGRESSING_LABEL}=true`, due, 'resync');
+  for (const ns of deps.config.controlPlaneNamespaces)
+    sent += await resyncUsers(deps, ns, `${PROGRESSING_LABEL}=true`, due, 'resync');
   return sent;
 }
 
@@ -163,12 +215,17 @@ export interface SecretOwner {
 }
 
 /** ownerOfSecret reads a Secret's labels only (a metadata-only list by name: the verb the Secret readers have). */
-export async function ownerOfSecret(deps: Deps, namespace: string, name: string): Promise<SecretOwner | undefined> {
-  const list = await deps.kcp.client.call<{ items: { metadata: { labels?: Record<string, string> } }[] | null }>(
-    'GET', resourcePath(secretInfo, namespace), {
-      query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
-      headers: METADATA_ONLY,
-    });
+export async function ownerOfSecret(
+  deps: Deps,
+  namespace: string,
+  name: string,
+): Promise<SecretOwner | undefined> {
+  const list = await deps.kcp.client.call<{
+    items: { metadata: { labels?: Record<string, string> } }[] | null;
+  }>('GET', resourcePath(secretInfo, namespace), {
+    query: { fieldSelector: `metadata.name=${name}`, labelSelector: KYMA_NAME_LABEL },
+    headers: METADATA_ONLY,
+  });
   const labels = list.items?.[0]?.metadata.labels;
   const kyma = labels?.[KYMA_NAME_LABEL];
   return kyma ? { kyma, source: labels?.[SYNC_SOURCE_LABEL] !== undefined } : undefined;

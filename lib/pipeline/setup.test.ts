@@ -4,13 +4,21 @@ import { CloudEvent, HTTP } from 'cloudevents';
 import { sinkTransport } from './setup.ts';
 
 const servers: ReturnType<typeof createServer>[] = [];
-afterEach(() => { for (const s of servers.splice(0)) s.close(); });
+afterEach(() => {
+  for (const s of servers.splice(0)) s.close();
+});
 
 /** listen starts a server that records what it received and answers status. */
-async function listen(status: number): Promise<{ url: string; seen: { url: string; host: string; type: string }[] }> {
+async function listen(
+  status: number,
+): Promise<{ url: string; seen: { url: string; host: string; type: string }[] }> {
   const seen: { url: string; host: string; type: string }[] = [];
   const server = createServer((req, res) => {
-    seen.push({ url: req.url ?? '', host: req.headers.host ?? '', type: String(req.headers['ce-type'] ?? '') });
+    seen.push({
+      url: req.url ?? '',
+      host: req.headers.host ?? '',
+      type: String(req.headers['ce-type'] ?? ''),
+    });
     res.writeHead(status).end();
   });
   servers.push(server);
@@ -33,7 +41,9 @@ describe('sinkTransport', () => {
     const proxy = await listen(202);
     const sink = 'http://broker-ingress.knative-eventing.svc.cluster.local/ns/broker';
     expect(await sinkTransport(sink, { HTTP_PROXY: proxy.url })(message())).toBe(202);
-    expect(proxy.seen).toEqual([{ url: sink, host: 'broker-ingress.knative-eventing.svc.cluster.local', type: 't.one' }]);
+    expect(proxy.seen).toEqual([
+      { url: sink, host: 'broker-ingress.knative-eventing.svc.cluster.local', type: 't.one' },
+    ]);
     const direct = await listen(202);
     await sinkTransport(`${direct.url}/x`, { HTTP_PROXY: proxy.url, NO_PROXY: '127.0.0.1' })(message());
     expect(direct.seen).toHaveLength(1);

@@ -21,13 +21,24 @@ import type { Deps, Logger } from './deps.ts';
  * own transport ignores the status). HTTP_PROXY and NO_PROXY are honoured when set, as
  * other HTTP clients in a cluster do (the local runtime's cluster network is one).
  */
-export function sinkTransport(url: string, env: Record<string, string | undefined> = process.env): TransportFunction {
+export function sinkTransport(
+  url: string,
+  env: Record<string, string | undefined> = process.env,
+): TransportFunction {
   const proxied = env.HTTP_PROXY ?? env.http_proxy;
-  const dispatcher = proxied ? new EnvHttpProxyAgent({ httpProxy: proxied, noProxy: env.NO_PROXY ?? env.no_proxy ?? '' }) : undefined;
+  const dispatcher = proxied
+    ? new EnvHttpProxyAgent({ httpProxy: proxied, noProxy: env.NO_PROXY ?? env.no_proxy ?? '' })
+    : undefined;
   return async (message: Message) => {
-    const res = await request(url, { method: 'POST', headers: message.headers as Record<string, string>, body: message.body as string, ...(dispatcher ? { dispatcher } : {}) });
+    const res = await request(url, {
+      method: 'POST',
+      headers: message.headers as Record<string, string>,
+      body: message.body as string,
+      ...(dispatcher ? { dispatcher } : {}),
+    });
     await res.body.dump();
-    if (res.statusCode < 200 || res.statusCode >= 300) throw new Error(`sink ${url} answered ${res.statusCode}`);
+    if (res.statusCode < 200 || res.statusCode >= 300)
+      throw new Error(`sink ${url} answered ${res.statusCode}`);
     return res.statusCode;
   };
 }
@@ -45,7 +56,13 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
   const onRequest = opts.onRequest ?? recordRequest;
   const config: Config = parseConfig(env);
   const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
-  const client = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst, onRequest, beforeRequest: yieldToUrgent });
+  const client = KubeClient.create(creds, {
+    name: 'kcp',
+    qps: config.kcpQps,
+    burst: config.kcpBurst,
+    onRequest,
+    beforeRequest: yieldToUrgent,
+  });
   const kcp = { client, mapper: new RestMapper(client) };
   const sink = env.K_SINK;
   const emit = sink ? emitterFor(sinkTransport(sink, env)) : undefined;

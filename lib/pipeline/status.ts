@@ -27,7 +27,11 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
   if (!status?.observedGeneration) return false;
   if (status.observedGeneration > data.result.generation) return true;
   const written = status.lastOperation?.lastUpdateTime;
-  return status.observedGeneration === data.result.generation && written !== undefined && written > data.result.observedAt;
+  return (
+    status.observedGeneration === data.result.generation &&
+    written !== undefined &&
+    written > data.result.observedAt
+  );
 }
 
 /** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
@@ -62,14 +66,23 @@ async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<Sta
 /** seenObject rebuilds what the status step needs of the SyncResource as the run saw it. */
 function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
   return {
-    apiVersion: SYNC_API_VERSION, kind: 'SyncResource',
+    apiVersion: SYNC_API_VERSION,
+    kind: 'SyncResource',
     metadata: {
-      name: data.name, namespace: data.namespace, uid: data.uid, resourceVersion: seen.resourceVersion, generation: seen.generation,
-      labels: { ...(seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {}), ...(seen.progressing ? { [PROGRESSING_LABEL]: 'true' } : {}) },
+      name: data.name,
+      namespace: data.namespace,
+      uid: data.uid,
+      resourceVersion: seen.resourceVersion,
+      generation: seen.generation,
+      labels: {
+        ...(seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {}),
+        ...(seen.progressing ? { [PROGRESSING_LABEL]: 'true' } : {}),
+      },
       // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
       ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
     },
-    spec: { kyma: data.kyma, items: [] }, ...(seen.status ? { status: seen.status } : {}),
+    spec: { kyma: data.kyma, items: [] },
+    ...(seen.status ? { status: seen.status } : {}),
   };
 }
 
@@ -88,7 +101,14 @@ function withSpecItems(data: ItemsApplied, live: SyncResource): ItemsApplied {
  * only the live object can tell whether the result is stale or the status unchanged; last
  * rethrows a lost race instead (the broker retries).
  */
-async function nextStatus(deps: Deps, data: ItemsApplied, base: SyncResource, now: Date, tentative: boolean, last = false): Promise<StatusOutcome | 'read again'> {
+async function nextStatus(
+  deps: Deps,
+  data: ItemsApplied,
+  base: SyncResource,
+  now: Date,
+  tentative: boolean,
+  last = false,
+): Promise<StatusOutcome | 'read again'> {
   if (isStale(base, data)) {
     if (tentative) return 'read again';
     await syncLabel(deps, base);
@@ -103,9 +123,14 @@ async function nextStatus(deps: Deps, data: ItemsApplied, base: SyncResource, no
     await recordChanges(deps, base, data);
     return 'unchanged';
   }
-  const guard = { generation: base.metadata.generation ?? 0, items: tentative ? data.result.items.map((i) => i.name) : [] };
+  const guard = {
+    generation: base.metadata.generation ?? 0,
+    items: tentative ? data.result.items.map((i) => i.name) : [],
+  };
   try {
-    await inSpan('write status', { 'sync.state': next.state! }, () => deps.store.writeStatus(base, next, guard));
+    await inSpan('write status', { 'sync.state': next.state! }, () =>
+      deps.store.writeStatus(base, next, guard),
+    );
   } catch (err) {
     if (isNotFound(err)) return 'gone';
     const refused = isConflict(err) || (err instanceof KubeApiError && err.code === 422);
@@ -126,26 +151,44 @@ async function nextStatus(deps: Deps, data: ItemsApplied, base: SyncResource, no
  */
 async function syncLabel(deps: Deps, sr: SyncResource, status = sr.status): Promise<void> {
   const labels: Record<string, string | null> = {};
-  if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma && !sr.metadata.deletionTimestamp) labels[KYMA_NAME_LABEL] = sr.spec.kyma;
+  if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma && !sr.metadata.deletionTimestamp)
+    labels[KYMA_NAME_LABEL] = sr.spec.kyma;
   const moving = isMoving(status);
-  if (moving !== (sr.metadata.labels?.[PROGRESSING_LABEL] === 'true')) labels[PROGRESSING_LABEL] = moving ? 'true' : null;
+  if (moving !== (sr.metadata.labels?.[PROGRESSING_LABEL] === 'true'))
+    labels[PROGRESSING_LABEL] = moving ? 'true' : null;
   if (Object.keys(labels).length === 0) return;
-  await deps.kcp.client.call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
-    body: { metadata: { labels } }, contentType: PatchType.merge,
-  }).catch((err: unknown) => {
-    // Deleted meanwhile (the finalizer gone): nothing left to label.
-    if (!isNotFound(err)) throw err;
-  });
+  await deps.kcp.client
+    .call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {
+      body: { metadata: { labels } },
+      contentType: PatchType.merge,
+    })
+    .catch((err: unknown) => {
+      // Deleted meanwhile (the finalizer gone): nothing left to label.
+      if (!isNotFound(err)) throw err;
+    });
 }
 
-async function recordEvents(deps: Deps, sr: SyncResource, data: ItemsApplied, state: string, message: string): Promise<void> {
+async function recordEvents(
+  deps: Deps,
+  sr: SyncResource,
+  data: ItemsApplied,
+  state: string,
+  message: string,
+): Promise<void> {
   const r = data.result;
   const previous = sr.status?.state;
   if (previous !== state) {
-    await deps.recorder.event(sr, state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
-      state, 'Reconcile', message);
+    await deps.recorder.event(
+      sr,
+      state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
+      state,
+      'Reconcile',
+      message,
+    );
   }
-  const wasFailing = new Set((sr.status?.items ?? []).filter((i) => i.state === 'Error').map((i) => `${i.name}/${i.reason}`));
+  const wasFailing = new Set(
+    (sr.status?.items ?? []).filter((i) => i.state === 'Error').map((i) => `${i.name}/${i.reason}`),
+  );
   for (const i of r.items) {
     if (i.state === 'Error' && !wasFailing.has(`${i.name}/${i.reason}`)) {
       await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
@@ -169,8 +212,10 @@ async function recordHealth(deps: Deps, sr: SyncResource, data: ItemsApplied): P
     Metrics.healthTransitions.add(1, { status: now });
     const what = describeHealth(i.object ?? `item ${i.name}`, i.health!);
     if (now === 'Failed') await deps.recorder.event(sr, 'Warning', 'Unhealthy', 'Health', what);
-    else if (now === 'Current' && was !== undefined) await deps.recorder.event(sr, 'Normal', 'Healthy', 'Health', what);
-    else if (now === 'InProgress' && (was === 'Current' || was === 'Failed')) await deps.recorder.event(sr, 'Normal', 'Progressing', 'Health', what);
+    else if (now === 'Current' && was !== undefined)
+      await deps.recorder.event(sr, 'Normal', 'Healthy', 'Health', what);
+    else if (now === 'InProgress' && (was === 'Current' || was === 'Failed'))
+      await deps.recorder.event(sr, 'Normal', 'Progressing', 'Health', what);
   }
 }
 
@@ -179,14 +224,29 @@ async function recordChanges(deps: Deps, sr: SyncResource, data: ItemsApplied): 
   const r = data.result;
   const drifted = r.changes.filter((c) => c.drift);
   if (drifted.length > 0) {
-    await deps.recorder.event(sr, 'Normal', 'DriftCorrected', 'Apply', drifted.map(describeCorrection).join('; '));
+    await deps.recorder.event(
+      sr,
+      'Normal',
+      'DriftCorrected',
+      'Apply',
+      drifted.map(describeCorrection).join('; '),
+    );
   }
   for (const c of r.changes.filter((x) => x.action === 'recreated')) {
-    const message = r.items.find((i) => i.name === c.item)?.message ?? `${c.subject} was deleted and created again`;
+    const message =
+      r.items.find((i) => i.name === c.item)?.message ?? `${c.subject} was deleted and created again`;
     await deps.recorder.event(sr, 'Normal', 'Recreated', 'Apply', message);
   }
-  const pruned = r.changes.filter((c) => c.action === 'deleted' && !r.items.some((i) => i.name === c.item)).map((c) => c.subject);
+  const pruned = r.changes
+    .filter((c) => c.action === 'deleted' && !r.items.some((i) => i.name === c.item))
+    .map((c) => c.subject);
   if (pruned.length > 0) {
-    await deps.recorder.event(sr, 'Normal', 'Pruned', 'Prune', `deleted objects no item claims any more: ${pruned.join(', ')}`);
+    await deps.recorder.event(
+      sr,
+      'Normal',
+      'Pruned',
+      'Prune',
+      `deleted objects no item claims any more: ${pruned.join(', ')}`,
+    );
   }
 }

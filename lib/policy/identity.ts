@@ -34,17 +34,25 @@ export interface GroupVersion {
   version: string;
 }
 
-const show = (v: unknown): string => JSON.stringify(typeof v === 'string' && v.length > 80 ? `${v.slice(0, 80)}…` : v);
+const show = (v: unknown): string =>
+  JSON.stringify(typeof v === 'string' && v.length > 80 ? `${v.slice(0, 80)}…` : v);
 
 /** parseApiVersion validates "version" or "group/version" (group a DNS-1123 subdomain, version a DNS-1035 label). */
 export function parseApiVersion(apiVersion: string, field = 'apiVersion'): GroupVersion {
   const parts = apiVersion.split('/');
-  const [group, version] = parts.length === 1 ? ['', parts[0]!] : parts.length === 2 ? [parts[0]!, parts[1]!] : [undefined, undefined];
-  if (group === undefined || version === undefined) throw new IdentityError(field, `${show(apiVersion)} is not "version" or "group/version"`);
+  const [group, version] =
+    parts.length === 1
+      ? ['', parts[0]!]
+      : parts.length === 2
+        ? [parts[0]!, parts[1]!]
+        : [undefined, undefined];
+  if (group === undefined || version === undefined)
+    throw new IdentityError(field, `${show(apiVersion)} is not "version" or "group/version"`);
   if (parts.length === 2 && !isDnsSubdomain(group)) {
     throw new IdentityError(field, `${show(apiVersion)} has a group that is not a DNS-1123 subdomain`);
   }
-  if (!DNS1035_LABEL.test(version)) throw new IdentityError(field, `${show(apiVersion)} has a version that is not a DNS-1035 label`);
+  if (!DNS1035_LABEL.test(version))
+    throw new IdentityError(field, `${show(apiVersion)} has a version that is not a DNS-1035 label`);
   return { group, version };
 }
 
@@ -55,7 +63,8 @@ export function validateKind(kind: string, field = 'kind'): void {
 
 /** validateNamespace checks a namespace name (DNS-1123 label). */
 export function validateNamespace(namespace: string, field = 'metadata.namespace'): void {
-  if (!isDnsLabel(namespace)) throw new IdentityError(field, `${show(namespace)} is not a valid namespace name (DNS-1123 label)`);
+  if (!isDnsLabel(namespace))
+    throw new IdentityError(field, `${show(namespace)} is not a valid namespace name (DNS-1123 label)`);
 }
 
 /** validateName checks an object name: 1-253 printable ASCII characters without "/", "%", "?", "#" or whitespace, not "." or "..". */
@@ -66,7 +75,12 @@ export function validateName(name: string, field = 'metadata.name'): void {
 }
 
 /** checkIdentity validates every field of an object's identity (IdentityError names the first that is not valid). */
-export function checkIdentity(id: { apiVersion: string; kind: string; name: string; namespace?: string | undefined }): void {
+export function checkIdentity(id: {
+  apiVersion: string;
+  kind: string;
+  name: string;
+  namespace?: string | undefined;
+}): void {
   parseApiVersion(id.apiVersion);
   validateKind(id.kind);
   validateName(id.name);
@@ -76,7 +90,9 @@ export function checkIdentity(id: { apiVersion: string; kind: string; name: stri
 /** UnsafePathError is a request path with a segment that could change what the path addresses. */
 export class UnsafePathError extends Error {
   constructor(path: string, segment: string) {
-    super(`refused request path ${show(path)}: segment ${show(segment)} is empty, "." or "..", or holds "/", "%", "?", "#", whitespace or a non-ASCII character`);
+    super(
+      `refused request path ${show(path)}: segment ${show(segment)} is empty, "." or "..", or holds "/", "%", "?", "#", whitespace or a non-ASCII character`,
+    );
     this.name = 'UnsafePathError';
   }
 }
@@ -87,6 +103,7 @@ const SAFE_SEGMENT = /^[A-Za-z0-9._:@+~-]+$/;
 export function checkPath(path: string): void {
   if (!path.startsWith('/')) throw new UnsafePathError(path, path);
   for (const segment of path.slice(1).split('/')) {
-    if (segment === '.' || segment === '..' || !SAFE_SEGMENT.test(segment)) throw new UnsafePathError(path, segment);
+    if (segment === '.' || segment === '..' || !SAFE_SEGMENT.test(segment))
+      throw new UnsafePathError(path, segment);
   }
 }

@@ -33,7 +33,8 @@ const forbiddenCluster: Record<string, string> = {
 function entries(doc: Record<string, unknown>, key: string): Named<unknown>[] {
   const list = doc[key];
   if (list === undefined || list === null) return [];
-  if (!Array.isArray(list) || !list.every(isMap)) throw new InvalidKubeconfigError(`${key} is not a list of entries`);
+  if (!Array.isArray(list) || !list.every(isMap))
+    throw new InvalidKubeconfigError(`${key} is not a list of entries`);
   return list as Named<unknown>[];
 }
 
@@ -47,39 +48,63 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   }
   if (!isMap(doc)) throw new InvalidKubeconfigError('not a YAML mapping');
   const contexts = entries(doc, 'contexts');
-  if (contexts.length !== 1) throw new InvalidKubeconfigError(`it has ${contexts.length} contexts; an access kubeconfig has exactly one`);
+  if (contexts.length !== 1)
+    throw new InvalidKubeconfigError(
+      `it has ${contexts.length} contexts; an access kubeconfig has exactly one`,
+    );
   const current = doc['current-context'];
-  if (typeof current !== 'string' || current === '') throw new InvalidKubeconfigError('it has no current-context');
+  if (typeof current !== 'string' || current === '')
+    throw new InvalidKubeconfigError('it has no current-context');
   const ctx = contexts[0]!;
   if (ctx.name !== current) throw new InvalidKubeconfigError(`current-context "${current}" names no context`);
   const ctxBody = ctx.context;
   if (!isMap(ctxBody)) throw new InvalidKubeconfigError(`context "${current}" has no cluster and user`);
-  for (const [key, forbidden] of [['users', forbiddenUser], ['clusters', forbiddenCluster]] as const) {
+  for (const [key, forbidden] of [
+    ['users', forbiddenUser],
+    ['clusters', forbiddenCluster],
+  ] as const) {
     for (const e of entries(doc, key)) {
       const body = e[key === 'users' ? 'user' : 'cluster'];
       if (!isMap(body)) continue;
       for (const field of Object.keys(body)) {
-        if (field in forbidden) throw new InvalidKubeconfigError(`${key.slice(0, -1)} "${String(e.name)}" uses ${forbidden[field]} (${field})`);
+        if (field in forbidden)
+          throw new InvalidKubeconfigError(
+            `${key.slice(0, -1)} "${String(e.name)}" uses ${forbidden[field]} (${field})`,
+          );
       }
       if (key === 'clusters' && body['insecure-skip-tls-verify'] === true && !opts.allowInsecure) {
-        throw new InvalidKubeconfigError(`cluster "${String(e.name)}" skips TLS verification (insecure-skip-tls-verify)`);
+        throw new InvalidKubeconfigError(
+          `cluster "${String(e.name)}" skips TLS verification (insecure-skip-tls-verify)`,
+        );
       }
     }
   }
   const cluster = entries(doc, 'clusters').find((c) => c.name === ctxBody.cluster)?.cluster;
-  if (!isMap(cluster)) throw new InvalidKubeconfigError(`context "${current}" names cluster "${String(ctxBody.cluster)}", which is missing`);
+  if (!isMap(cluster))
+    throw new InvalidKubeconfigError(
+      `context "${current}" names cluster "${String(ctxBody.cluster)}", which is missing`,
+    );
   const user = entries(doc, 'users').find((u) => u.name === ctxBody.user)?.user;
-  if (!isMap(user)) throw new InvalidKubeconfigError(`context "${current}" names user "${String(ctxBody.user)}", which is missing`);
+  if (!isMap(user))
+    throw new InvalidKubeconfigError(
+      `context "${current}" names user "${String(ctxBody.user)}", which is missing`,
+    );
   const server = checkServer(cluster.server);
   if (!user.token && !(user['client-certificate-data'] && user['client-key-data'])) {
-    throw new InvalidKubeconfigError('the user has neither an inline token nor inline client certificate and key');
+    throw new InvalidKubeconfigError(
+      'the user has neither an inline token nor inline client certificate and key',
+    );
   }
   const strings = [
-    ['certificate-authority-data', cluster], ['tls-server-name', cluster],
-    ['client-certificate-data', user], ['client-key-data', user], ['token', user],
+    ['certificate-authority-data', cluster],
+    ['tls-server-name', cluster],
+    ['client-certificate-data', user],
+    ['client-key-data', user],
+    ['token', user],
   ] as const;
   for (const [field, body] of strings) {
-    if (body[field] !== undefined && typeof body[field] !== 'string') throw new InvalidKubeconfigError(`${field} is not a string`);
+    if (body[field] !== undefined && typeof body[field] !== 'string')
+      throw new InvalidKubeconfigError(`${field} is not a string`);
   }
   // Every field read below was checked to be a string or absent.
   const str = (v: unknown) => v as string | undefined;
@@ -95,7 +120,9 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   const token = str(user.token);
   if (token !== undefined) {
     if (token.length > MAX_TOKEN || !/^[\x21-\x7e]+$/.test(token)) {
-      throw new InvalidKubeconfigError(`the user's token is not 1 to ${MAX_TOKEN} printable ASCII characters without whitespace`);
+      throw new InvalidKubeconfigError(
+        `the user's token is not 1 to ${MAX_TOKEN} printable ASCII characters without whitespace`,
+      );
     }
     creds.token = staticToken(token);
   }
@@ -122,6 +149,15 @@ function checkServer(server: unknown): string {
   } catch {
     throw invalid();
   }
-  if (url.protocol !== 'https:' || url.username || url.password || url.pathname !== '/' || url.search || url.hash || !url.hostname) throw invalid();
+  if (
+    url.protocol !== 'https:' ||
+    url.username ||
+    url.password ||
+    url.pathname !== '/' ||
+    url.search ||
+    url.hash ||
+    !url.hostname
+  )
+    throw invalid();
   return `https://${url.host}`;
 }

@@ -3,19 +3,44 @@ import { describe, expect, it } from 'vitest';
 import { parseConfig } from '../config.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import {
-  checkReadIdentity, claimRefusal, dataFromRefusal, deleteOptionsFor, feedbackRefusal, firstClaims, IdentityMismatchError, mayUseResolvedSecret,
-  pruneAction, redacted, requestFailure, restriction, resultNamesSpec, secretValues, sourceRefusal, stableMessage, statusWriteTests,
+  checkReadIdentity,
+  claimRefusal,
+  dataFromRefusal,
+  deleteOptionsFor,
+  feedbackRefusal,
+  firstClaims,
+  IdentityMismatchError,
+  mayUseResolvedSecret,
+  pruneAction,
+  redacted,
+  requestFailure,
+  restriction,
+  resultNamesSpec,
+  secretValues,
+  sourceRefusal,
+  stableMessage,
+  statusWriteTests,
 } from './rules.ts';
 
 const config = parseConfig({});
-const obj = (annotations?: Record<string, string>, extra: Record<string, unknown> = {}) =>
-  ({ metadata: { name: 'x', namespace: 'ns', uid: 'u1', generation: 3, ...(annotations ? { annotations } : {}), ...extra } });
+const obj = (annotations?: Record<string, string>, extra: Record<string, unknown> = {}) => ({
+  metadata: {
+    name: 'x',
+    namespace: 'ns',
+    uid: 'u1',
+    generation: 3,
+    ...(annotations ? { annotations } : {}),
+    ...extra,
+  },
+});
 const OWNER = 'kcp-sync.kyma-project.io/owned-by';
 
 describe('stableMessage', () => {
   it('sorts an "errors:" list the API server builds from a Go map (its order changes per request), and leaves the rest', () => {
-    const a = 'failed to create typed patch object (ns/x; apps/v1, Kind=Deployment): errors:\n  .metadata.labels.l: expected string\n  .metadata.annotations.a: expected string';
-    const b = 'failed to create typed patch object (ns/x; apps/v1, Kind=Deployment): errors:\n  .metadata.annotations.a: expected string\n  .metadata.labels.l: expected string';
+    const a =
+      'failed to create typed patch object (ns/x; apps/v1, Kind=Deployment): errors:\n  .metadata.labels.l: expected string\n  .metadata.annotations.a: expected string';
+    const b =
+      'failed to create typed patch object (ns/x; apps/v1, Kind=Deployment): errors:\n  .metadata.annotations.a: expected string\n  .metadata.labels.l: expected string';
     expect(stableMessage(a)).toBe(b);
     expect(stableMessage(b)).toBe(b);
     expect(stableMessage(`${a}\nnext line`)).toBe(`${b}\nnext line`);
@@ -25,21 +50,51 @@ describe('stableMessage', () => {
 
 describe('reads and deletes name one object', () => {
   it('refuses an answer that is another object, and a delete without the uid read', () => {
-    expect(() => checkReadIdentity('ConfigMap', 'ns', 'x', { kind: 'ConfigMap', metadata: { name: 'x', namespace: 'ns' } })).not.toThrow();
-    expect(() => checkReadIdentity('ConfigMap', 'ns', 'x', { kind: 'ConfigMap', metadata: { name: 'y', namespace: 'ns' } })).toThrow(IdentityMismatchError);
-    expect(() => checkReadIdentity('Namespace', undefined, 'x', { kind: 'Namespace', metadata: { name: 'x', namespace: 'ns' } })).toThrow(/returned Namespace ns\/x/);
-    expect(deleteOptionsFor('ConfigMap', obj())).toEqual({ kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', preconditions: { uid: 'u1' } });
+    expect(() =>
+      checkReadIdentity('ConfigMap', 'ns', 'x', {
+        kind: 'ConfigMap',
+        metadata: { name: 'x', namespace: 'ns' },
+      }),
+    ).not.toThrow();
+    expect(() =>
+      checkReadIdentity('ConfigMap', 'ns', 'x', {
+        kind: 'ConfigMap',
+        metadata: { name: 'y', namespace: 'ns' },
+      }),
+    ).toThrow(IdentityMismatchError);
+    expect(() =>
+      checkReadIdentity('Namespace', undefined, 'x', {
+        kind: 'Namespace',
+        metadata: { name: 'x', namespace: 'ns' },
+      }),
+    ).toThrow(/returned Namespace ns\/x/);
+    expect(deleteOptionsFor('ConfigMap', obj())).toEqual({
+      kind: 'DeleteOptions',
+      apiVersion: 'v1',
+      propagationPolicy: 'Background',
+      preconditions: { uid: 'u1' },
+    });
     expect(() => deleteOptionsFor('ConfigMap', { metadata: { name: 'x' } })).toThrow(/without the uid/);
   });
 });
 
 describe('restricted kinds and protected namespaces', () => {
   it('matches group and kind in any version and case; a Secret by reference passes; protected namespaces and their objects are refused', () => {
-    expect(restriction({ apiVersion: 'v1', kind: 'secret', name: 'x', namespace: 'ns' }, config)).toMatch(/restricted/);
-    expect(restriction({ apiVersion: 'v1', kind: 'Secret', name: 'x', namespace: 'ns' }, config, true)).toBeUndefined();
-    expect(restriction({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', namespace: 'kube-system' }, config)).toMatch(/protected/);
-    expect(restriction({ apiVersion: 'v1', kind: 'Namespace', name: 'default' }, config)).toMatch(/never taken over/);
-    expect(restriction({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', namespace: 'ns' }, config)).toBeUndefined();
+    expect(restriction({ apiVersion: 'v1', kind: 'secret', name: 'x', namespace: 'ns' }, config)).toMatch(
+      /restricted/,
+    );
+    expect(
+      restriction({ apiVersion: 'v1', kind: 'Secret', name: 'x', namespace: 'ns' }, config, true),
+    ).toBeUndefined();
+    expect(
+      restriction({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', namespace: 'kube-system' }, config),
+    ).toMatch(/protected/);
+    expect(restriction({ apiVersion: 'v1', kind: 'Namespace', name: 'default' }, config)).toMatch(
+      /never taken over/,
+    );
+    expect(
+      restriction({ apiVersion: 'v1', kind: 'ConfigMap', name: 'x', namespace: 'ns' }, config),
+    ).toBeUndefined();
   });
 });
 
@@ -55,21 +110,33 @@ describe('what we did not create, we never delete', () => {
 
 describe('one object, one item', () => {
   it('gives an object to the first item naming it', () => {
-    expect([...firstClaims([{ name: 'a', key: 'k' }, { name: 'b', key: 'l' }, { name: 'c', key: 'k' }, { name: 'd', key: undefined }])]).toEqual([[2, 'a']]);
+    expect([
+      ...firstClaims([
+        { name: 'a', key: 'k' },
+        { name: 'b', key: 'l' },
+        { name: 'c', key: 'k' },
+        { name: 'd', key: undefined },
+      ]),
+    ]).toEqual([[2, 'a']]);
   });
 });
 
 describe('a failure stays where it is', () => {
-  it('makes any status code the item\'s failure and rethrows what is the cluster\'s', () => {
+  it("makes any status code the item's failure and rethrows what is the cluster's", () => {
     const refused = new KubeApiError('skr-1', 'PATCH', '/x', 422, { message: 'invalid' });
-    expect(requestFailure('ConfigMap ns/x', refused)).toMatchObject({ reason: 'ApplyFailed', message: 'ConfigMap ns/x: invalid' });
-    expect(() => requestFailure('ConfigMap ns/x', new KubeApiError('skr-1', 'PATCH', '/x', 0))).toThrow(KubeApiError);
+    expect(requestFailure('ConfigMap ns/x', refused)).toMatchObject({
+      reason: 'ApplyFailed',
+      message: 'ConfigMap ns/x: invalid',
+    });
+    expect(() => requestFailure('ConfigMap ns/x', new KubeApiError('skr-1', 'PATCH', '/x', 0))).toThrow(
+      KubeApiError,
+    );
     expect(() => requestFailure('ConfigMap ns/x', new TypeError('bug'))).toThrow(TypeError);
   });
 });
 
 describe('events are not trusted', () => {
-  it('holds a claim only for the live uid and a generation it had; a result must name the live spec\'s items', () => {
+  it("holds a claim only for the live uid and a generation it had; a result must name the live spec's items", () => {
     expect(claimRefusal(obj(), { uid: 'u1', generation: 3 })).toBeUndefined();
     expect(claimRefusal(obj(), { uid: 'u2', generation: 3 })).toBe('gone or replaced');
     expect(claimRefusal(undefined, { uid: 'u1', generation: 1 })).toBe('gone or replaced');
@@ -78,17 +145,38 @@ describe('events are not trusted', () => {
     expect(resultNamesSpec({ generation: 3, items: [{ name: 'a' }, { name: 'b' }] }, live)).toBe(true);
     expect(resultNamesSpec({ generation: 3, items: [{ name: 'a' }, { name: 'forged' }] }, live)).toBe(false);
     expect(resultNamesSpec({ generation: 2, items: [{ name: 'forged' }] }, live)).toBe(true);
-    expect(statusWriteTests({ metadata: { name: 'x', uid: 'u1', resourceVersion: '7' } }, { generation: 3, items: ['a'] })).toEqual([
-      { op: 'test', path: '/metadata/uid', value: 'u1' }, { op: 'test', path: '/metadata/resourceVersion', value: '7' },
-      { op: 'test', path: '/metadata/generation', value: 3 }, { op: 'test', path: '/spec/items/0/name', value: 'a' },
+    expect(
+      statusWriteTests(
+        { metadata: { name: 'x', uid: 'u1', resourceVersion: '7' } },
+        { generation: 3, items: ['a'] },
+      ),
+    ).toEqual([
+      { op: 'test', path: '/metadata/uid', value: 'u1' },
+      { op: 'test', path: '/metadata/resourceVersion', value: '7' },
+      { op: 'test', path: '/metadata/generation', value: 3 },
+      { op: 'test', path: '/spec/items/0/name', value: 'a' },
     ]);
   });
 
-  it('uses the client of an event\'s access Secret only for the live Kyma, in the SyncResource\'s namespace', () => {
+  it("uses the client of an event's access Secret only for the live Kyma, in the SyncResource's namespace", () => {
     const live = { spec: { kyma: 'kyma-1' } };
-    expect(mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1', secret: { namespace: 'kcp-system' } })).toBe(true);
-    expect(mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-2', secret: { namespace: 'kcp-system' } })).toBe(false);
-    expect(mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1', secret: { namespace: 'other' } })).toBe(false);
+    expect(
+      mayUseResolvedSecret(live, {
+        namespace: 'kcp-system',
+        kyma: 'kyma-1',
+        secret: { namespace: 'kcp-system' },
+      }),
+    ).toBe(true);
+    expect(
+      mayUseResolvedSecret(live, {
+        namespace: 'kcp-system',
+        kyma: 'kyma-2',
+        secret: { namespace: 'kcp-system' },
+      }),
+    ).toBe(false);
+    expect(
+      mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1', secret: { namespace: 'other' } }),
+    ).toBe(false);
     expect(mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1' })).toBe(false);
   });
 });
@@ -98,9 +186,13 @@ describe('values by reference', () => {
     const src = { 'operator.kyma-project.io/sync-source': 'true' };
     const kyma = (k: string) => ({ ...src, 'operator.kyma-project.io/kyma-name': k });
     expect(sourceRefusal('Secret s', kyma('kyma-1'), 'kyma-1', false)).toBeUndefined();
-    expect(sourceRefusal('Secret s', kyma('kyma-2'), 'kyma-1', false)).toMatch(/labelled for Kyma kyma-2, not for kyma-1/);
+    expect(sourceRefusal('Secret s', kyma('kyma-2'), 'kyma-1', false)).toMatch(
+      /labelled for Kyma kyma-2, not for kyma-1/,
+    );
     expect(sourceRefusal('Secret s', src, 'kyma-1', false)).toMatch(/labelled for no Kyma/);
-    expect(sourceRefusal('Secret s', { 'operator.kyma-project.io/kyma-name': 'kyma-1' }, 'kyma-1', false)).toMatch(/not a sync source/);
+    expect(
+      sourceRefusal('Secret s', { 'operator.kyma-project.io/kyma-name': 'kyma-1' }, 'kyma-1', false),
+    ).toMatch(/not a sync source/);
     expect(sourceRefusal('ConfigMap c', src, 'kyma-1', true)).toBeUndefined();
     expect(sourceRefusal('ConfigMap c', kyma('kyma-2'), 'kyma-1', true)).toMatch(/labelled for Kyma kyma-2/);
   });
@@ -112,7 +204,14 @@ describe('values by reference', () => {
     expect(dataFromRefusal({ apiVersion: 'v1', kind: 'Secret' }, true)).toMatch(/no subresource/);
     expect(feedbackRefusal({ apiVersion: 'v1', kind: 'Secret' })).toMatch(/never read from a Secret/);
     const secrets = secretValues({ token: Buffer.from('s3cr3t-value').toString('base64') });
-    const r = redacted({ message: 'sent s3cr3t-value', health: { message: 'has czNjcjN0LXZhbHVl' }, feedback: [{ value: 's3cr3t-value' }] }, secrets);
+    const r = redacted(
+      {
+        message: 'sent s3cr3t-value',
+        health: { message: 'has czNjcjN0LXZhbHVl' },
+        feedback: [{ value: 's3cr3t-value' }],
+      },
+      secrets,
+    );
     expect(JSON.stringify(r)).not.toMatch(/s3cr3t|czNjcjN0/);
   });
 });

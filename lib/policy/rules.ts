@@ -5,10 +5,24 @@
 // Pure: nothing here reads or writes a cluster.
 import type { Config } from '../config.ts';
 import { KubeApiError } from '../kube/errors.ts';
-import { KYMA_NAME_LABEL, LEGACY_MARKS, OWNER_ANNOTATION, SYNC_SOURCE_LABEL, type ObjectId } from '../model.ts';
+import {
+  KYMA_NAME_LABEL,
+  LEGACY_MARKS,
+  OWNER_ANNOTATION,
+  SYNC_SOURCE_LABEL,
+  type ObjectId,
+} from '../model.ts';
 import { IdentityError, parseApiVersion, UnsafePathError } from './identity.ts';
 
-type Meta = { metadata: { name: string; namespace?: string; uid?: string; generation?: number; annotations?: Record<string, string> } };
+type Meta = {
+  metadata: {
+    name: string;
+    namespace?: string;
+    uid?: string;
+    generation?: number;
+    annotations?: Record<string, string>;
+  };
+};
 
 // --- Reads and deletes name one object --------------------------------------------------
 
@@ -24,11 +38,20 @@ export class IdentityMismatchError extends Error {
  * checkReadIdentity: a read must return exactly the object asked for (kind, namespace,
  * name), else IdentityMismatchError. namespace is undefined for a cluster-scoped kind.
  */
-export function checkReadIdentity(kind: string, namespace: string | undefined, name: string, got: unknown): void {
+export function checkReadIdentity(
+  kind: string,
+  namespace: string | undefined,
+  name: string,
+  got: unknown,
+): void {
   const o = got as { kind?: unknown; metadata?: { name?: unknown; namespace?: unknown } } | undefined;
-  if (o?.kind === kind && o.metadata?.name === name && (o.metadata.namespace || undefined) === namespace) return;
+  if (o?.kind === kind && o.metadata?.name === name && (o.metadata.namespace || undefined) === namespace)
+    return;
   const asked = `${kind} ${namespace ? `${namespace}/` : ''}${name}`;
-  throw new IdentityMismatchError(asked, `${String(o?.kind)} ${o?.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${String(o?.metadata?.name)}`);
+  throw new IdentityMismatchError(
+    asked,
+    `${String(o?.kind)} ${o?.metadata?.namespace ? `${o.metadata.namespace}/` : ''}${String(o?.metadata?.name)}`,
+  );
 }
 
 /**
@@ -37,14 +60,19 @@ export function checkReadIdentity(kind: string, namespace: string | undefined, n
  */
 export function deleteOptionsFor(kind: string, live: Meta): object {
   const uid = live.metadata.uid;
-  if (!uid) throw new Error(`refusing to delete ${kind} ${live.metadata.name} without the uid of the object read`);
+  if (!uid)
+    throw new Error(`refusing to delete ${kind} ${live.metadata.name} without the uid of the object read`);
   return { kind: 'DeleteOptions', apiVersion: 'v1', propagationPolicy: 'Background', preconditions: { uid } };
 }
 
 // --- Restricted kinds and protected namespaces ------------------------------------------
 
 /** isRestrictedKind: restricted kinds match on group and kind, any version, any letter case. */
-export function isRestrictedKind(config: Pick<Config, 'restrictedKinds'>, group: string, kind: string): boolean {
+export function isRestrictedKind(
+  config: Pick<Config, 'restrictedKinds'>,
+  group: string,
+  kind: string,
+): boolean {
   return config.restrictedKinds.some((k) => {
     const parts = k.split('/');
     const g = parts.length === 3 ? parts[0]! : '';
@@ -58,11 +86,18 @@ export function isRestrictedKind(config: Pick<Config, 'restrictedKinds'>, group:
  * namespace, or a Namespace object that is never taken over or deleted (the protected
  * ones, default, kube-*). undefined when it may.
  */
-export function restriction(id: ObjectId, config: Pick<Config, 'restrictedKinds' | 'protectedNamespaces'>, secretByReference = false): string | undefined {
+export function restriction(
+  id: ObjectId,
+  config: Pick<Config, 'restrictedKinds' | 'protectedNamespaces'>,
+  secretByReference = false,
+): string | undefined {
   const { group } = parseApiVersion(id.apiVersion);
   const referenced = secretByReference && group === '' && id.kind === 'Secret';
   if (!referenced && isRestrictedKind(config, group, id.kind)) {
-    const hint = group === '' && id.kind.toLowerCase() === 'secret' ? '; ship Secret values by reference (dataFrom.secretRef)' : '';
+    const hint =
+      group === '' && id.kind.toLowerCase() === 'secret'
+        ? '; ship Secret values by reference (dataFrom.secretRef)'
+        : '';
     return `kind ${id.apiVersion}/${id.kind} is restricted and never synced${hint}`;
   }
   if (group === '' && id.kind === 'Namespace' && !id.namespace) {
@@ -97,7 +132,11 @@ export function ownership(live: Meta, owner: string): Ownership {
  * SyncResource's owner annotation and was created, not adopted, by it; an adopted one is
  * released (our marks taken off); anything else is left alone.
  */
-export function pruneAction(live: Meta | undefined, owner: string, adopted: boolean): 'delete' | 'release' | 'leave' {
+export function pruneAction(
+  live: Meta | undefined,
+  owner: string,
+  adopted: boolean,
+): 'delete' | 'release' | 'leave' {
   if (!live || ownership(live, owner) !== 'ours') return 'leave';
   return adopted ? 'release' : 'delete';
 }
@@ -140,11 +179,22 @@ export const isClusterFailure = (err: KubeApiError): boolean => err.code === 0 |
  * match the object is InvalidManifest. Cluster-level failures and bugs are rethrown: only
  * they may end a run.
  */
-export function requestFailure(what: string, err: unknown): { reason: string; message: string; transient: boolean } {
+export function requestFailure(
+  what: string,
+  err: unknown,
+): { reason: string; message: string; transient: boolean } {
   if (err instanceof KubeApiError && !isClusterFailure(err)) {
-    return { reason: 'ApplyFailed', message: `${what}: ${stableMessage(err.status?.message ?? err.message)}`, transient: err.transient };
+    return {
+      reason: 'ApplyFailed',
+      message: `${what}: ${stableMessage(err.status?.message ?? err.message)}`,
+      transient: err.transient,
+    };
   }
-  if (err instanceof IdentityError || err instanceof UnsafePathError || err instanceof IdentityMismatchError) {
+  if (
+    err instanceof IdentityError ||
+    err instanceof UnsafePathError ||
+    err instanceof IdentityMismatchError
+  ) {
     return { reason: 'InvalidManifest', message: `${what}: ${err.message}`, transient: false };
   }
   throw err;
@@ -172,7 +222,10 @@ export const inControlPlane = (namespace: string, config: Pick<Config, 'controlP
   config.controlPlaneNamespaces.includes(namespace);
 
 /** outsideControlPlane says why a SyncResource in namespace is ignored (its Warning Event), or undefined when it is acted on. */
-export function outsideControlPlane(namespace: string, config: Pick<Config, 'controlPlaneNamespaces'>): string | undefined {
+export function outsideControlPlane(
+  namespace: string,
+  config: Pick<Config, 'controlPlaneNamespaces'>,
+): string | undefined {
   if (inControlPlane(namespace, config)) return undefined;
   return `namespace ${namespace} is not a control-plane namespace (${config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`;
 }
@@ -182,7 +235,10 @@ export function outsideControlPlane(namespace: string, config: Pick<Config, 'con
  * for) holds only if the live object has that uid and at least that generation; says why
  * not ('gone or replaced', 'generation from the future'), or undefined when it holds.
  */
-export function claimRefusal(live: Meta | undefined, claim: { uid: string; generation: number }): string | undefined {
+export function claimRefusal(
+  live: Meta | undefined,
+  claim: { uid: string; generation: number },
+): string | undefined {
   if (!live || live.metadata.uid !== claim.uid) return 'gone or replaced';
   if (!(claim.generation <= (live.metadata.generation ?? 0))) return 'generation from the future';
   return undefined;
@@ -194,15 +250,20 @@ export function claimRefusal(live: Meta | undefined, claim: { uid: string; gener
  * the Kyma the live spec names (the client cache holds it for that Kyma); otherwise it
  * resolves the Secret again.
  */
-export const mayUseResolvedSecret = (live: { spec: { kyma: string } }, claim: { namespace: string; kyma: string; secret?: { namespace: string } | undefined }): boolean =>
-  live.spec.kyma === claim.kyma && claim.secret?.namespace === claim.namespace;
+export const mayUseResolvedSecret = (
+  live: { spec: { kyma: string } },
+  claim: { namespace: string; kyma: string; secret?: { namespace: string } | undefined },
+): boolean => live.spec.kyma === claim.kyma && claim.secret?.namespace === claim.namespace;
 
 /**
  * resultNamesSpec: a result for the live generation must name exactly the live spec's
  * items, in order (a run's result always does); a result for an older generation, a
  * cluster error or a deletion names none.
  */
-export function resultNamesSpec(result: { generation: number; items: { name: string }[]; clusterError?: unknown; deleting?: unknown }, live: Meta & { spec: { items?: { name: string }[] } }): boolean {
+export function resultNamesSpec(
+  result: { generation: number; items: { name: string }[]; clusterError?: unknown; deleting?: unknown },
+  live: Meta & { spec: { items?: { name: string }[] } },
+): boolean {
   if (result.generation !== live.metadata.generation || result.clusterError || result.deleting) return true;
   const spec = (live.spec.items ?? []).map((i) => i.name);
   return result.items.length === spec.length && result.items.every((i, n) => i.name === spec[n]);
@@ -213,7 +274,10 @@ export function resultNamesSpec(result: { generation: number; items: { name: str
  * the object must still be the one decided on (uid, resourceVersion), of the generation and
  * with the item names the result claims; a failed test changes nothing.
  */
-export function statusWriteTests(sr: Meta & { metadata: { resourceVersion?: string } }, claim: { generation: number; items: string[] }): object[] {
+export function statusWriteTests(
+  sr: Meta & { metadata: { resourceVersion?: string } },
+  claim: { generation: number; items: string[] },
+): object[] {
   return [
     { op: 'test', path: '/metadata/uid', value: sr.metadata.uid },
     { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
@@ -229,9 +293,15 @@ export function statusWriteTests(sr: Meta & { metadata: { resourceVersion?: stri
  * if it is labelled a sync source and for the SyncResource's Kyma; a ConfigMap without a
  * Kyma label serves every Kyma of its namespace (forEveryKyma). Says why not, or undefined.
  */
-export function sourceRefusal(what: string, labels: Record<string, string> | undefined, kyma: string, forEveryKyma: boolean): string | undefined {
+export function sourceRefusal(
+  what: string,
+  labels: Record<string, string> | undefined,
+  kyma: string,
+  forEveryKyma: boolean,
+): string | undefined {
   const l = labels ?? {};
-  if (l[SYNC_SOURCE_LABEL] !== 'true') return `${what} is not a sync source: it needs the label ${SYNC_SOURCE_LABEL}="true"`;
+  if (l[SYNC_SOURCE_LABEL] !== 'true')
+    return `${what} is not a sync source: it needs the label ${SYNC_SOURCE_LABEL}="true"`;
   const forKyma = l[KYMA_NAME_LABEL];
   if (forKyma === kyma || (forKyma === undefined && forEveryKyma)) return undefined;
   if (forEveryKyma) return `${what} is labelled for Kyma ${forKyma}, not for ${kyma}`;
@@ -243,11 +313,16 @@ export function sourceRefusal(what: string, labels: Record<string, string> | und
  * dataFromRefusal: values by reference go only into a v1 Secret that has no data or
  * stringData of its own and no subresource; says why not, or undefined.
  */
-export function dataFromRefusal(object: Record<string, unknown> | undefined, hasSubresource: boolean): string | undefined {
+export function dataFromRefusal(
+  object: Record<string, unknown> | undefined,
+  hasSubresource: boolean,
+): string | undefined {
   if (!object) return 'dataFrom needs a resource (a v1 Secret)';
-  if (object.apiVersion !== 'v1' || object.kind !== 'Secret') return `dataFrom is allowed only on a v1 Secret, not on ${String(object.apiVersion)}/${String(object.kind)}`;
+  if (object.apiVersion !== 'v1' || object.kind !== 'Secret')
+    return `dataFrom is allowed only on a v1 Secret, not on ${String(object.apiVersion)}/${String(object.kind)}`;
   for (const f of ['data', 'stringData']) {
-    if (object[f] !== undefined) return `resource sets ${f}, but a Secret with dataFrom takes its data from the source Secret only; remove ${f}`;
+    if (object[f] !== undefined)
+      return `resource sets ${f}, but a Secret with dataFrom takes its data from the source Secret only; remove ${f}`;
   }
   if (hasSubresource) return 'an item with dataFrom takes no subresource';
   return undefined;
@@ -259,7 +334,9 @@ export const feedbackRefusal = (kind: { apiVersion: string; kind: string }): str
 
 /** secretValues are what redacted hides of a source Secret's data: each value as stored (base64) and decoded, if 4 characters or more. */
 export const secretValues = (data: Record<string, string>): string[] =>
-  Object.values(data).flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')]).filter((v) => v.length >= 4);
+  Object.values(data)
+    .flatMap((v) => [v, Buffer.from(v, 'base64').toString('utf8')])
+    .filter((v) => v.length >= 4);
 
 /** Redactable is the text of an item result that may quote what was sent. */
 interface Redactable {
@@ -273,8 +350,16 @@ export function redacted<R extends Redactable>(r: R, secrets: string[] | undefin
   if (!secrets?.length) return r;
   const redact = (text: string) => secrets.reduce((t, v) => t.split(v).join('***'), text);
   return {
-    ...r, message: redact(r.message),
+    ...r,
+    message: redact(r.message),
     ...(r.health ? { health: { ...r.health, message: redact(r.health.message) } } : {}),
-    ...(r.feedback ? { feedback: r.feedback.map((f) => ({ ...f, ...(f.value !== undefined ? { value: redact(f.value) } : {}) })) } : {}),
+    ...(r.feedback
+      ? {
+          feedback: r.feedback.map((f) => ({
+            ...f,
+            ...(f.value !== undefined ? { value: redact(f.value) } : {}),
+          })),
+        }
+      : {}),
   };
 }
