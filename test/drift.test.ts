@@ -4,7 +4,7 @@
 // other field manager to a field we own is reverted and named (manager and path), and a
 // change to a field we do not own is left alone.
 import { execFile } from 'node:child_process';
-import { writeFile } from 'node:fs/promises';
+import { readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
@@ -29,90 +29,13 @@ function kubectl(args: string[], opts: { stdin?: string; editor?: string } = {})
   });
 }
 
-/** corpus returns manifests whose stored form differs from their text, each a different way. */
-function corpus(ns: string): Record<string, string> {
-  const m = (text: string) => text.replaceAll('NS', ns);
-  return {
-    'cm-empty-data': m(
-      'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: empty-data, namespace: NS}\ndata: {}\n',
-    ),
-    'cm-empty-meta': m(
-      'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: empty-meta, namespace: NS, labels: {}, annotations: {}}\ndata: {a: "1"}\n',
-    ),
-    'cm-key-order': m(
-      'apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: key-order\n  namespace: NS\n  labels: {z: "1", a: "2", m: "3"}\n  annotations: {y: "1", b: "2"}\ndata: {z: "1", a: "2"}\n',
-    ),
-    'cm-empty-binary': m(
-      'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: empty-binary, namespace: NS}\nbinaryData: {}\ndata: {k: v}\n',
-    ),
-    'limitrange-millis': m(
-      'apiVersion: v1\nkind: LimitRange\nmetadata: {name: millis, namespace: NS}\nspec:\n  limits:\n  - type: Container\n    default: {cpu: 1000m, memory: 1024Mi}\n    defaultRequest: {cpu: 0.5, memory: 536870912}\n',
-    ),
-    'limitrange-numbers': m(
-      'apiVersion: v1\nkind: LimitRange\nmetadata: {name: numbers, namespace: NS}\nspec:\n  limits:\n  - type: Container\n    max: {cpu: 2, memory: 1e9}\n',
-    ),
-    'quota-spellings': m(
-      'apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: spellings, namespace: NS}\nspec:\n  hard: {cpu: 2000m, memory: 2048Mi, pods: "10", persistentvolumeclaims: 1e1}\n',
-    ),
-    'quota-empty-scopes': m(
-      'apiVersion: v1\nkind: ResourceQuota\nmetadata: {name: scopes, namespace: NS}\nspec:\n  hard: {configmaps: 0x14}\n  scopes: []\n',
-    ),
-    'svc-defaults': m(
-      'apiVersion: v1\nkind: Service\nmetadata: {name: defaults, namespace: NS}\nspec:\n  selector: {app: x}\n  ports:\n  - port: 80\n',
-    ),
-    'svc-int-or-string': m(
-      'apiVersion: v1\nkind: Service\nmetadata: {name: int-or-string, namespace: NS}\nspec:\n  selector: {app: x}\n  ports:\n  - {name: http, port: 80, targetPort: 8080}\n  - {name: metrics, port: 9090, targetPort: metrics, protocol: TCP}\n',
-    ),
-    'deploy-defaults': m(
-      'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: defaults, namespace: NS}\nspec:\n  selector: {matchLabels: {app: d}}\n  template:\n    metadata: {labels: {app: d}}\n    spec:\n      containers:\n      - name: c\n        image: registry.local/app:1\n        resources: {requests: {cpu: 0.1, memory: 128974848}, limits: {cpu: 1, memory: 1Gi}}\n',
-    ),
-    'deploy-number-forms': m(
-      'apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: number-forms, namespace: NS}\nspec:\n  replicas: 0x1\n  revisionHistoryLimit: 0o12\n  progressDeadlineSeconds: 6.0e2\n  selector: {matchLabels: {app: num}}\n  template:\n    metadata: {labels: {app: num}}\n    spec:\n      containers:\n      - {name: c, image: registry.local/app:1, ports: [{containerPort: 8080}]}\n',
-    ),
-    'pv-nfs': m(
-      'apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: NS-nfs}\nspec:\n  capacity: {storage: 1024Mi}\n  accessModes: [ReadWriteMany]\n  nfs: {server: 10.0.0.1, path: /export}\n',
-    ),
-    'pvc-bytes': m(
-      'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: bytes, namespace: NS}\nspec:\n  accessModes: [ReadWriteOnce]\n  resources: {requests: {storage: 1073741824}}\n  storageClassName: NS-nfs\n',
-    ),
-    'storageclass-nfs': m(
-      'apiVersion: storage.k8s.io/v1\nkind: StorageClass\nmetadata: {name: NS-nfs}\nprovisioner: nfs.csi.k8s.io\nparameters: {server: 10.0.0.1, share: /export}\nmountOptions: [nfsvers=4.1]\n',
-    ),
-    'namespace-labels': m('apiVersion: v1\nkind: Namespace\nmetadata: {name: NS-extra, labels: {team: a}}\n'),
-    'netpol-empty-selector': m(
-      'apiVersion: networking.k8s.io/v1\nkind: NetworkPolicy\nmetadata: {name: empty-selector, namespace: NS}\nspec:\n  podSelector: {}\n  ingress: []\n',
-    ),
-    'pdb-percent': m(
-      'apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: percent, namespace: NS}\nspec:\n  minAvailable: 50%\n  selector: {matchLabels: {app: d}}\n',
-    ),
-    'cronjob-defaults': m(
-      'apiVersion: batch/v1\nkind: CronJob\nmetadata: {name: defaults, namespace: NS}\nspec:\n  schedule: "*/5 * * * *"\n  jobTemplate:\n    spec:\n      template:\n        spec:\n          restartPolicy: OnFailure\n          containers: [{name: c, image: registry.local/job:1}]\n',
-    ),
-    'ingress-port': m(
-      'apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata: {name: port, namespace: NS}\nspec:\n  rules:\n  - http:\n      paths:\n      - {path: /, pathType: Prefix, backend: {service: {name: defaults, port: {number: 80}}}}\n',
-    ),
-    'sa-empty-lists': m(
-      'apiVersion: v1\nkind: ServiceAccount\nmetadata: {name: empty-lists, namespace: NS}\nsecrets: []\nimagePullSecrets: []\n',
-    ),
-    'priorityclass-float': m(
-      'apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\nmetadata: {name: NS-float}\nvalue: 1e3\n',
-    ),
-    'role-empty': m(
-      'apiVersion: rbac.authorization.k8s.io/v1\nkind: Role\nmetadata: {name: empty, namespace: NS, annotations: {}}\nrules: []\n',
-    ),
-    'hpa-defaults': m(
-      'apiVersion: autoscaling/v2\nkind: HorizontalPodAutoscaler\nmetadata: {name: defaults, namespace: NS}\nspec:\n  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: defaults}\n  maxReplicas: 3\n  metrics:\n  - type: Resource\n    resource: {name: cpu, target: {type: Utilization, averageUtilization: 80}}\n',
-    ),
-    'crd-defaults': m(
-      'apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {name: widgets.NS.example.com}\nspec:\n  group: NS.example.com\n  names: {kind: Widget, plural: widgets}\n  scope: Namespaced\n  versions:\n  - name: v1\n    served: true\n    storage: true\n    subresources: {status: {}}\n    schema:\n      openAPIV3Schema:\n        type: object\n        properties:\n          spec:\n            type: object\n            properties:\n              size: {type: string, default: small}\n              replicas: {type: integer, default: 1}\n              limit: {x-kubernetes-int-or-string: true, anyOf: [{type: integer}, {type: string}]}\n          status:\n            type: object\n            properties:\n              state: {type: string}\n              phase: {type: string}\n',
-    ),
-    'cr-defaulted': m(
-      'apiVersion: NS.example.com/v1\nkind: Widget\nmetadata: {name: defaulted, namespace: NS}\nspec: {limit: "10"}\n',
-    ),
-    'job-generated': m(
-      'apiVersion: batch/v1\nkind: Job\nmetadata: {name: generated, namespace: NS}\nspec:\n  template:\n    spec:\n      restartPolicy: Never\n      containers: [{name: c, image: registry.local/job:1}]\n',
-    ),
-  };
+/** corpus returns manifests whose stored form differs from their text, each a different way (fixtures/drift-corpus.yaml). */
+async function corpus(ns: string): Promise<Record<string, string>> {
+  const text = await readFile(join(import.meta.dirname, 'fixtures', 'drift-corpus.yaml'), 'utf8');
+  const docs = text.split(/^---\n/m).slice(1);
+  return Object.fromEntries(
+    docs.map((d) => [/^# (\S+)\n/.exec(d)![1]!, d.replace(/^# \S+\n/, '').replaceAll('NS', ns)]),
+  );
 }
 
 async function writesDuring(h: Harness, fn: () => Promise<void>): Promise<{ skr: number; kcp: number }> {
@@ -125,7 +48,7 @@ describe('drift', () => {
   it('is never what the server normalizes: 28 non-canonical manifests, three resyncs, zero writes anywhere', async () => {
     // A name that is also a valid DNS label and group part (the corpus uses it in cluster-scoped names).
     const h = await new Harness('drift').init(1);
-    const items: SyncItem[] = Object.entries(corpus(h.ns)).map(([name, resource]) => ({
+    const items: SyncItem[] = Object.entries(await corpus(h.ns)).map(([name, resource]) => ({
       name,
       strategy: 'CreateAndSync',
       resource,
@@ -168,7 +91,7 @@ describe('drift', () => {
   it('reverts what other field managers change in our fields, names them and the path, and leaves their own fields alone', async () => {
     const h = await new Harness('drift-who').init(1);
     const cm = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned, namespace: ${h.ns}}\ndata: {a: "1", b: "1"}\n`;
-    const widgetCrd = corpus(h.ns)['crd-defaults']!;
+    const widgetCrd = (await corpus(h.ns))['crd-defaults']!;
     const status = `apiVersion: ${h.ns}.example.com/v1\nkind: Widget\nmetadata: {name: w, namespace: ${h.ns}}\nstatus: {state: Ready}\n`;
     await h.put([
       { name: 'crd', strategy: 'CreateAndSync', resource: widgetCrd },
