@@ -95,6 +95,10 @@ function createInstruments() {
     }),
     /** statusWrites: status writes done. */
     statusWrites: meter.createCounter('sync.status.writes', { description: 'Status writes' }),
+    /** deadLetters: events the broker gave up on (retries exhausted), by type (a type the product does not know: other). */
+    deadLetters: meter.createCounter('sync.dead_letters', {
+      description: 'Events the broker delivered to the dead-letter sink after its retries, by event type',
+    }),
     healthTransitions: meter.createCounter('sync.health.transitions', {
       description:
         'Objects whose health changed, by the new status (Current, InProgress, Failed, Terminating, Unknown)',

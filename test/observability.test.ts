@@ -2,6 +2,7 @@
 // (received by a local OTLP/JSON collector), metrics on each function's Prometheus
 // endpoint, and no credential byte in any log, event, status, Kubernetes Event or span.
 import { readdir, readFile } from 'node:fs/promises';
+import { load } from 'js-yaml';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../infra/net.ts';
@@ -57,6 +58,8 @@ describe('observability', () => {
         OTEL_TRACES_EXPORTER: 'otlp',
         OTEL_METRICS_EXPORTER: 'prometheus',
         OTEL_BSP_SCHEDULE_DELAY: '100',
+        // One SKR client per process: two Kymas in use evict for capacity (the dashboard's eviction panel).
+        SYNC_MAX_CLUSTER_CLIENTS: '1',
       },
       envFor: (svc, r) => ({
         OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]),
@@ -265,5 +268,102 @@ describe('observability', () => {
       for (const secret of secrets)
         expect(text.includes(secret), `${where} holds credential bytes`).toBe(false);
     }
+  });
+
+  it('exports every metric the Grafana dashboard and the alert rules query', async () => {
+    const root = join(import.meta.dirname, '..', 'monitoring');
+    const dashboard = JSON.parse(await readFile(join(root, 'grafana-dashboard.json'), 'utf8')) as unknown;
+    const rules = load(await readFile(join(root, 'prometheusrule.yaml'), 'utf8')) as {
+      kind: string;
+      spec: {
+        groups: {
+          rules: {
+            alert: string;
+            expr: string;
+            labels: { severity: string };
+            annotations: Record<string, string>;
+          }[];
+        }[];
+      };
+    };
+    expect(rules.kind).toBe('PrometheusRule');
+    const alerts = rules.spec.groups.flatMap((g) => g.rules);
+    for (const a of alerts) {
+      expect(a.alert, JSON.stringify(a)).toMatch(/^KcpSync[A-Za-z]+$/);
+      expect(['warning', 'info']).toContain(a.labels.severity);
+      expect(a.annotations.summary && a.annotations.description, a.alert).toBeTruthy();
+    }
+    const exprs: string[] = alerts.map((a) => a.expr);
+    const walk = (v: unknown): void => {
+      if (Array.isArray(v)) v.forEach(walk);
+      else if (v && typeof v === 'object') {
+        for (const [k, x] of Object.entries(v)) {
+          if (k === 'expr' && typeof x === 'string') exprs.push(x);
+          else walk(x);
+        }
+      }
+    };
+    walk(dashboard);
+    const queried = new Set(exprs.flatMap((e) => e.match(/\bsync_[a-z0-9_]+/g) ?? []));
+    // What operators look at: step durations and outcomes, items by reason, drift by manager,
+    // API errors by cluster, dead letters, the client cache.
+    for (const m of [
+      'sync_step_duration_seconds_count',
+      'sync_step_duration_seconds_bucket',
+      'sync_items_total',
+      'sync_drift_corrections_total',
+      'sync_api_errors_total',
+      'sync_dead_letters_total',
+      'sync_client_cache_hits_total',
+    ]) {
+      expect(queried).toContain(m);
+    }
+
+    // A dead letter, posted to the sink as the broker posts an event it gave up on.
+    for (const f of s.runtime.functions.filter((fn) => fn.service === 'sync-dead-letter')) {
+      const res = await fetch(f.url, {
+        method: 'POST',
+        headers: {
+          'content-type': 'application/json',
+          'ce-specversion': '1.0',
+          'ce-id': uniqueName('dl'),
+          'ce-source': '/kcp-sync-resource/apply-items',
+          'ce-type': 'io.kyma-project.syncresource.items.applied',
+        },
+        body: '{}',
+      });
+      expect(res.status).toBeLessThan(300);
+    }
+    // A SyncResource on a second Kyma: with one client per process, its runs evict the first Kyma's client.
+    const name = uniqueName('second-kyma');
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-2', [
+        {
+          name: 'cm',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n`,
+        },
+      ]),
+    );
+    await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
+    const services = [
+      'sync-resync',
+      'sync-resolve-cluster',
+      'sync-apply-items',
+      'sync-write-status',
+      'sync-dead-letter',
+    ];
+    await eventually(
+      async () => {
+        const exported = new Set<string>();
+        for (const svc of services)
+          for (const k of Object.keys(await scrape(svc))) exported.add(k.replace(/\{.*$/, ''));
+        expect([...queried].filter((m) => !exported.has(m))).toEqual([]);
+      },
+      30_000,
+      500,
+    );
   });
 });

@@ -1,0 +1,97 @@
+// The docs' facts are the code's: the CloudEvents table is rendered from lib/events.ts and
+// matches knative.yaml's Triggers, BENCHMARKS.md's figures are a run's JSON, and every link
+// between the documents leads somewhere.
+import { access, readdir, readFile } from 'node:fs/promises';
+import { dirname, join, resolve } from 'node:path';
+import { loadAll } from 'js-yaml';
+import { describe, expect, it } from 'vitest';
+import { renderRun, replaceFigures } from '../bench/render.ts';
+import type { Run } from '../bench/record.ts';
+import { ARCHITECTURE, withEvents } from '../infra/docs.ts';
+import { ApiServerRefTypes, EVENT_CONTRACT, EventTypes, PING_TYPE } from '../lib/events.ts';
+
+const root = join(import.meta.dirname, '..');
+
+type Filter = { exact?: { type?: string }; prefix?: { type?: string }; any?: Filter[]; all?: Filter[] };
+type Trigger = {
+  kind: string;
+  metadata: { name: string };
+  spec: { filters?: Filter[]; filter?: { attributes: { type: string } } };
+};
+
+/** typesOf collects the exact types and type prefixes a Trigger's filters name (a type named under not is not taken). */
+function typesOf(t: Trigger): { exact: string[]; prefix: string[] } {
+  const out = { exact: [] as string[], prefix: [] as string[] };
+  const walk = (f: Filter) => {
+    if (f.exact?.type) out.exact.push(f.exact.type);
+    if (f.prefix?.type) out.prefix.push(f.prefix.type);
+    for (const g of [...(f.any ?? []), ...(f.all ?? [])]) walk(g);
+  };
+  for (const f of t.spec.filters ?? []) walk(f);
+  if (t.spec.filter?.attributes.type) out.exact.push(t.spec.filter.attributes.type);
+  return out;
+}
+
+describe('the docs', () => {
+  it('show the CloudEvents contract as lib/events.ts has it', async () => {
+    const doc = await readFile(ARCHITECTURE, 'utf8');
+    expect(doc, 'run node infra/docs.ts').toBe(withEvents(doc));
+  });
+
+  it('list every event type the code consumes and emits, each taken by the Triggers knative.yaml routes it to', async () => {
+    const inCode = [...ApiServerRefTypes, PING_TYPE, ...Object.values(EventTypes)].sort();
+    expect(EVENT_CONTRACT.map((e) => e.type).sort()).toEqual(inCode);
+    const docs = loadAll(await readFile(join(root, 'knative.yaml'), 'utf8')) as { kind: string }[];
+    const triggers = docs.filter((d): d is Trigger => d?.kind === 'Trigger');
+    expect(triggers.length).toBeGreaterThan(3);
+    for (const e of EVENT_CONTRACT) {
+      const takers = triggers.filter((t) => {
+        const { exact, prefix } = typesOf(t);
+        return exact.includes(e.type) || prefix.some((p) => e.type.startsWith(p));
+      });
+      expect(takers.map((t) => t.metadata.name).sort(), e.type).toEqual([...e.to].sort());
+    }
+    // Every source the contract names is one knative.yaml defines.
+    const sources = new Set(
+      docs.filter((d) => /Source$/.test(d?.kind ?? '')).map((d) => (d as Trigger).metadata.name),
+    );
+    for (const s of EVENT_CONTRACT.flatMap((e) => e.from.sources ?? [])) expect(sources).toContain(s);
+  });
+
+  it("show BENCHMARKS.md's figures as the recorded run's JSON renders them", async () => {
+    const run = JSON.parse(await readFile(join(root, 'bench', 'results', 'latest.json'), 'utf8')) as Run;
+    expect(run.rows.length).toBeGreaterThan(20);
+    const doc = await readFile(join(root, 'BENCHMARKS.md'), 'utf8');
+    expect(doc, 'run node bench/render.ts bench/results/latest.json').toBe(replaceFigures(doc, run));
+    expect(doc).toContain(renderRun(run));
+  });
+
+  it('link only to files that exist, and keep the README short', async () => {
+    const files = ['README.md', 'BENCHMARKS.md'];
+    for (const dir of ['docs/user', 'docs/contributor']) {
+      for (const f of await readdir(join(root, dir))) if (f.endsWith('.md')) files.push(join(dir, f));
+    }
+    expect(files).toEqual(
+      expect.arrayContaining([
+        'docs/user/api.md',
+        'docs/user/module-teams.md',
+        'docs/user/operating.md',
+        'docs/user/security.md',
+        'docs/contributor/architecture.md',
+        'docs/contributor/development.md',
+      ]),
+    );
+    for (const f of files) {
+      const text = await readFile(join(root, f), 'utf8');
+      for (const [, target] of text.matchAll(/\]\(([^)#\s]+)(?:#[^)]*)?\)/g)) {
+        if (/^[a-z]+:/.test(target!)) continue;
+        await expect(
+          access(resolve(dirname(join(root, f)), target!)).then(() => true),
+          `${f} links to ${target}`,
+        ).resolves.toBe(true);
+      }
+    }
+    const readme = await readFile(join(root, 'README.md'), 'utf8');
+    expect(readme.split('\n').length).toBeLessThanOrEqual(170);
+  });
+});
