@@ -74,14 +74,12 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       : {}),
     ...(feedback
       ? {
-          feedback: feedback
-            .slice(0, MAX_FEEDBACK)
-            .map((f) => ({
-              ...f,
-              name: bounded(f.name, 63),
-              ...(f.value !== undefined ? { value: bounded(f.value) } : {}),
-              ...(f.message !== undefined ? { message: bounded(f.message, 256) } : {}),
-            })),
+          feedback: feedback.slice(0, MAX_FEEDBACK).map((f) => ({
+            ...f,
+            name: bounded(f.name, 63),
+            ...(f.value !== undefined ? { value: bounded(f.value) } : {}),
+            ...(f.message !== undefined ? { message: bounded(f.message, 256) } : {}),
+          })),
         }
       : {}),
   }));

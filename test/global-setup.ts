@@ -40,14 +40,12 @@ export default async function setup(project: TestProject): Promise<() => Promise
     stateDir,
     kcp: { kubeconfig: set.kcp.kubeconfig, url: set.kcp.url },
     isolated: { name: isolated!.name, kubeconfig: isolated!.kubeconfig },
-    skrs: set.skrs
-      .slice(0, 2)
-      .map((s) => ({
-        name: s.name,
-        kubeconfig: s.kubeconfig,
-        url: s.url,
-        ca: { certFile: s.pki.caFile, keyFile: `${s.pki.dir}/ca.key` },
-      })),
+    skrs: set.skrs.slice(0, 2).map((s) => ({
+      name: s.name,
+      kubeconfig: s.kubeconfig,
+      url: s.url,
+      ca: { certFile: s.pki.caFile, keyFile: `${s.pki.dir}/ca.key` },
+    })),
     kubernetesVersion: set.binaries.versions.kubernetes,
   });
   return async () => {

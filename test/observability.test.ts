@@ -7,6 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { freePort } from '../infra/net.ts';
 import { DEFAULT_REPLICAS } from '../infra/runtime/index.ts';
+import { EVENT_CONTRACT, EventTypes, PING_TYPE, SOURCE_PREFIX } from '../lib/events.ts';
 import { startCollector, type Collector, type Span } from './collector.ts';
 import { kubectl, serviceLog, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { credentialFragments, eventually, uniqueName } from './helpers.ts';
@@ -140,6 +141,40 @@ describe('observability', () => {
     // Logs carry the trace id.
     const applyLog = await serviceLog(s.stateDir, 'sync-apply-items');
     expect(applyLog).toContain(`"traceId":"${apply.traceId}"`);
+  });
+
+  it('sends every event as the CloudEvents contract (lib/events.ts) says: type, source, subject, data fields', async () => {
+    const seen = new Set<string>();
+    for (const { attributes: a, data: raw } of s.runtime.broker.observed) {
+      const c = EVENT_CONTRACT.find((e) => e.type === a.type);
+      expect(c, `type ${a.type}`).toBeDefined();
+      seen.add(a.type!);
+      const data = (typeof raw === 'string' ? JSON.parse(raw) : raw) as Record<string, unknown>;
+      const fields = c!.data.map((f) => f.replace(/\?$/, ''));
+      const required = c!.data.filter((f) => !f.endsWith('?'));
+      expect(
+        Object.keys(data).filter((k) => !fields.includes(k)),
+        `${a.type} data`,
+      ).toEqual([]);
+      for (const f of required) expect(data, `${a.type} data.${f}`).toHaveProperty(f);
+      if (c!.from.steps) {
+        expect(
+          c!.from.steps.map((st) => `${SOURCE_PREFIX}/${st}`),
+          `${a.type} source`,
+        ).toContain(a.source);
+        expect(a.subject).toBe(`${String(data.namespace)}/${String(data.name)}`);
+      }
+    }
+    for (const t of [
+      'dev.knative.apiserver.ref.add',
+      PING_TYPE,
+      EventTypes.reconcileKyma,
+      EventTypes.kymaResolved,
+      EventTypes.clusterResolved,
+      EventTypes.itemsApplied,
+    ]) {
+      expect(seen, 'a run sends it').toContain(t);
+    }
   });
 
   it('counts drift corrections and skipped status writes', async () => {

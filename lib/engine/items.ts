@@ -93,12 +93,14 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const { owner, entry, fieldManager } = ctx;
   const name = p.item.name;
   const what = describeId(p.id);
+  // A settled decision keeps the live object: its health is still reported (a Delete item's object being deleted).
   const none = (done: ItemResult): Decision => ({
     op: 'none',
     status: false,
     record: false,
     drift: false,
     done,
+    live,
   });
   const whose = live && ownership(live, owner);
   if (whose && typeof whose === 'object') {

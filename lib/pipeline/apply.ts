@@ -111,12 +111,10 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   }
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
   const sources = (name: string) =>
-    deps.lookups
-      .source(data.namespace, name)
-      .then((s) => ({
-        data: sourceData(s, data.namespace, name, sr.spec.kyma),
-        version: s!.metadata.resourceVersion!,
-      }));
+    deps.lookups.source(data.namespace, name).then((s) => ({
+      data: sourceData(s, data.namespace, name, sr.spec.kyma),
+      version: s!.metadata.resourceVersion!,
+    }));
   // A listed SyncResource may have changed since its batch listed it: it is read once before
   // the run's first write to the SKR (a no-op run writes nothing and reads nothing). Its
   // writes to the KCP test the listed resourceVersion anyway.
