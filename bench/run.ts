@@ -160,7 +160,18 @@ try {
       clearTimeout(timer);
       abort.abort();
     }
-    throw new Error(`${prefix}: not all ${n} Ready after ${timeoutMs} ms`);
+    // Say where the rest stand, so that a run that stalls can be read.
+    const left = await kcp.client.call<{ items: SyncResource[] }>('GET', srPath(), {
+      query: { labelSelector },
+    });
+    const stand = new Map<string, number>();
+    for (const x of left.items.filter((x) => !isReady(x))) {
+      const key = `${x.status?.state ?? 'no status'}/${x.status?.conditions?.[0]?.reason ?? '-'} gen ${x.status?.observedGeneration ?? '-'} of ${x.metadata.generation}`;
+      stand.set(key, (stand.get(key) ?? 0) + 1);
+    }
+    throw new Error(
+      `${prefix}: not all ${n} Ready after ${timeoutMs} ms; the others: ${JSON.stringify(Object.fromEntries(stand))}`,
+    );
   };
   const create = (objs: KubeObject[]) =>
     mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));

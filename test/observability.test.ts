@@ -343,8 +343,8 @@ describe('observability', () => {
     // What operators look at: step durations and outcomes, items by reason, drift by manager,
     // API errors by cluster, dead letters, the client cache.
     for (const m of [
-      'sync_step_duration_seconds_count',
-      'sync_step_duration_seconds_bucket',
+      'sync_step_duration_count',
+      'sync_step_duration_bucket',
       'sync_items_total',
       'sync_drift_corrections_total',
       'sync_api_errors_total',
