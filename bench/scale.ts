@@ -24,7 +24,8 @@ export interface ScaleContext {
   /** metricsPorts maps "service/replica" to its Prometheus port. */
   metricsPorts: Record<string, number>;
   row: (scenario: string, figure: string, value: string, target?: string) => void;
-  waitReady: (prefix: string, n: number, timeoutMs?: number) => Promise<void>;
+  /** waitReady waits for n Ready SyncResources of a batch; catchUp (default true) fires a resync tick when deliveries stop. */
+  waitReady: (prefix: string, n: number, timeoutMs?: number, catchUp?: boolean) => Promise<void>;
   /** cpu returns CPU seconds used so far by each group of processes of the stack. */
   cpu: () => Promise<Record<string, number>>;
 }
@@ -147,7 +148,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
       }
     })();
     try {
-      await ctx.waitReady(`${batch}-`, n, 3_600_000);
+      await ctx.waitReady(`${batch}-`, n, 3_600_000, false);
     } finally {
       ready = true;
       await catchUp;
