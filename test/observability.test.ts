@@ -144,6 +144,17 @@ describe('observability', () => {
   });
 
   it('sends every event as the CloudEvents contract (lib/events.ts) says: type, source, subject, data fields', async () => {
+    // A resync tick, so that a ping and the Kyma fan-out are among what the broker saw.
+    s.runtime.ping[0]!.fire();
+    await eventually(
+      async () => {
+        const types = s.runtime.broker.observed.map((o) => o.attributes.type);
+        expect(types).toContain(PING_TYPE);
+        expect(types).toContain(EventTypes.kymaResolved);
+      },
+      20_000,
+      250,
+    );
     const seen = new Set<string>();
     for (const { attributes: a, data: raw } of s.runtime.broker.observed) {
       const c = EVENT_CONTRACT.find((e) => e.type === a.type);
