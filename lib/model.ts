@@ -1,6 +1,6 @@
 // model.ts: the SyncResource API as TypeScript types, and the names (labels,
 // annotations, finalizer) the product writes.
-import type { KubeObject } from './kube/objects.ts';
+import type { KubeObject } from './kube/types.ts';
 
 /** Group and version of SyncResource. */
 export const SYNC_API_VERSION = 'operator.kyma-project.io/v1alpha1';

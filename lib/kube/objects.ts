@@ -4,26 +4,10 @@ import type { KubeClient } from './client.ts';
 import { PatchType } from './client.ts';
 import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
 import { isNotFound } from './errors.ts';
+import type { KubeObject } from './types.ts';
 import { checkReadIdentity, deleteOptionsFor } from '../policy/rules.ts';
 
-/** KubeObject is any Kubernetes object as plain JSON. */
-export interface KubeObject {
-  apiVersion: string;
-  kind: string;
-  metadata: {
-    name: string;
-    namespace?: string;
-    uid?: string;
-    resourceVersion?: string;
-    generation?: number;
-    labels?: Record<string, string>;
-    annotations?: Record<string, string>;
-    deletionTimestamp?: string;
-    finalizers?: string[];
-    [k: string]: unknown;
-  };
-  [k: string]: unknown;
-}
+export type { KubeObject } from './types.ts';
 
 /** Cluster bundles a client with its RestMapper: everything needed to act on one cluster. */
 export interface Cluster {
