@@ -3,6 +3,7 @@
 // output of a run and names that run's commit and machine:
 //   node bench/render.ts FILE [BENCHMARKS.md]
 import { readFile, writeFile } from 'node:fs/promises';
+import { replaceMarked } from '../infra/docs.ts';
 import type { Run } from './record.ts';
 
 const BEGIN = "<!-- figures: written by bench/render.ts from a run's JSON; do not edit by hand -->";
@@ -33,10 +34,7 @@ export function renderRun(run: Run): string {
 
 /** replaceFigures puts the rendered run between the markers of doc; it refuses a doc without them. */
 export function replaceFigures(doc: string, run: Run): string {
-  const from = doc.indexOf(BEGIN);
-  const to = doc.indexOf(END);
-  if (from < 0 || to < from) throw new Error('BENCHMARKS.md has no figures markers');
-  return doc.slice(0, from) + renderRun(run) + doc.slice(to + END.length);
+  return replaceMarked(doc, BEGIN, END, renderRun(run), 'BENCHMARKS.md has no figures markers');
 }
 
 if (import.meta.main) {

@@ -179,21 +179,23 @@ try {
    * the API server then closes its watch as unresponsive, and the adapter, watching again,
    * sends nothing for what it missed. In production the next PingSource tick catches up;
    * here the timer is off, so a tick is fired when nothing has been delivered for 20 s, and
-   * counted (a row at the end), so that no figure hides one.
+   * counted (a row at the end; waitReady returns how many), so that no figure hides one.
    */
   const caughtUp = new Map<string, number>();
-  const waitReady = async (prefix: string, n: number, timeoutMs = 600_000, catchUp = true) => {
+  const waitReady = async (prefix: string, n: number, timeoutMs = 600_000): Promise<number> => {
     let done = false;
+    let fired = 0;
     const ticks = (async () => {
       let last = -1;
       let quietSince = performance.now();
-      while (catchUp && !done) {
+      while (!done) {
         await sleep(2_000);
         if (rt.broker.stats.received !== last || rt.broker.pending > 0) {
           last = rt.broker.stats.received;
           quietSince = performance.now();
         } else if (performance.now() - quietSince > 20_000 && !done) {
           rt.ping[0]!.fire();
+          fired++;
           caughtUp.set(prefix, (caughtUp.get(prefix) ?? 0) + 1);
           quietSince = performance.now();
         }
@@ -205,6 +207,7 @@ try {
       done = true;
       await ticks;
     }
+    return fired;
   };
   const create = (objs: KubeObject[]) =>
     mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));

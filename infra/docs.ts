@@ -32,10 +32,21 @@ export function renderEvents(): string {
 
 /** withEvents puts the rendered table between the markers of doc. */
 export function withEvents(doc: string): string {
-  const from = doc.indexOf(BEGIN);
-  const to = doc.indexOf(END);
-  if (from < 0 || to < from) throw new Error(`${ARCHITECTURE} has no events markers`);
-  return doc.slice(0, from) + renderEvents() + doc.slice(to + END.length);
+  return replaceMarked(doc, BEGIN, END, renderEvents(), `${ARCHITECTURE} has no events markers`);
+}
+
+/** replaceMarked puts text (which starts with begin and ends with end) in place of what doc holds from begin to end. */
+export function replaceMarked(
+  doc: string,
+  begin: string,
+  end: string,
+  text: string,
+  missing: string,
+): string {
+  const from = doc.indexOf(begin);
+  const to = doc.indexOf(end);
+  if (from < 0 || to < from) throw new Error(missing);
+  return doc.slice(0, from) + text + doc.slice(to + end.length);
 }
 
 if (import.meta.main) {
