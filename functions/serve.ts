@@ -15,7 +15,7 @@ if (!name || !names.includes(name)) {
 }
 // Telemetry first, so that its providers are in place when the handlers load.
 const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelemetry(`kcp-sync-${name}`);
-const [{ default: faas }, mod, { getDeps }] = await Promise.all([
+const [{ default: faas }, mod, { getDeps, senderGuard }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
   import('./shared.ts'),
@@ -25,18 +25,31 @@ const [{ default: faas }, mod, { getDeps }] = await Promise.all([
 // TypeError doing it); a function that queues and orders its own work lags under bulk
 // load by design and must not be taken out of service for it.
 const ok = async () => 'OK';
-// dead-letter needs no KCP access: its ServiceAccount mounts no token, so it builds no clients.
+// dead-letter reads nothing of the KCP: it builds no pipeline clients (only the sender check's).
 const usesKcp = name !== 'dead-letter';
+// Every delivery passes the sender check first (SYNC_EVENT_AUTH=oidc): a refused one does no work.
+const guard = senderGuard(name);
+type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) => Promise<unknown>;
+const inner = mod.handle as Handle;
+const handle: Handle = guard
+  ? async (context, event) => {
+      await guard.check(context as never);
+      return inner(context, event);
+    }
+  : inner;
 await faas.start(
   {
-    handle: mod.handle as never,
+    handle: handle as never,
     readiness: ok as never,
     liveness: ok as never,
     init: async () => {
-      if (usesKcp) await getDeps();
+      // The issuer's keys are read before traffic; if the KCP cannot answer yet, the first
+      // deliveries are answered 503 (redelivered) until it does.
+      await Promise.all([usesKcp ? getDeps() : undefined, guard?.ready().catch(() => undefined)]);
     },
     shutdown: async () => {
       if (usesKcp) await (await getDeps()).cache.closeAll();
+      await guard?.close();
       await stopTelemetry();
     },
   },

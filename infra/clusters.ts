@@ -372,6 +372,8 @@ function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
       `--service-account-key-file=${c.pki.serviceAccount.pubFile}`,
       `--service-account-signing-key-file=${c.pki.serviceAccount.keyFile}`,
       '--service-account-issuer=https://kubernetes.default.svc.cluster.local',
+      // Where a Pod finds the keys (Knative's token verifier follows it from the discovery document).
+      '--service-account-jwks-uri=https://kubernetes.default.svc.cluster.local/openid/v1/jwks',
       '--service-cluster-ip-range=10.96.0.0/12',
       '--authorization-mode=RBAC',
       '--allow-privileged=true',

@@ -99,6 +99,16 @@ function createInstruments() {
     deadLetters: meter.createCounter('sync.dead_letters', {
       description: 'Events the broker delivered to the dead-letter sink after its retries, by event type',
     }),
+    /** senderRefusals: deliveries refused for their sender identity (lib/policy/senders.ts), by reason. */
+    senderRefusals: meter.createCounter('sync.sender.refusals', {
+      description:
+        'Deliveries refused because their OIDC token is missing, does not verify (invalid, expired, audience, issuer) or is of another sender (subject)',
+    }),
+    /** senderVerifyDuration: seconds to verify one delivery's token. */
+    senderVerifyDuration: meter.createHistogram('sync.sender.verify.duration', {
+      unit: 's',
+      description: "Duration of verifying one delivery's OIDC token",
+    }),
     healthTransitions: meter.createCounter('sync.health.transitions', {
       description:
         'Objects whose health changed, by the new status (Current, InProgress, Failed, Terminating, Unknown)',

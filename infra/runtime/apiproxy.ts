@@ -2,7 +2,9 @@
 // TLS front on loopback (its own CA, which the adapter's kubeconfig trusts; client-go
 // sends a bearer token only over TLS) that forwards every request to the API server,
 // unchanged (the adapter's own ServiceAccount token included). It is how the runtime
-// sees that an adapter has its watches open (ready), and how a test breaks them.
+// sees that an adapter has its watches open (ready), and how a test breaks them. Its
+// certificate also names kubernetes.default.svc: the cluster network tunnels that name to
+// it, as a Pod reaches its API server (Knative's token verifier reads the issuer there).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createServer, type Server } from 'node:https';
 import { mkdir, readFile } from 'node:fs/promises';
@@ -14,6 +16,7 @@ import { Agent, request, type Dispatcher } from 'undici';
 /** ApiProxy forwards to one API server and records the watches passing through. */
 export class ApiProxy {
   url = '';
+  port = 0;
   /** caFile is the CA that signed the proxy's serving certificate. */
   caFile = '';
   /** watched lists the paths of the watch requests received (query left out). */
@@ -32,14 +35,18 @@ export class ApiProxy {
   async listen(dir: string): Promise<string> {
     await mkdir(dir, { recursive: true });
     const ca = await makeCa(dir, 'kcp-proxy-ca');
-    const serving = await signCert(dir, 'proxy', '/CN=kcp-proxy', { san: 'IP:127.0.0.1', ca });
+    const serving = await signCert(dir, 'proxy', '/CN=kcp-proxy', {
+      san: 'IP:127.0.0.1,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local',
+      ca,
+    });
     this.caFile = ca.certFile;
     this.server = createServer(
       { cert: await readFile(serving.certFile), key: await readFile(serving.keyFile) },
       (req, res) => void this.forward(req, res).catch(() => res.destroy()),
     );
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
-    this.url = `https://127.0.0.1:${(this.server.address() as { port: number }).port}`;
+    this.port = (this.server.address() as { port: number }).port;
+    this.url = `https://127.0.0.1:${this.port}`;
     return this.url;
   }
 

@@ -11,9 +11,13 @@
 // in-memory channel dispatcher routes by. Loopback addresses are never proxied (Go and
 // Node skip them), so API server traffic goes direct.
 //
+// HTTPS goes through it too (HTTPS_PROXY, a CONNECT tunnel), for the names the runtime
+// gave a loopback port (tunnel()): kubernetes.default.svc, the API server as a Pod sees it.
+//
 // Every request passing through is counted while in flight, so the runtime can tell when
 // the data plane is idle.
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import { connect } from 'node:net';
 import { pipeline } from 'node:stream/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Agent, request, type Dispatcher } from 'undici';
@@ -79,6 +83,14 @@ export class ClusterNet {
     this.pods = pods;
   }
 
+  private readonly tunnels = new Map<string, number>();
+  private readonly tunnelled = new Set<import('node:net').Socket | import('node:stream').Duplex>();
+
+  /** tunnel makes CONNECT host:443 reach a loopback port (TLS end to end, as the host's own server answers). */
+  tunnel(hosts: string[], port: number): void {
+    for (const h of hosts) this.tunnels.set(`${h}:443`, port);
+  }
+
   /** register makes host (e.g. "sync-apply-items.kcp-system") resolve through route. */
   register(name: string, namespace: string, route: Route): void {
     this.hosts.set(`${name}.${namespace}`, route);
@@ -119,6 +131,25 @@ export class ClusterNet {
   async listen(): Promise<string> {
     this.server = createServer((req, res) => void this.forward(req, res).catch(() => res.destroy()));
     this.server.keepAliveTimeout = 65_000;
+    this.server.on('connect', (req: IncomingMessage, socket, head: Buffer) => {
+      const port = this.tunnels.get((req.url ?? '').toLowerCase());
+      if (!port) return void socket.end('HTTP/1.1 502 Bad Gateway\r\n\r\n');
+      const up = connect(port, '127.0.0.1', () => {
+        socket.write('HTTP/1.1 200 Connection Established\r\n\r\n');
+        if (head.length) up.write(head);
+        up.pipe(socket);
+        socket.pipe(up);
+      });
+      this.tunnelled.add(socket).add(up);
+      const end = () => {
+        socket.destroy();
+        up.destroy();
+        this.tunnelled.delete(socket);
+        this.tunnelled.delete(up);
+      };
+      up.on('error', end).on('close', end);
+      socket.on('error', end).on('close', end);
+    });
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.url = `http://127.0.0.1:${(this.server.address() as { port: number }).port}`;
     return this.url;
@@ -129,6 +160,8 @@ export class ClusterNet {
     return {
       HTTP_PROXY: this.url,
       http_proxy: this.url,
+      HTTPS_PROXY: this.url,
+      https_proxy: this.url,
       NO_PROXY: '127.0.0.1,localhost',
       no_proxy: '127.0.0.1,localhost',
       NODE_USE_ENV_PROXY: '1',
@@ -246,6 +279,7 @@ export class ClusterNet {
       e.closeAllConnections();
       e.close();
     }
+    for (const t of this.tunnelled) t.destroy();
     this.server?.closeAllConnections();
     await new Promise<void>((r) => (this.server ? this.server.close(() => r()) : r()));
     await this.agent.close();

@@ -87,13 +87,21 @@ export async function eventingObjects(config: string): Promise<KubeObject[]> {
   ];
 }
 
-/** installEventing applies Serving's CRDs and Knative Eventing's configuration to the KCP. */
+/**
+ * installEventing applies Serving's CRDs and Knative Eventing's configuration to the KCP.
+ * oidc turns on sender identity (config-features authentication-oidc): sources, Triggers
+ * and the broker's parts attach OIDC tokens, and the broker ingress verifies them and
+ * applies EventPolicies.
+ */
 export async function installEventing(
   kcp: Cluster,
   eventingConfig: string,
   servingConfig: string,
+  opts: { oidc?: boolean } = {},
 ): Promise<void> {
   const objects = await eventingObjects(eventingConfig);
+  const features = objects.find((o) => o.kind === 'ConfigMap' && o.metadata.name === 'config-features');
+  if (opts.oidc && features) (features.data as Record<string, string>)['authentication-oidc'] = 'enabled';
   // The controller's env names keys of the two images ConfigMaps: give each key a value.
   const controller = objects.find(
     (o) => o.kind === 'Deployment' && o.metadata.name === 'eventing-controller',

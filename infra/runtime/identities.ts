@@ -4,8 +4,8 @@
 // from its file. A ServiceAccount with automountServiceAccountToken: false gets none: its
 // function runs without KCP access, as its Pod would. So the Roles are exercised by
 // every local run, and a missing rule fails there first.
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join } from 'node:path';
+import { mkdir, rename, writeFile } from 'node:fs/promises';
+import { dirname, join } from 'node:path';
 import { dump } from 'js-yaml';
 import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
 import { applyObjects } from '../kcp-setup.ts';
@@ -127,4 +127,37 @@ export async function tokenKubeconfig(
     }),
   );
   return kubeconfig;
+}
+
+/**
+ * projectedToken requests a token of ServiceAccount name for audience (TokenRequest), as the
+ * kubelet does for a projected serviceAccountToken volume, writes it to file, and returns
+ * when the kubelet would renew it (80 % of its lifetime, in ms).
+ */
+export async function projectedToken(
+  kcp: Cluster,
+  namespace: string,
+  name: string,
+  projection: { audience?: string; expirationSeconds?: number },
+  file: string,
+): Promise<number> {
+  const seconds = projection.expirationSeconds ?? 3_600;
+  const request = await kcp.client.call<{ status: { token: string } }>(
+    'POST',
+    `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`,
+    {
+      body: {
+        apiVersion: 'authentication.k8s.io/v1',
+        kind: 'TokenRequest',
+        spec: {
+          expirationSeconds: seconds,
+          ...(projection.audience ? { audiences: [projection.audience] } : {}),
+        },
+      },
+    },
+  );
+  await mkdir(dirname(file), { recursive: true });
+  await writeFile(`${file}.tmp`, request.status.token, { mode: 0o600 });
+  await rename(`${file}.tmp`, file);
+  return seconds * 800;
 }

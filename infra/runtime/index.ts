@@ -46,6 +46,9 @@ async function startFunction(
   const processEnv: Record<string, string | undefined> = {
     ...process.env,
     ...env,
+    // The broker stand-in plays Knative without sender identity (authentication-oidc):
+    // no delivery carries a token, and no post needs one (knative: real plays it).
+    SYNC_EVENT_AUTH: 'none',
     ...opts.env,
     ...opts.envFor?.(service, replica),
     PORT: String(port),
@@ -54,6 +57,7 @@ async function startFunction(
     LOG_LEVEL: 'info',
   };
   if (kubeconfig === null) delete processEnv.KUBECONFIG;
+  delete processEnv.SYNC_SINK_TOKEN_FILE;
   const proc = startProcess(
     'function',
     replica === 0 ? service : `${service}-${replica}`,

@@ -53,6 +53,7 @@ export type KnativeOptions = Pick<
   | 'rbacEdit'
   | 'replicas'
   | 'log'
+  | 'oidc'
 >;
 
 /**
@@ -167,10 +168,13 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const proxy = new ApiProxy(admin.server, admin.ca);
   await proxy.listen(join(opts.stateDir, 'proxy'));
+  const oidc = opts.oidc ?? true;
   const apiServer = { url: proxy.url, caFile: proxy.caFile };
   let kubelet!: Kubelet;
   const net = new ClusterNet(kcp, (ns, sel, port) => kubelet.target(ns, sel, port));
   await net.listen();
+  // The API server as a Pod reaches it by name (Knative's token verifier reads the issuer there).
+  net.tunnel(['kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'], proxy.port);
   kubelet = new Kubelet({
     kcp,
     namespaces: [EVENTING_NAMESPACE, namespace],
@@ -188,7 +192,8 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     replicas: Math.max(1, opts.replicas ?? DEFAULT_REPLICAS),
     queueBinary: serving.queue,
     functionCommand: { cmd: process.execPath, args: [join(root, 'functions', 'serve.ts')], cwd: root },
-    ...(opts.env ? { env: opts.env } : {}),
+    // Without sender identity no delivery carries a token: the functions accept them unchecked.
+    ...(opts.env || !oidc ? { env: { ...(oidc ? {} : { SYNC_EVENT_AUTH: 'none' }), ...opts.env } } : {}),
     ...(opts.envFor ? { envFor: opts.envFor } : {}),
     apiServer: { url: admin.server, caFile: join(saDir, 'ca.crt') },
     tokenDir: saDir,
@@ -207,7 +212,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   try {
     await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
     log('installing Knative Eventing into the KCP');
-    await installEventing(kcp, eventing.config, serving.config);
+    await installEventing(kcp, eventing.config, serving.config, { oidc });
     await kubelet.start();
     // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
     await applyRbac(kcp, routing, opts.rbacEdit);
@@ -215,8 +220,15 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
       .filter(Boolean)
       .filter(
         (d) =>
-          ['Service', 'Broker', 'Trigger', 'ApiServerSource', 'PingSource', 'SinkBinding'].includes(d.kind) &&
-          d.apiVersion !== 'v1',
+          [
+            'Service',
+            'Broker',
+            'Trigger',
+            'ApiServerSource',
+            'PingSource',
+            'SinkBinding',
+            'EventPolicy',
+          ].includes(d.kind) && d.apiVersion !== 'v1',
       )
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {

@@ -11,13 +11,18 @@
 // the template (e.g. the SinkBinding adding K_SINK) replaces the replicas with a new set,
 // as a new Revision: the old ones finish their requests and stop, then the new ones start
 // (not side by side, as Serving would: each replica number has ports of its own here).
+// A projected serviceAccountToken volume the container mounts is played as the kubelet
+// does: a token of the ServiceAccount for its audience, written to a file of the replica's
+// own and renewed at 80 % of its lifetime; an env value under the mount path is made to
+// point there (there is no mount namespace here).
 import { createHash } from 'node:crypto';
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort, waitFor } from '../net.ts';
 import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
-import { mountedToken } from './identities.ts';
+import { join } from 'node:path';
+import { mountedToken, projectedToken } from './identities.ts';
 import { informer } from './informer.ts';
 
 type KService = {
@@ -30,7 +35,18 @@ type KService = {
         serviceAccountName?: string;
         containerConcurrency?: number;
         timeoutSeconds?: number;
-        containers: { env?: { name: string; value?: string }[] }[];
+        containers: {
+          env?: { name: string; value?: string }[];
+          volumeMounts?: { name: string; mountPath: string }[];
+        }[];
+        volumes?: {
+          name: string;
+          projected?: {
+            sources?: {
+              serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string };
+            }[];
+          };
+        }[];
       };
     };
   };
@@ -48,6 +64,8 @@ export interface Replica {
   proc: Proc;
   queue: Proc;
   inFlight: number;
+  /** renewals are the timers renewing its projected tokens. */
+  renewals: NodeJS.Timeout[];
 }
 
 export interface ServingOptions {
@@ -204,6 +222,8 @@ export class Serving {
       this.opts.apiServer,
       this.opts.tokenDir,
     );
+    const pod = `${revision}-${replica}`;
+    const renewals = await this.projectTokens(s, pod, env);
     const [port, queuePort, queueTls, admin, metrics] = await Promise.all([
       freePort(),
       freePort(),
@@ -211,7 +231,6 @@ export class Serving {
       freePort(),
       freePort(),
     ]);
-    const pod = `${revision}-${replica}`;
     const fnEnv: Record<string, string | undefined> = {
       ...process.env,
       ...env,
@@ -281,10 +300,52 @@ export class Serving {
               : undefined,
       );
     } catch (err) {
+      for (const t of renewals) clearTimeout(t);
       await Promise.all([killProcess(proc), killProcess(queue)]);
       throw err;
     }
-    return { service: name, revision, replica, port, queuePort, url, proc, queue, inFlight: 0 };
+    return { service: name, revision, replica, port, queuePort, url, proc, queue, inFlight: 0, renewals };
+  }
+
+  /**
+   * projectTokens writes the projected serviceAccountToken volumes the container mounts
+   * (tokenDir/<namespace>/<pod>/<volume>/<path>), renews each as the kubelet would, and
+   * points env values under a mount path at the files. Returns the renewal timers.
+   */
+  private async projectTokens(
+    s: KService,
+    pod: string,
+    env: Record<string, string>,
+  ): Promise<NodeJS.Timeout[]> {
+    const t = s.spec.template.spec;
+    const { namespace } = s.metadata;
+    const sa = t.serviceAccountName ?? 'default';
+    const timers: NodeJS.Timeout[] = [];
+    for (const mount of t.containers[0]?.volumeMounts ?? []) {
+      const volume = t.volumes?.find((v) => v.name === mount.name);
+      const local = join(this.opts.tokenDir, namespace, pod, mount.name);
+      let projected = false;
+      for (const src of volume?.projected?.sources ?? []) {
+        const p = src.serviceAccountToken;
+        if (!p) continue;
+        projected = true;
+        const file = join(local, p.path);
+        const renew = async () => {
+          const next = await projectedToken(this.opts.kcp, namespace, sa, p, file).catch((err: unknown) => {
+            this.opts.log?.(`serving: ${pod}: projected token ${mount.name}: ${String(err)}`);
+            return 10_000;
+          });
+          if (!this.stopped) timers.push(setTimeout(() => void renew(), next).unref());
+        };
+        const first = await projectedToken(this.opts.kcp, namespace, sa, p, file);
+        timers.push(setTimeout(() => void renew(), first).unref());
+      }
+      if (!projected) continue;
+      const base = mount.mountPath.replace(/\/$/, '');
+      for (const [k, v] of Object.entries(env))
+        if (v === base || v.startsWith(`${base}/`)) env[k] = local + v.slice(base.length);
+    }
+    return timers;
   }
 
   /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */
@@ -303,6 +364,7 @@ export class Serving {
     await Promise.all(
       gone.map(async (r) => {
         for (let i = 0; r.inFlight > 0 && i < 300; i++) await sleep(100);
+        for (const t of r.renewals) clearTimeout(t);
         await Promise.all([stopProcess(r.proc), stopProcess(r.queue)]);
       }),
     );
@@ -312,6 +374,7 @@ export class Serving {
   async restart(service: string, replica = 0): Promise<Replica> {
     const i = this.replicas.findIndex((r) => r.service === service && r.replica === replica);
     const r = this.replicas[i]!;
+    for (const t of r.renewals) clearTimeout(t);
     await Promise.all([killProcess(r.proc), killProcess(r.queue)]);
     this.replicas.splice(i, 1);
     const s = await this.opts.kcp.client.call<KService>('GET', `${this.path}/${service}`);
@@ -350,6 +413,11 @@ export class Serving {
   async stop(): Promise<void> {
     this.stopped = true;
     this.abort.abort();
-    await Promise.all(this.replicas.splice(0).flatMap((r) => [stopProcess(r.proc), stopProcess(r.queue)]));
+    await Promise.all(
+      this.replicas.splice(0).flatMap((r) => {
+        for (const t of r.renewals) clearTimeout(t);
+        return [stopProcess(r.proc), stopProcess(r.queue)];
+      }),
+    );
   }
 }

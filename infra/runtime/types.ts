@@ -41,6 +41,12 @@ export interface RuntimeOptions {
   /** replicas is the number of processes per function Service (default 2: Knative runs several; per-process state exists once per replica). */
   replicas?: number;
   /**
+   * oidc (knative: real only; default on) runs Knative with sender identity
+   * (authentication-oidc) and knative.yaml's EventPolicies; off, the functions run with
+   * SYNC_EVENT_AUTH=none, as on a cluster without the feature.
+   */
+  oidc?: boolean;
+  /**
    * knative: "emulated" (default, $KCP_SYNC_KNATIVE) runs the stand-ins above; "real" runs
    * Knative Eventing's own controllers and data plane with Serving's queue-proxy (real.ts).
    */

@@ -9,7 +9,7 @@ import { Lookups } from '../cluster/resolve.ts';
 import { parseConfig, type Config } from '../config.ts';
 import { KcpStore } from '../kcp.ts';
 import { KubeClient, type RequestInfo } from '../kube/client.ts';
-import { credentialsFromFile, inClusterCredentials } from '../kube/credentials.ts';
+import { credentialsFromFile, fileToken, inClusterCredentials } from '../kube/credentials.ts';
 import { RestMapper } from '../kube/discovery.ts';
 import { Recorder } from '../kube/recorder.ts';
 import { yieldToUrgent } from '../concurrency.ts';
@@ -20,6 +20,9 @@ import type { Deps, Logger } from './deps.ts';
  * sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's
  * own transport ignores the status). HTTP_PROXY and NO_PROXY are honoured when set, as
  * other HTTP clients in a cluster do (the local runtime's cluster network is one).
+ * SYNC_SINK_TOKEN_FILE names the function's own ServiceAccount token for the broker's
+ * audience (a projected volume the kubelet renews): it goes with every post as the
+ * sender's identity, which the Broker's EventPolicies check.
  */
 export function sinkTransport(
   url: string,
@@ -29,10 +32,14 @@ export function sinkTransport(
   const dispatcher = proxied
     ? new EnvHttpProxyAgent({ httpProxy: proxied, noProxy: env.NO_PROXY ?? env.no_proxy ?? '' })
     : undefined;
+  const token = env.SYNC_SINK_TOKEN_FILE ? fileToken(env.SYNC_SINK_TOKEN_FILE) : undefined;
   return async (message: Message) => {
     const res = await request(url, {
       method: 'POST',
-      headers: message.headers as Record<string, string>,
+      headers: {
+        ...(message.headers as Record<string, string>),
+        ...(token ? { authorization: `Bearer ${token()}` } : {}),
+      },
       body: message.body as string,
       ...(dispatcher ? { dispatcher } : {}),
     });
