@@ -21,6 +21,7 @@ import { mapLimit } from '../lib/concurrency.ts';
 import { metrics, QUIET_MS, scaleScenario, settle as settleBroker, type ScaleContext } from './scale.ts';
 import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
+import { pipelineVerify, verifyCost } from './senders.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -31,6 +32,8 @@ const { values: args } = parseArgs({
     broker: { type: 'string', default: 'channel' },
     /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
     knative: { type: 'string', default: 'emulated' },
+    /** --oidc off runs knative: real without sender identity (authentication-oidc), to set its figures beside those with it. */
+    oidc: { type: 'string', default: 'on' },
     /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
     keep: { type: 'boolean', default: false },
     /** --json FILE writes the run (commit, machine, options, every row) as JSON; bench/render.ts makes BENCHMARKS.md's table of it. */
@@ -45,6 +48,8 @@ const quick = args.quick;
 const scaleOnly = args.scale;
 const brokerMode = args.broker as 'channel' | 'async';
 const knative = args.knative as 'emulated' | 'real';
+if (!['on', 'off'].includes(args.oidc)) throw new Error(`--oidc is on or off, not ${args.oidc}`);
+const oidc = args.oidc === 'on';
 const keep = args.keep;
 const S = quick ? 60 : 300;
 const K = quick ? 2 : 3;
@@ -97,6 +102,7 @@ try {
     pingIntervalMs: 24 * 3600_000,
     brokerMode,
     knative,
+    oidc,
     env: { OTEL_METRICS_EXPORTER: 'prometheus' },
     envFor: (svc, r) => ({
       OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]),
@@ -941,6 +947,25 @@ try {
     // 10. Scale (issue 16): S=1,000 over K=100 here; --scale runs it at 10,000 over 1,000.
     await scaleScenario(scaleCtx, 1_000, 100);
   }
+  // 12. Sender identity: what verifying a delivery's token costs (bench/senders.ts).
+  console.log('12. sender identity');
+  const cost = await verifyCost(kcp, set.kcp.kubeconfigFile, NS);
+  row(
+    '12 sender identity',
+    'verification per delivery, one process: CPU / wall',
+    `${cost.cpuUs.toFixed(0)} µs / ${cost.wallUs.toFixed(0)} µs`,
+  );
+  row('12 sender identity', 'first verification (reads discovery and keys)', `${cost.first.toFixed(0)} ms`);
+  if (knative === 'real') {
+    const p = await pipelineVerify(ports);
+    row(
+      '12 sender identity',
+      oidc
+        ? 'in the pipeline: deliveries verified, mean time each, refused'
+        : 'in the pipeline: off (--oidc off)',
+      oidc ? `${p.count}, ${p.meanUs.toFixed(0)} µs, ${p.refused}` : 'no delivery verified',
+    );
+  }
   row(
     'all',
     'resync ticks fired to catch up events an adapter dropped (its watch closed as unresponsive), by batch',
@@ -949,7 +974,12 @@ try {
   console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
   if (args.json)
-    await writeRun(args.json, startedAt, { quick, scale: scaleOnly, broker: brokerMode, knative }, rows);
+    await writeRun(
+      args.json,
+      startedAt,
+      { quick, scale: scaleOnly, broker: brokerMode, knative, oidc },
+      rows,
+    );
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
 } finally {
   await runtime?.stop();

@@ -37,7 +37,7 @@ const SCENARIO = '10 scale';
  * scrape reads one process's Prometheus text, retrying; a process that cannot be read
  * fails the benchmark (counting it as zero once halved the request figures of a run).
  */
-async function scrape(svc: string, port: number): Promise<string> {
+export async function scrape(svc: string, port: number): Promise<string> {
   for (let attempt = 1; ; attempt++) {
     try {
       const res = await fetch(`http://127.0.0.1:${port}/metrics`, { signal: AbortSignal.timeout(10_000) });

@@ -6,8 +6,10 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { loadAll } from 'js-yaml';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { ensureKnativeBinaries } from '../infra/binaries.ts';
 import { installCrds, knativeYaml } from '../infra/kcp-setup.ts';
-import { EventTypes } from '../lib/events.ts';
+import { EVENT_CONTRACT, EventTypes } from '../lib/events.ts';
+import { triggerSubject } from '../lib/policy/senders.ts';
 import { cluster } from './helpers.ts';
 
 const run = promisify(execFile);
@@ -21,9 +23,12 @@ describe('knative.yaml', () => {
     const files = (await readdir(knativeCrds))
       .filter((f) => f.endsWith('.yaml'))
       .map((f) => join(knativeCrds, f));
+    // EventPolicy is not in ../shared/crds/knative: read it from Knative's own configuration (the module built by infra/knative).
+    const { config } = await ensureKnativeBinaries();
     await installCrds(await cluster('kcp'), [
       ...files,
       join(import.meta.dirname, 'fixtures', 'sinkbinding-crd.yaml'),
+      join(config, 'core', 'resources', 'eventpolicy.yaml'),
     ]);
     kubeconfig = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
   });
@@ -94,5 +99,66 @@ describe('knative.yaml', () => {
     const text = await readFile(knativeYaml, 'utf8');
     for (const t of [EventTypes.reconcile, EventTypes.clusterResolved, EventTypes.itemsApplied])
       expect(text).toContain(t);
+  });
+
+  it('lets each sender post to the Broker only the types the events table says it sends (EventPolicies)', async () => {
+    type Filter = { exact?: { type?: string }; prefix?: { type?: string }; any?: Filter[] };
+    type Policy = Doc & {
+      spec: {
+        to: { ref: { kind: string; name: string } }[];
+        from: { ref?: { kind: string; name: string; namespace?: string }; sub?: string }[];
+        filters: Filter[];
+      };
+    };
+    const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[]).filter(Boolean);
+    const policies = docs.filter((d) => d.kind === 'EventPolicy') as Policy[];
+    expect(policies.length).toBeGreaterThan(0);
+    const steps = ['resync', 'resolve-cluster', 'apply-items', 'write-status'];
+    // A sender is a source (by name) or a step: its own ServiceAccount (posts) or its Trigger's identity (replies).
+    const senderOf = (f: Policy['spec']['from'][number]): string => {
+      if (f.ref) {
+        expect(f.ref.namespace, 'set: no webhook defaults it').toBe('kcp-system');
+        return f.ref.name;
+      }
+      const step = steps.find(
+        (st) =>
+          f.sub === `system:serviceaccount:kcp-system:sync-${st}` ||
+          f.sub === triggerSubject('kcp-system', `sync-${st}`),
+      );
+      expect(step, f.sub).toBeDefined();
+      return `step:${step}`;
+    };
+    const allows = (filters: Filter[], type: string): boolean =>
+      filters.every((f) =>
+        f.any
+          ? f.any.some((g) => allows([g], type))
+          : f.exact
+            ? f.exact.type === type
+            : f.prefix
+              ? type.startsWith(f.prefix.type ?? '')
+              : false,
+      );
+    const identities = new Set<string>();
+    const allowed = new Set<string>();
+    for (const p of policies) {
+      expect(p.spec.to).toEqual([
+        { ref: { apiVersion: 'eventing.knative.dev/v1', kind: 'Broker', name: 'kcp-sync' } },
+      ]);
+      for (const f of p.spec.from) {
+        const id = JSON.stringify(f);
+        // The first policy naming a sender decides: each is named once.
+        expect(identities.has(id), id).toBe(false);
+        identities.add(id);
+        for (const c of EVENT_CONTRACT)
+          if (allows(p.spec.filters, c.type)) allowed.add(`${senderOf(f)} ${c.type}`);
+      }
+    }
+    const expected = new Set(
+      EVENT_CONTRACT.flatMap((c) => [
+        ...(c.from.sources ?? []).map((s) => `${s} ${c.type}`),
+        ...(c.from.steps ?? []).map((s) => `step:${s} ${c.type}`),
+      ]),
+    );
+    expect([...allowed].sort()).toEqual([...expected].sort());
   });
 });

@@ -15,11 +15,22 @@ import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import { QUEUE_PROBE } from '../infra/runtime/serving.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
+import { senderAttacks } from './sender-identity.ts';
+import { DEFAULT_REPLICAS } from '../infra/runtime/types.ts';
+import { freePort } from '../infra/net.ts';
 import { eventually, uniqueName } from './helpers.ts';
 
 const ns = controlPlaneNamespace;
 /** PING_S is the PingSource's period here (mtping takes "@every <n>s"): the bound within which a missed change is caught up. */
 const PING_S = 8;
+const SERVICES = [
+  'sync-resync',
+  'sync-resolve-cluster',
+  'sync-apply-items',
+  'sync-write-status',
+  'sync-dead-letter',
+];
+const metricsPorts: Record<string, number> = {};
 let set: ClusterSet;
 let rt: KnativeRuntime;
 let stateDir: string;
@@ -55,9 +66,13 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     await setupKcp(set);
     kcp = set.kcp.kubeconfigFile;
     skr = set.skrs[0]!.kubeconfigFile;
+    for (const svc of SERVICES)
+      for (let r = 0; r < DEFAULT_REPLICAS; r++) metricsPorts[`${svc}/${r}`] = await freePort();
     rt = await startKnative({
       kubeconfig: kcp,
       stateDir,
+      env: { OTEL_METRICS_EXPORTER: 'prometheus', OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' },
+      envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]) }),
       pingIntervalMs: PING_S * 1000,
       delivery: { backoffDelay: 'PT0.2S' },
       log: (l) => console.log(`[knative] ${l}`),
@@ -293,4 +308,8 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
       expect(s?.status?.observedGeneration).toBe(s?.metadata.generation);
     }, 60_000);
   });
+
+  it("sender identity: forged events of every type, with no token or another ServiceAccount's, are refused by the broker and by every function, nothing changes, refusals are counted", async () => {
+    await senderAttacks({ rt, set, kcp, skr, ns, metricsPorts, services: SERVICES });
+  }, 300_000);
 });
