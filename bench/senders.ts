@@ -1,7 +1,7 @@
 // senders.ts: the cost of sender identity (lib/policy/senders.ts). Scenario 12 of run.ts.
 //   - Per delivery, in isolation: the verifier of a function, reading the local KCP's
 //     real issuer (discovery and JWKS, with a token of its own), verifies real
-//     service-account tokens (TokenRequest, RS256) as a delivery's Authorization header:
+//     service-account tokens (TokenRequest; ES256 with the local KCP's EC key) as a delivery's Authorization header:
 //     CPU and wall time per verification, in one process.
 //   - In the pipeline (knative: real, where every delivery carries a token): the
 //     functions' own histogram, sync_sender_verify_duration_seconds, over the whole run.

@@ -11,6 +11,7 @@ import { describe, expect, inject, it } from 'vitest';
 import { describeCorrection } from '../lib/changeset.ts';
 import type { SyncItem } from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
+import { eventually } from './helpers.ts';
 
 const item = Harness.item;
 
@@ -68,6 +69,13 @@ describe('drift', () => {
     expect(sr?.status?.items?.filter((i) => i.state !== 'Ready')).toEqual([]);
     ({ sr } = await h.sync());
     expect(sr?.status?.items?.filter((i) => i.reason !== 'Unchanged')).toEqual([]);
+    // Health moves by itself (the SKR's controllers roll the Deployments out, run the Job):
+    // its status changes are written; wait until a run finds it settled.
+    await eventually(
+      async () => expect((await writesDuring(h, async () => void (await h.sync()))).kcp).toBe(0),
+      90_000,
+      2_000,
+    );
     for (let run = 0; run < 3; run++) {
       const writes = await writesDuring(h, async () => {
         const { sr: again, result } = await h.sync();
@@ -86,7 +94,7 @@ describe('drift', () => {
     ).toEqual({ cpu: '1', memory: '1Gi' });
     await h.put([]);
     await h.sync();
-  });
+  }, 240_000);
 
   it('reverts what other field managers change in our fields, names them and the path, and leaves their own fields alone', async () => {
     const h = await new Harness('drift-who').init(1);
@@ -186,7 +194,7 @@ describe('drift', () => {
     // A controller writing the status: a field of ours is written back, one of its own is not drift.
     await kubectl([
       'patch',
-      'widget',
+      `widgets.${h.ns}.example.com`,
       'w',
       '-n',
       h.ns,
@@ -206,7 +214,7 @@ describe('drift', () => {
     expect(own.skr).toBe(0);
     await kubectl([
       'patch',
-      'widget',
+      `widgets.${h.ns}.example.com`,
       'w',
       '-n',
       h.ns,

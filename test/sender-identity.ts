@@ -11,7 +11,7 @@ import { createPrivateKey } from 'node:crypto';
 import { readFile } from 'node:fs/promises';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { CloudEvent, HTTP } from 'cloudevents';
-import { generateKeyPair, importPKCS8, SignJWT } from 'jose';
+import { generateKeyPair, SignJWT } from 'jose';
 import { ProxyAgent, request } from 'undici';
 import { expect } from 'vitest';
 import type { ClusterSet } from '../infra/clusters.ts';
@@ -211,19 +211,16 @@ export async function senderAttacks(ctx: Ctx): Promise<void> {
     const jwks = JSON.parse(await kubectl(kcp, ['get', '--raw', '/openid/v1/jwks'])) as {
       keys: { kid: string }[];
     };
-    const key = await importPKCS8(
-      createPrivateKey(await readFile(ctx.set.kcp.pki.serviceAccount.keyFile))
-        .export({ type: 'pkcs8', format: 'pem' })
-        .toString(),
-      'RS256',
-    );
-    const stranger = (await generateKeyPair('RS256')).privateKey;
+    // The KCP signs with its service-account key (EC P-256 here: ES256; an RSA key: RS256).
+    const key = createPrivateKey(await readFile(ctx.set.kcp.pki.serviceAccount.keyFile));
+    const alg = key.asymmetricKeyType === 'ec' ? 'ES256' : 'RS256';
+    const stranger = (await generateKeyPair(alg)).privateKey;
     const forge = (
       claims: { iss?: string; aud?: string; exp?: number },
       signer: Parameters<SignJWT['sign']>[0] = key,
     ) =>
       new SignJWT({})
-        .setProtectedHeader({ alg: 'RS256', kid: jwks.keys[0]!.kid })
+        .setProtectedHeader({ alg, kid: jwks.keys[0]!.kid })
         .setIssuedAt()
         .setIssuer(claims.iss ?? discovery.issuer)
         .setAudience(claims.aud ?? audienceOf('sync-resync'))

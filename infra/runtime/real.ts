@@ -34,6 +34,7 @@ import { applyRbac } from './identities.ts';
 import { cronIntervalMs, loadRouting, pingSchedule, type Doc, type Routing } from './knative.ts';
 import { Kubelet, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
+import { oidcServiceAccountName } from '../../lib/policy/senders.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -146,8 +147,12 @@ export interface KnativeRuntime {
   brokerUrl: string;
   namespace: string;
   pingSource: Routing['pingSources'][number] | undefined;
-  /** publish posts an event to the Broker's ingress, as a source in the cluster would. */
-  publish(event: CloudEvent<unknown>): Promise<number>;
+  /**
+   * publish posts an event to the Broker's ingress, as a source in the cluster would: with
+   * sender identity on, as the ServiceAccount sender (a token for the Broker's audience),
+   * or with no token when sender is undefined.
+   */
+  publish(event: CloudEvent<unknown>, sender?: string): Promise<number>;
   /** adapters lists the running ApiServerSource adapter Pods. */
   adapters(): LocalPod[];
   stop(): Promise<void>;
@@ -259,12 +264,47 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     throw err;
   }
   const brokerUrl = `http://broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local/${namespace}/${routing.broker.name}`;
-  const publish = async (event: CloudEvent<unknown>) => {
+  // With sender identity the Broker's ingress takes only a token of a sender its
+  // EventPolicies name, for its own audience: a post goes as such a sender would.
+  const brokerAudience = oidc
+    ? (
+        await client.call<{ status?: { address?: { audience?: string } } }>(
+          'GET',
+          `/apis/eventing.knative.dev/v1/namespaces/${namespace}/brokers/${routing.broker.name}`,
+        )
+      ).status?.address?.audience
+    : undefined;
+  if (oidc && !brokerAudience)
+    throw new Error('the Broker is Ready but names no audience (authentication-oidc)');
+  const tokens = new Map<string, { token: string; renewAt: number }>();
+  const tokenOf = async (sa: string) => {
+    const kept = tokens.get(sa);
+    if (kept && kept.renewAt > Date.now()) return kept.token;
+    const seconds = 3_600;
+    const res = await client.call<{ status: { token: string } }>(
+      'POST',
+      `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`,
+      {
+        body: {
+          apiVersion: 'authentication.k8s.io/v1',
+          kind: 'TokenRequest',
+          spec: { expirationSeconds: seconds, audiences: [brokerAudience] },
+        },
+      },
+    );
+    tokens.set(sa, { token: res.status.token, renewAt: Date.now() + seconds * 800 });
+    return res.status.token;
+  };
+  const publish = async (event: CloudEvent<unknown>, sender?: string) => {
     const msg = HTTP.binary(event);
+    const token = oidc && sender ? await tokenOf(sender) : undefined;
     // Through the cluster network, as a Pod would post.
     const res = await request(brokerUrl, {
       method: 'POST',
-      headers: msg.headers as Record<string, string>,
+      headers: {
+        ...(msg.headers as Record<string, string>),
+        ...(token ? { authorization: `Bearer ${token}` } : {}),
+      },
       body: msg.body as string,
       dispatcher: viaNet,
     });
@@ -305,7 +345,10 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
       port: r.port,
       proc: r.proc,
     }));
-  const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${k.pingSource?.name ?? 'sync-resync'}`;
+  const pingName = k.pingSource?.name ?? 'sync-resync';
+  const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${pingName}`;
+  // An extra tick goes as mtping sends it: with the PingSource's own OIDC identity.
+  const pingSender = oidcServiceAccountName('sources.knative.dev', 'PingSource', pingName);
   return {
     broker: k.broker,
     get functions() {
@@ -332,8 +375,13 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
                     }
                   : {}),
               }),
+              pingSender,
             )
-            .catch(() => {}),
+            .then((status) => {
+              if (status >= 300)
+                console.error(`an extra resync tick was refused by the Broker's ingress: ${status}`);
+            })
+            .catch((err: unknown) => console.error(`an extra resync tick failed: ${String(err)}`)),
         start: () => k.kubelet.resume('mtping'),
         stop: () => void k.kubelet.pause('mtping'),
       } satisfies Ping,
