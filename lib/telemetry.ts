@@ -89,6 +89,11 @@ function createInstruments() {
     driftCorrections: meter.createCounter('sync.drift.corrections', {
       description: 'Objects re-applied because they changed in the SKR',
     }),
+    /** runs: engine runs against an SKR by how they ended, and runs not started because the SKR is known unreachable. */
+    runs: meter.createCounter('sync.runs', {
+      description:
+        'Runs of a SyncResource against its SKR, by outcome: done, unreachable (the SKR could not be reached), skipped (not started: another run of the same batch found the SKR unreachable)',
+    }),
     /** statusWritesSkipped: status writes skipped because nothing changed. */
     statusWritesSkipped: meter.createCounter('sync.status.writes.skipped', {
       description: 'Status writes skipped because nothing changed',

@@ -134,6 +134,17 @@ describe('fault suite', () => {
           250,
         );
         expect((await list(`${p}-b`)).filter(ready)).toHaveLength(5);
+        // The circuit is open (the status says ClusterUnreachable): a tick is one delivery of
+        // the Kyma's batch, answered without asking for redelivery, and its runs stop at the
+        // first that finds the SKR down.
+        const key = `${NS}/kyma-1`;
+        const before = { ...(runtime.broker.byObject.get(key) ?? { attempts: 0, failures: 0 }) };
+        await resync(1);
+        const after = runtime.broker.byObject.get(key)!;
+        expect(after.failures - before.failures, 'redeliveries of kyma-1').toBe(0);
+        // resolve-cluster's delivery and apply-items' one.
+        expect(after.attempts - before.attempts, 'deliveries for kyma-1').toBe(2);
+        expect((await list(`${p}-a`)).every((s) => s.status?.state === 'Error')).toBe(true);
       } finally {
         await set.restartApiServer('skr-1');
       }

@@ -175,7 +175,51 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     ...(data.urgent ? { urgent: true } : {}),
     ...(seen ? { seen } : {}),
   };
-  return { kind: 'applied', data: out, retry: result.clusterError?.transient === true };
+  Metrics.runs.add(1, { outcome: result.clusterError ? 'unreachable' : 'done' });
+  // The broker redelivers only a first finding: once the status says so, the resync tick
+  // tries again (the circuit is open; knownUnreachable).
+  return {
+    kind: 'applied',
+    data: out,
+    retry: result.clusterError?.transient === true && !knownUnreachable(sr),
+  };
+}
+
+/**
+ * knownUnreachable tells whether a SyncResource's status already reports its SKR
+ * unreachable: a run before this one found it so, and the status step wrote it. The
+ * status is the breaker's state, shared by every replica: a run that finds the SKR still
+ * unreachable asks for no redelivery, so an SKR that stays down costs each of its
+ * SyncResources one run per resync interval (the tick is the probe), not a run per
+ * broker retry; its first finding is redelivered with the broker's back-off, as a blip
+ * deserves.
+ */
+export function knownUnreachable(sr: SyncResource): boolean {
+  return (
+    sr.status?.conditions?.some((c) => c.type === 'Resources' && c.reason === 'ClusterUnreachable') === true
+  );
+}
+
+/** unreachableOutcome is the outcome of a run not started because its SKR was found unreachable by another. */
+function unreachableOutcome(
+  sr: SyncResource,
+  error: NonNullable<ItemsApplied['result']['clusterError']>,
+): ItemsApplied {
+  return {
+    namespace: sr.metadata.namespace!,
+    name: sr.metadata.name,
+    uid: sr.metadata.uid!,
+    kyma: sr.spec.kyma,
+    result: {
+      generation: sr.metadata.generation ?? 0,
+      observedAt: new Date().toISOString(),
+      items: [],
+      changes: [],
+      inventory: sr.status?.synced ?? [],
+      pending: [],
+      clusterError: error,
+    },
+  };
 }
 
 /**
@@ -250,10 +294,23 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
     true,
   );
   const q = queueFor(deps);
+  // The batch's breaker: once a run finds the SKR unreachable, the runs not started yet
+  // are not started (one SKR, one answer); each gets that finding as its outcome, written
+  // only where its status does not say so already.
+  let tripped: ItemsApplied['result']['clusterError'];
   await mapLimit(srs, BATCH_RUNS, async (sr) => {
     const ref = { namespace: data.namespace, name: sr.metadata.name };
     if (sr.spec.kyma !== kyma) {
       out.redirect.push(ref);
+      return;
+    }
+    if (tripped) {
+      Metrics.runs.add(1, { outcome: 'skipped' });
+      if (knownUnreachable(sr)) out.unchanged++;
+      else {
+        out.outcomes.push(unreachableOutcome(sr, tripped));
+        out.retry = true;
+      }
       return;
     }
     const request: RunRequest = {
@@ -284,6 +341,7 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
       return;
     }
     if (run.kind === 'none') return;
+    if (run.data.result.clusterError?.transient) tripped ??= run.data.result.clusterError;
     if (run.retry) out.retry = true;
     if (needsStatusStep(run.data)) out.outcomes.push(run.data);
     else out.unchanged++;
