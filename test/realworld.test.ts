@@ -348,7 +348,10 @@ async function compare(
   }
   // Settled (the first resync reports Created as Unchanged, Pods have started on the SKR's
   // KWOK Node, podinfo's HorizontalPodAutoscaler has scaled its Deployment up to its
-  // minimum): the status holds for 15 s.
+  // minimum, a static PersistentVolumeClaim is bound): the status holds for 15 s, and each
+  // item reports the health its object has in the SKR, by the same rules. An object whose
+  // health moved on while the status held is reported by the next recheck (its back-off
+  // reaches 30 s), so the two are compared until they agree.
   let last = '';
   let held = 0;
   const quiet = await eventually(
@@ -359,21 +362,20 @@ async function compare(
       held = rv === last ? held + 1 : 0;
       last = rv;
       if (held < 3) throw new Error(`status not held yet (resourceVersion ${rv})`);
+      for (const i of sr.spec.items) {
+        const status = x?.status?.items?.find((y) => y.name === i.name);
+        if (refused.has(i.name)) continue;
+        const ours = await get(product, objectOf(texts.get(i.name)!), true);
+        expect({ item: i.name, health: status?.health?.status }).toEqual({
+          item: i.name,
+          health: ours && healthOf(ours).status,
+        });
+      }
       return x!;
     },
     180_000,
     5_000,
   );
-  // Each item reports the health its object has in the SKR, by the same rules.
-  for (const i of sr.spec.items) {
-    const status = quiet.status?.items?.find((x) => x.name === i.name);
-    if (refused.has(i.name)) continue;
-    const ours = await get(product, objectOf(texts.get(i.name)!), true);
-    expect({ item: i.name, health: status?.health?.status }).toEqual({
-      item: i.name,
-      health: ours && healthOf(ours).status,
-    });
-  }
   // Then three resync ticks (2 s apart) write nothing to the SKR and nothing to the status.
   const before = { writes: await applies(product), rv: quiet.metadata.resourceVersion, status: quiet.status };
   await new Promise((r) => setTimeout(r, 7_000));
