@@ -6,6 +6,8 @@
 import module from 'node:module';
 
 module.enableCompileCache?.();
+// Start-up phases, in ms since the process started (logged once ready: cold starts are measured).
+const phases: Record<string, number> = { node: performance.now() };
 
 const names = ['resync', 'resolve-cluster', 'apply-items', 'write-status', 'dead-letter'];
 const name = process.argv[2] ?? process.env.FUNCTION;
@@ -15,11 +17,13 @@ if (!name || !names.includes(name)) {
 }
 // Telemetry first, so that its providers are in place when the handlers load.
 const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelemetry(`kcp-sync-${name}`);
+phases.telemetry = performance.now();
 const [{ default: faas }, mod, { getDeps, senderGuard }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
   import('./shared.ts'),
 ]);
+phases.imports = performance.now();
 // Probes answer OK once the server listens (init has run by then). faas-js-runtime's
 // default probes answer 503 whenever the event loop lags more than 42 ms (and log a
 // TypeError doing it); a function that queues and orders its own work lags under bulk
@@ -46,6 +50,7 @@ await faas.start(
       // The issuer's keys are read before traffic; if the KCP cannot answer yet, the first
       // deliveries are answered 503 (redelivered) until it does.
       await Promise.all([usesKcp ? getDeps() : undefined, guard?.ready().catch(() => undefined)]);
+      phases.init = performance.now();
     },
     shutdown: async () => {
       if (usesKcp) await (await getDeps()).cache.closeAll();
@@ -54,4 +59,19 @@ await faas.start(
     },
   },
   { port: Number(process.env.PORT ?? 8080), logLevel: (process.env.LOG_LEVEL ?? 'info') as never },
+);
+phases.listening = performance.now();
+// One line with each phase's share: node until this file ran, the telemetry SDK (when
+// configured), the modules, init (clients, the issuer's keys), the HTTP server.
+const order = ['node', 'telemetry', 'imports', 'init', 'listening'];
+console.log(
+  JSON.stringify({
+    level: 'info',
+    msg: 'started',
+    function: name,
+    readyMs: Math.round(phases.listening),
+    phasesMs: Object.fromEntries(
+      order.map((p, i) => [p, Math.round((phases[p] ?? 0) - (i ? (phases[order[i - 1]!] ?? 0) : 0))]),
+    ),
+  }),
 );
