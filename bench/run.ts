@@ -29,6 +29,7 @@ import {
 import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 import { pipelineVerify, verifyCost } from './senders.ts';
+import { peerComparison } from './peer.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -43,6 +44,8 @@ const { values: args } = parseArgs({
     oidc: { type: 'string', default: 'on' },
     /** --keep leaves the state directory (function logs, kubeconfigs) in place for inspection. */
     keep: { type: 'boolean', default: false },
+    /** --peer off skips the side-by-side with Gardener's resource-manager (bench/peer.ts; built on first use); --peer only runs it alone. */
+    peer: { type: 'string', default: 'on' },
     /** --json FILE writes the run (commit, machine, options, every row) as JSON; bench/render.ts makes BENCHMARKS.md's table of it. */
     json: { type: 'string' },
   },
@@ -58,6 +61,9 @@ const knative = args.knative as 'emulated' | 'real';
 if (!['on', 'off'].includes(args.oidc)) throw new Error(`--oidc is on or off, not ${args.oidc}`);
 const oidc = args.oidc === 'on';
 const keep = args.keep;
+if (!['on', 'off', 'only'].includes(args.peer))
+  throw new Error(`--peer is on, off or only, not ${args.peer}`);
+const peerMode = args.peer as 'on' | 'off' | 'only';
 const S = quick ? 60 : 300;
 const K = quick ? 2 : 3;
 // A p99 needs 100 samples to be more than the maximum.
@@ -483,7 +489,7 @@ try {
   if (scaleOnly) {
     await rt.broker.idle(60_000);
     await scaleScenario(scaleCtx, quick ? 1_000 : 10_000, quick ? 100 : 1_000);
-  } else {
+  } else if (peerMode !== 'only') {
     // 1. Bulk create. First the runtime's start settles: its sources report every existing
     // Kyma and access Secret as added, and each fans out a resync of its SyncResources;
     // overlapping the bulk, that resynced a varying share of it (7 to 18 per Kyma).
@@ -839,6 +845,7 @@ try {
     console.log('6. cold start');
     const cold: number[] = [];
     const first: number[] = [];
+    const phaseRuns: Record<string, number>[] = [];
     for (let i = 0; i < 10; i++) {
       const port = await freePort();
       const t = performance.now();
@@ -853,9 +860,11 @@ try {
             K_SINK: rt.broker.url,
             LOG_LEVEL: 'warn',
           },
-          stdio: 'ignore',
+          stdio: ['ignore', 'pipe', 'ignore'],
         },
       );
+      let out = '';
+      child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       for (;;) {
         const ok = await fetch(`http://127.0.0.1:${port}/health/readiness`).then(
           (r) => r.ok,
@@ -865,6 +874,19 @@ try {
         await sleep(5);
       }
       cold.push(performance.now() - t);
+      // The function's own account of its start-up phases (functions/serve.ts), once it has logged it.
+      for (let w = 0; w < 100 && !out.includes('"msg":"started"'); w++) await sleep(10);
+      const started = out
+        .split('\n')
+        .map((l) => {
+          try {
+            return JSON.parse(l) as { msg?: string; phasesMs?: Record<string, number> };
+          } catch {
+            return undefined;
+          }
+        })
+        .find((l) => l?.msg === 'started');
+      if (started?.phasesMs) phaseRuns.push(started.phasesMs);
       const sr = await kcp.client.call<SyncResource>('GET', srPath('bench-1'));
       const secret = await kcp.client.call<{ items: KubeObject[] }>(
         'GET',
@@ -906,6 +928,14 @@ try {
       `${median(cold).toFixed(0)} ms`,
       '<= 500 ms',
     );
+    if (phaseRuns.length > 0)
+      row(
+        '6 cold start',
+        'its phases (medians, as the function logs them): node / telemetry / imports / init / listening',
+        Object.keys(phaseRuns[0]!)
+          .map((p) => `${median(phaseRuns.map((r) => r[p] ?? 0)).toFixed(0)}`)
+          .join(' / ') + ' ms',
+      );
     row(
       '6 cold start',
       'first reconcile of a 5-item SyncResource (median of 10)',
@@ -1043,23 +1073,51 @@ try {
     await scaleScenario(scaleCtx, 1_000, 100);
   }
   // 12. Sender identity: what verifying a delivery's token costs (bench/senders.ts).
-  console.log('12. sender identity');
-  const cost = await verifyCost(kcp, set.kcp.kubeconfigFile, NS);
-  row(
-    '12 sender identity',
-    'verification per delivery, one process: CPU / wall',
-    `${cost.cpuUs.toFixed(0)} µs / ${cost.wallUs.toFixed(0)} µs`,
-  );
-  row('12 sender identity', 'first verification (reads discovery and keys)', `${cost.first.toFixed(0)} ms`);
-  if (knative === 'real') {
-    const p = await pipelineVerify(ports);
+  if (peerMode !== 'only') await senderScenario();
+  async function senderScenario() {
+    console.log('12. sender identity');
+    const cost = await verifyCost(kcp, set.kcp.kubeconfigFile, NS);
     row(
       '12 sender identity',
-      oidc
-        ? 'in the pipeline: deliveries verified, mean time each, refused'
-        : 'in the pipeline: off (--oidc off)',
-      oidc ? `${p.count}, ${p.meanUs.toFixed(0)} µs, ${p.refused}` : 'no delivery verified',
+      'verification per delivery, one process: CPU / wall',
+      `${cost.cpuUs.toFixed(0)} µs / ${cost.wallUs.toFixed(0)} µs`,
     );
+    row('12 sender identity', 'first verification (reads discovery and keys)', `${cost.first.toFixed(0)} ms`);
+    if (knative === 'real') {
+      const p = await pipelineVerify(ports);
+      row(
+        '12 sender identity',
+        oidc
+          ? 'in the pipeline: deliveries verified, mean time each, refused'
+          : 'in the pipeline: off (--oidc off)',
+        oidc ? `${p.count}, ${p.meanUs.toFixed(0)} µs, ${p.refused}` : 'no delivery verified',
+      );
+    }
+  }
+  // 14. Side by side with a real peer (bench/peer.ts).
+  if (!scaleOnly && peerMode !== 'off') {
+    console.log("14. side by side with Gardener's resource-manager");
+    await rt.broker.idle(60_000);
+    const infra = new Set(['etcd', 'KCP kube-apiserver', 'SKRs kube-apiserver', 'kube-controller-managers']);
+    await peerComparison({
+      set,
+      kcp,
+      skrs,
+      rt,
+      stateDir,
+      n: S,
+      edits: EDITS,
+      row,
+      settle: () => settleBroker(rt),
+      requests: async () => (await metrics(scaleCtx)).requests,
+      productCpu: async () =>
+        Object.entries(await cpuNow())
+          .filter(([g]) => !infra.has(g) && !g.startsWith('this process'))
+          .reduce((a, [, v]) => a + v, 0),
+      productRss: async () =>
+        (await Promise.all(pids().map((p) => rssOf(p.pid, 'VmHWM')))).reduce((a, b) => a + b, 0),
+      log: (l) => console.log(`  ${l}`),
+    });
   }
   row(
     'all',
@@ -1072,7 +1130,7 @@ try {
     await writeRun(
       args.json,
       startedAt,
-      { quick, scale: scaleOnly, broker: brokerMode, knative, oidc },
+      { quick, scale: scaleOnly, broker: brokerMode, knative, oidc, peer: peerMode },
       rows,
     );
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();

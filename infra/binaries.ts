@@ -1,6 +1,7 @@
 // binaries.ts finds or builds the Go programs the local stack runs: kube-apiserver,
 // kube-controller-manager and etcd (infra/kube), kube-scheduler and KWOK (infra/kwok), Knative Eventing's commands
-// (infra/knative) and Knative Serving's queue-proxy (infra/serving). Builds go to a cache outside the git tree, keyed by a
+// (infra/knative), Knative Serving's queue-proxy (infra/serving) and, for the benchmark
+// alone, Gardener's resource-manager (infra/gardener, the peer). Builds go to a cache outside the git tree, keyed by a
 // hash of each Go module's files and build script, so a version change rebuilds and
 // anything else reuses.
 import { createHash } from 'node:crypto';
@@ -15,6 +16,7 @@ const kubeModule = join(import.meta.dirname, 'kube');
 const knativeModule = join(import.meta.dirname, 'knative');
 const servingModule = join(import.meta.dirname, 'serving');
 const kwokModule = join(import.meta.dirname, 'kwok');
+const gardenerModule = join(import.meta.dirname, 'gardener');
 
 /** Binaries are the paths of the three programs a local cluster runs. */
 export interface Binaries {
@@ -50,6 +52,15 @@ export interface WorkloadBinaries {
   versions: { kwok: string; kubernetes: string };
 }
 
+/** PeerBinaries are Gardener's resource-manager, its ManagedResource CRD and the certificate pair of its webhook server. */
+export interface PeerBinaries {
+  resourceManager: string;
+  crd: string;
+  /** certDir holds tls.crt and tls.key (the module's example pair): the webhook server starts even with every webhook off. */
+  certDir: string;
+  versions: { gardener: string };
+}
+
 /** EVENTING_COMMANDS are the commands infra/knative/build.sh builds. */
 export const EVENTING_COMMANDS = [
   'apiserver_receive_adapter',
@@ -81,7 +92,9 @@ export function cacheDir(module = kubeModule): string {
         ? 'knative-'
         : module === kwokModule
           ? 'kwok-'
-          : 'serving-';
+          : module === gardenerModule
+            ? 'gardener-'
+            : 'serving-';
   return join(base, `${prefix}${hash.digest('hex').slice(0, 16)}`);
 }
 
@@ -96,6 +109,7 @@ const STEPS: Record<string, string[]> = {
   [kwokModule]: ['kwok', 'kube-scheduler'],
   [knativeModule]: EVENTING_COMMANDS,
   [servingModule]: ['queue-proxy'],
+  [gardenerModule]: ['gardener-resource-manager'],
 };
 
 let firstBuildAt: number | undefined;
@@ -212,6 +226,21 @@ export async function ensureWorkloadBinaries(
     kwok: join(dir, 'kwok'),
     stages: join(dir, 'stages', 'stages.yaml'),
     versions: versionsIn<WorkloadBinaries['versions']>(dir)!,
+  };
+}
+
+/**
+ * ensurePeerBinaries returns the cached Gardener resource-manager, building it first when
+ * missing (about 6 minutes on 2 cores, a 100 MB binary): only the benchmark's peer
+ * scenarios ask for it, never npm start or npm test.
+ */
+export async function ensurePeerBinaries(log: (line: string) => void = () => {}): Promise<PeerBinaries> {
+  const dir = await build(gardenerModule, "Gardener's resource-manager (the benchmark's peer)", log);
+  return {
+    resourceManager: join(dir, 'gardener-resource-manager'),
+    crd: join(dir, 'managedresources-crd.yaml'),
+    certDir: join(dir, 'certs'),
+    versions: versionsIn<PeerBinaries['versions']>(dir)!,
   };
 }
 
