@@ -1,0 +1,58 @@
+// profile.ts sums the V8 CPU profiles the function processes wrote (npm run bench --
+// --cpu-prof DIR): self time by where the code lives (a package of node_modules, a file
+// of the project, Node's internals, the garbage collector), over every process, so that
+// "where does the product's CPU go" is answered by a measurement.
+//   node bench/profile.ts DIR [top]
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+
+interface Node {
+  id: number;
+  callFrame: { functionName: string; url: string };
+}
+interface Profile {
+  nodes: Node[];
+  samples: number[];
+  timeDeltas: number[];
+}
+
+/** where names the place a frame's code lives. */
+export function where(url: string, fn: string): string {
+  if (!url) return fn.startsWith('(') ? fn : '(native)';
+  const pkg = /node_modules\/((?:@[^/]+\/)?[^/]+)/.exec(url)?.[1];
+  if (pkg) return pkg;
+  if (url.startsWith('node:')) return 'node:internal';
+  const own = /\/work\/[^/]+\/(.+)$/.exec(url)?.[1] ?? /((?:lib|functions|infra)\/.+)$/.exec(url)?.[1];
+  return own ?? url;
+}
+
+/** summarize returns self time (ms) by place over profiles. */
+export function summarize(profiles: Profile[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const p of profiles) {
+    const byId = new Map(p.nodes.map((n) => [n.id, n]));
+    p.samples.forEach((id, i) => {
+      const n = byId.get(id)!;
+      const key = where(n.callFrame.url, n.callFrame.functionName);
+      out.set(key, (out.get(key) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
+    });
+  }
+  return out;
+}
+
+if (import.meta.main) {
+  const [dir, top = '25'] = process.argv.slice(2);
+  if (!dir) throw new Error('usage: node bench/profile.ts DIR [top]');
+  const files = (await readdir(dir)).filter((f) => f.endsWith('.cpuprofile'));
+  const profiles = await Promise.all(
+    files.map(async (f) => JSON.parse(await readFile(join(dir, f), 'utf8')) as Profile),
+  );
+  const sums = summarize(profiles);
+  sums.delete('(idle)');
+  const total = [...sums.values()].reduce((a, b) => a + b, 0);
+  console.log(`${files.length} profiles, ${(total / 1000).toFixed(1)} s of CPU (idle excluded)`);
+  for (const [k, v] of [...sums].sort((a, b) => b[1] - a[1]).slice(0, Number(top)))
+    console.log(
+      `${((100 * v) / total).toFixed(1).padStart(5)} %  ${(v / 1000).toFixed(2).padStart(7)} s  ${k}`,
+    );
+}
