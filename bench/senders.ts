@@ -21,6 +21,11 @@ export async function verifyCost(
   namespace: string,
 ): Promise<{ cpuUs: number; wallUs: number; first: number }> {
   await kcp.client
+    .call('POST', '/api/v1/namespaces', {
+      body: { apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } },
+    })
+    .catch(() => undefined);
+  await kcp.client
     .call('POST', `/api/v1/namespaces/${namespace}/serviceaccounts`, {
       body: { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'bench-sender' } },
     })
