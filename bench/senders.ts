@@ -4,7 +4,7 @@
 //     service-account tokens (TokenRequest; ES256 with the local KCP's EC key) as a delivery's Authorization header:
 //     CPU and wall time per verification, in one process.
 //   - In the pipeline (knative: real, where every delivery carries a token): the
-//     functions' own histogram, sync_sender_verify_duration_seconds, over the whole run.
+//     functions' own histogram, sync_sender_verify_duration_{sum,count}, over the whole run.
 // Figures only.
 import { setTimeout as sleep } from 'node:timers/promises';
 import { kcpIssuer } from '../functions/shared.ts';
@@ -80,9 +80,9 @@ export async function pipelineVerify(
   let refused = 0;
   for (const [svc, port] of Object.entries(metricsPorts)) {
     const text = await scrape(svc, port);
-    for (const m of text.matchAll(/^sync_sender_verify_duration_seconds_sum(?:\{[^}]*\})? ([\d.e+-]+)/gm))
+    for (const m of text.matchAll(/^sync_sender_verify_duration_sum(?:\{[^}]*\})? ([\d.e+-]+)/gm))
       sum += Number(m[1]);
-    for (const m of text.matchAll(/^sync_sender_verify_duration_seconds_count(?:\{[^}]*\})? (\d+)/gm))
+    for (const m of text.matchAll(/^sync_sender_verify_duration_count(?:\{[^}]*\})? (\d+)/gm))
       count += Number(m[1]);
     for (const m of text.matchAll(/^sync_sender_refusals_total(?:\{[^}]*\})? (\d+)/gm))
       refused += Number(m[1]);
