@@ -235,6 +235,10 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
             'EventPolicy',
           ].includes(d.kind) && d.apiVersion !== 'v1',
       )
+      // Without sender identity an EventPolicy is never Ready (OIDCAuthenticationDisabled, in
+      // eventing's eventpolicy reconciler), and a Broker it applies to is not Ready either
+      // (EventPoliciesNotReady): a deployment without the feature leaves them out, as here.
+      .filter((d) => oidc || d.kind !== 'EventPolicy')
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {
       if (d.kind === 'Broker' && opts.delivery)
