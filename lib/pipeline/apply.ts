@@ -200,28 +200,6 @@ export function knownUnreachable(sr: SyncResource): boolean {
   );
 }
 
-/** unreachableOutcome is the outcome of a run not started because its SKR was found unreachable by another. */
-function unreachableOutcome(
-  sr: SyncResource,
-  error: NonNullable<ItemsApplied['result']['clusterError']>,
-): ItemsApplied {
-  return {
-    namespace: sr.metadata.namespace!,
-    name: sr.metadata.name,
-    uid: sr.metadata.uid!,
-    kyma: sr.spec.kyma,
-    result: {
-      generation: sr.metadata.generation ?? 0,
-      observedAt: new Date().toISOString(),
-      items: [],
-      changes: [],
-      inventory: sr.status?.synced ?? [],
-      pending: [],
-      clusterError: error,
-    },
-  };
-}
-
 /**
  * confirmingWrites wraps an SKR cluster so that confirm runs (once) before its first
  * request that may write (every method but GET; dry runs change nothing).
@@ -308,7 +286,7 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
       Metrics.runs.add(1, { outcome: 'skipped' });
       if (knownUnreachable(sr)) out.unchanged++;
       else {
-        out.outcomes.push(unreachableOutcome(sr, tripped));
+        out.outcomes.push(failure(sr, tripped));
         out.retry = true;
       }
       return;

@@ -198,8 +198,14 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
   }
 }
 
-/** failure turns a resolution error into an outcome for the status step. */
-export function failure(sr: SyncResource, err: TerminalError): ItemsApplied {
+/**
+ * failure turns a resolution error, or a cluster error another run found (apply.ts: the
+ * batch's breaker), into an outcome for the status step.
+ */
+export function failure(
+  sr: SyncResource,
+  err: TerminalError | NonNullable<ItemsApplied['result']['clusterError']>,
+): ItemsApplied {
   return {
     namespace: sr.metadata.namespace!,
     name: sr.metadata.name,
@@ -212,7 +218,8 @@ export function failure(sr: SyncResource, err: TerminalError): ItemsApplied {
       changes: [],
       inventory: sr.status?.synced ?? [],
       pending: [],
-      clusterError: { reason: err.reason, message: err.message, transient: false },
+      clusterError:
+        err instanceof TerminalError ? { reason: err.reason, message: err.message, transient: false } : err,
     },
   };
 }
