@@ -204,6 +204,9 @@ export async function peerComparison(ctx: PeerContext): Promise<void> {
     }
   };
   const targetOf = (i: number) => i % K;
+  // The 1 % of resources whose first ConfigMap both sides have deleted, spread evenly.
+  const driftCount = Math.max(1, Math.round(n / 100));
+  const drifted = Array.from({ length: driftCount }, (_, j) => Math.floor((j * n) / driftCount));
 
   // ---- The product ------------------------------------------------------------------
   {
@@ -290,9 +293,6 @@ export async function peerComparison(ctx: PeerContext): Promise<void> {
     );
     both('noopWrites', 'no-op resync: writes', '', 'product', (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0));
     // Drift: 1 % of the objects deleted in the SKRs, until recreated.
-    const drifted = Array.from({ length: Math.max(1, Math.round(n / 100)) }, (_, j) =>
-      Math.floor((j * n) / Math.max(1, Math.round(n / 100))),
-    );
     t0 = performance.now();
     for (const i of drifted)
       await skrs[targetOf(i)]!.client.call('DELETE', resourcePath(cmInfo, PRODUCT_NS, `b${i}-a`));
@@ -461,9 +461,6 @@ export async function peerComparison(ctx: PeerContext): Promise<void> {
     both('noopKcp', '', '', 'peer', ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / n);
     both('noopSkr', '', '', 'peer', ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / n);
     both('noopWrites', '', '', 'peer', (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0));
-    const drifted = Array.from({ length: Math.max(1, Math.round(n / 100)) }, (_, j) =>
-      Math.floor((j * n) / Math.max(1, Math.round(n / 100))),
-    );
     t0 = performance.now();
     for (const i of drifted)
       await skrs[targetOf(i)]!.client.call('DELETE', resourcePath(cmInfo, TARGET_NS, `b${i}-a`));
