@@ -18,6 +18,8 @@ if (!name || !names.includes(name)) {
 // Telemetry first, so that its providers are in place when the handlers load.
 const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelemetry(`kcp-sync-${name}`);
 phases.telemetry = performance.now();
+// faas-js-runtime's own probes are replaced (below); the event-loop sampler behind them is stopped.
+(await import('./quiet.ts')).stopOverloadSampler();
 const [{ default: faas }, mod, { getDeps, senderGuard }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,

@@ -1,10 +1,12 @@
 // serve.ts: one function process as Knative runs it, probes included.
 import { spawn } from 'node:child_process';
+import module from 'node:module';
 import { mkdtemp, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { freePort, waitFor } from '../infra/net.ts';
+import { stopOverloadSampler } from '../functions/quiet.ts';
 
 describe('serve', () => {
   it('answers its probes while a long synchronous stretch would make faas-js-runtime report overload', async () => {
@@ -45,5 +47,43 @@ describe('serve', () => {
     } finally {
       child.kill('SIGKILL');
     }
+  });
+
+  it("leaves no event-loop sampler of faas-js-runtime's unused overload probe running", () => {
+    const fromRuntime = module.createRequire(import.meta.resolve('faas-js-runtime'));
+    const fromProtection = module.createRequire(fromRuntime.resolve('overload-protection'));
+    const fresh = () => {
+      for (const m of ['./lib/health-check.js', 'overload-protection'])
+        delete fromRuntime.cache[fromRuntime.resolve(m)];
+      delete fromProtection.cache[fromProtection.resolve('loopbench')];
+    };
+    // The intervals a load leaves running (an unref'd timer is not among the process's active resources).
+    const running = (load: () => void) => {
+      const { setInterval: set, clearInterval: clear } = globalThis;
+      const live = new Set<unknown>();
+      globalThis.setInterval = ((...args: Parameters<typeof set>) => {
+        const t = set(...args);
+        live.add(t);
+        return t;
+      }) as typeof set;
+      globalThis.clearInterval = ((t: Parameters<typeof clear>[0]) => {
+        live.delete(t);
+        clear(t);
+      }) as typeof clear;
+      try {
+        load();
+      } finally {
+        Object.assign(globalThis, { setInterval: set, clearInterval: clear });
+      }
+      for (const t of live) clear(t as never);
+      return live.size;
+    };
+    // As faas-js-runtime loads it: an interval for good.
+    fresh();
+    expect(running(() => fromRuntime('./lib/health-check.js'))).toBe(1);
+    // As serve.ts loads it.
+    fresh();
+    stopOverloadSampler();
+    expect(running(() => fromRuntime('./lib/health-check.js'))).toBe(0);
   });
 });
