@@ -3,19 +3,24 @@
 // process per target as it must run, built from its Go module (infra/gardener, on the
 // first benchmark that needs it). Both get the same workload (bench/workload.ts: five
 // objects per resource, the product's Widget status aside, which GRM does not write), one
-// after the other on the same clusters, the other idle:
+// after the other on the same clusters, the other idle, at two topologies: one target per
+// local SKR, and 100 targets (each its own Kyma and access Secret for the product, its own
+// GRM process for the peer, spread over the local SKRs, a namespace each):
 //   - bulk create: N resources until all applied (product: Ready at their generation;
 //     GRM: ResourcesApplied True at theirs);
 //   - edit: one resource's manifest changed until its SKR object holds the new value
-//     (both the same way), idle, p50/p99;
+//     (both the same way), idle and under load (bulk creates of N running), p50/p99;
 //   - no-op resync: requests to source (KCP) and target (SKR) per resource over one
 //     resync (product: one tick fired; GRM: one syncPeriod of a minute, its metrics), and
 //     writes among them;
 //   - drift of 1 % of the objects (deleted in the SKR) until recreated (product: a resync
 //     tick fired at once; GRM: its own one-minute resync, there is nothing to fire);
+//   - health: Deployments whose Pods wait for a Node label; from each turning Available
+//     (kstatus, polled) until its resource reports it (product: Ready; GRM:
+//     ResourcesHealthy True and ResourcesProgressing False);
 //   - deletion: all resources deleted until their objects are gone and the resources too;
-//   - CPU over each side's scenarios, and peak RSS (product: its functions; GRM: its
-//     processes).
+//   - CPU at rest (30 s with nothing to do) and over each side's scenarios, and RSS now
+//     and at peak (product: its functions; GRM: its processes).
 // Figures only; each row names both and the ratio product/peer.
 import { writeFile, readFile, mkdir } from 'node:fs/promises';
 import { join } from 'node:path';
@@ -23,16 +28,18 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { load, dump } from 'js-yaml';
 import { ensurePeerBinaries } from '../infra/binaries.ts';
 import type { ClusterSet } from '../infra/clusters.ts';
-import { applyObjects, installCrds } from '../infra/kcp-setup.ts';
+import { applyObjects, installCrds, kymaObjects } from '../infra/kcp-setup.ts';
 import { freePort, waitFor } from '../infra/net.ts';
 import { startProcess, stopProcess, type Proc } from '../infra/processes.ts';
 import type { Runtime } from '../infra/runtime/index.ts';
 import { mapLimit } from '../lib/concurrency.ts';
+import { healthOf } from '../lib/health.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { getObject, listObjects, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
-import { objectsFor, syncResourceFor } from './workload.ts';
+import { cpuSeconds, rssOf } from './procs.ts';
+import { itemsOf, objectsFor } from './workload.ts';
 
 /** PeerContext is what the comparison needs of the benchmark's run (bench/run.ts). */
 export interface PeerContext {
@@ -41,9 +48,12 @@ export interface PeerContext {
   skrs: Cluster[];
   rt: Runtime;
   stateDir: string;
-  /** n resources in all, over the SKRs; edits measured per side. */
+  quick: boolean;
+  /** n resources in all at one target per SKR; edits measured per side. */
   n: number;
   edits: number;
+  /** nodeName is the KWOK Node of every SKR (its Pods are "running" there). */
+  nodeName: string;
   row: (scenario: string, figure: string, value: string, target?: string) => void;
   /** settle waits until the broker has had nothing to deliver for a while. */
   settle: () => Promise<void>;
@@ -51,36 +61,85 @@ export interface PeerContext {
   requests: () => Promise<Record<string, number>>;
   /** productCpu is the CPU seconds of the product's processes (functions and the event runtime's). */
   productCpu: () => Promise<number>;
-  /** productRss is the peak RSS of the product's function processes, summed (MiB). */
-  productRss: () => Promise<number>;
+  /** productPids are the product's function processes. */
+  productPids: () => number[];
   log: (line: string) => void;
 }
 
+/** Topology is where the resources go: targets (one per SKR, or more sharing them) and how many. */
+interface Topology {
+  id: string;
+  targets: number;
+  n: number;
+  edits: number;
+  /** health and underLoad run these scenarios too (at the first topology). */
+  health: number;
+  underLoad: boolean;
+}
+
+type Batch = 'm' | 'l' | 'h';
+/** Work is what one resource applies: objects, and the status the product writes to the Widget's. */
+type Work = { objects: KubeObject[]; status?: KubeObject };
+/** Seen is one resource as its side reports it. */
+interface Seen {
+  i: number;
+  applied: boolean;
+  /** healthy: applied and its objects reported ready; progressing: applied, not yet. */
+  healthy: boolean;
+  progressing: boolean;
+}
+
+/** Side is the product or the peer, driven the same way by the scenarios. */
+interface Side {
+  who: 'product' | 'peer';
+  /** ns is target t's namespace in its SKR. */
+  ns(t: number): string;
+  start(): Promise<void>;
+  stop(): Promise<void>;
+  /** put creates resource i of a batch with these objects (status: the Widget's) or changes it to them. */
+  put(batch: Batch, i: number, work: Work, create: boolean): Promise<void>;
+  remove(batch: Batch, i: number): Promise<void>;
+  list(batch: Batch): Promise<Seen[]>;
+  /** quiet waits until the side has nothing left to do for the last change. */
+  quiet(): Promise<void>;
+  /** between waits between two idle edits: the last one's echoes through. */
+  between(): Promise<void>;
+  /** resync runs one resync with nothing changed: requests per resource to KCP and SKR, and writes. */
+  resync(): Promise<{ kcp: number; skr: number; writes: number }>;
+  /** kick makes the side look for drift now, where it can be asked. */
+  kick(): void;
+  cpu(): Promise<number>;
+  pids(): number[];
+}
+
 const MR_API = '/apis/resources.gardener.cloud/v1alpha1';
-const KCP_NS = (k: number) => `peer-${k + 1}`;
-const TARGET_NS = 'peer';
-const PRODUCT_NS = 'cmp';
 const SYNC_PERIOD_S = 60;
 
 const pct = (xs: number[], p: number) =>
   [...xs].sort((a, b) => a - b)[Math.max(0, Math.ceil((p / 100) * xs.length) - 1)]!;
 const ratio = (a: number, b: number) => (b > 0 ? (a / b).toFixed(2) : 'n/a');
+const sum = (xs: number[]) => xs.reduce((a, b) => a + b, 0);
+const diff = (a: Record<string, number>, b: Record<string, number>) =>
+  Object.fromEntries(
+    [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (a[k] ?? 0) - (b[k] ?? 0)]),
+  );
+const indexOf = (name: string) => Number(/(\d+)$/.exec(name)![1]);
+/** ours tells the workload's objects from what the SKR puts in every namespace (kube-root-ca.crt). */
+const ours = (o: KubeObject) => /^b\d+-/.test(o.metadata.name);
+const conditionTrue = (conds: { type: string; status: string }[] | undefined, type: string) =>
+  conds?.some((c) => c.type === type && c.status === 'True') === true;
 
 interface ManagedResource {
   metadata: { name: string; namespace: string; generation?: number };
   status?: { observedGeneration?: number; conditions?: { type: string; status: string }[] };
 }
-/** ours tells the workload's objects from what the SKR puts in every namespace (kube-root-ca.crt). */
-const ours = (o: KubeObject) => /^b\d+-/.test(o.metadata.name);
-const applied = (mr: ManagedResource) =>
-  mr.status?.observedGeneration === mr.metadata.generation &&
-  mr.status?.conditions?.some((c) => c.type === 'ResourcesApplied' && c.status === 'True') === true;
 
 /** grmConfig is a ResourceManagerConfiguration for one target: every controller but managedResource and health off, every webhook off. */
 function grmConfig(opts: {
   source: string;
   target: string;
   namespace: string;
+  targetNamespace: string;
   ports: { webhooks: number; health: number; metrics: number };
   certDir: string;
 }): Record<string, unknown> {
@@ -89,7 +148,14 @@ function grmConfig(opts: {
     apiVersion: 'resourcemanager.config.gardener.cloud/v1alpha1',
     kind: 'ResourceManagerConfiguration',
     sourceClientConnection: { kubeconfig: opts.source, namespaces: [opts.namespace], qps: 100, burst: 130 },
-    targetClientConnection: { kubeconfig: opts.target, qps: 100, burst: 130 },
+    // Its target cache holds its own namespace: the local SKRs are shared by many targets,
+    // where each would be a cluster of its own.
+    targetClientConnection: {
+      kubeconfig: opts.target,
+      namespaces: [opts.targetNamespace],
+      qps: 100,
+      burst: 130,
+    },
     leaderElection: {
       leaderElect: false,
       resourceLock: 'leases',
@@ -139,379 +205,534 @@ function grmConfig(opts: {
   };
 }
 
-/** Peer is one GRM process and where it listens. */
-interface Peer {
-  proc: Proc;
-  metrics: number;
-  skr: number;
-}
-
-async function cpuSeconds(pid: number): Promise<number> {
-  const fields = (await readFile(`/proc/${pid}/stat`, 'utf8')).split(') ')[1]!.split(' ');
-  return (Number(fields[11]) + Number(fields[12])) / 100;
-}
-async function peakRss(pid: number): Promise<number> {
-  return Number(/VmHWM:\s+(\d+)/.exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
-}
-
-/** peerRequests sums GRM's client-go request counter by source/target host and read/write. */
-async function peerRequests(peers: Peer[], set: ClusterSet): Promise<Record<string, number>> {
-  const out: Record<string, number> = {};
-  const kcpHost = new URL(set.kcp.url).host;
-  for (const p of peers) {
-    const text = await (await fetch(`http://127.0.0.1:${p.metrics}/metrics`)).text();
-    for (const m of text.matchAll(/^rest_client_requests_total\{([^}]*)\} ([\d.e+]+)/gm)) {
-      const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-      const who = labels.host === kcpHost ? 'kcp' : 'skr';
-      const key = `${who}:${labels.method === 'GET' ? 'read' : 'write'}`;
-      out[key] = (out[key] ?? 0) + Number(m[2]);
-    }
-  }
-  return out;
-}
-
-const diff = (a: Record<string, number>, b: Record<string, number>) =>
-  Object.fromEntries(
-    [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (a[k] ?? 0) - (b[k] ?? 0)]),
-  );
-
-/** peerComparison runs every scenario for the product and then for GRM, and prints each figure for both. */
-export async function peerComparison(ctx: PeerContext): Promise<void> {
-  const { set, kcp, skrs, n, row } = ctx;
-  const K = skrs.length;
-  const bins = await ensurePeerBinaries(ctx.log);
-  const dir = join(ctx.stateDir, 'peer');
-  await mkdir(dir, { recursive: true });
-  await installCrds(kcp, [bins.crd]);
-  for (let k = 0; k < K; k++)
-    await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: KCP_NS(k) } }]);
-  for (const skr of skrs)
-    await applyObjects(skr, [
-      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: TARGET_NS } },
-      { apiVersion: 'v1', kind: 'Namespace', metadata: { name: PRODUCT_NS } },
-    ]);
-  const cmInfo = await mustFind(skrs[0]!, 'v1', 'ConfigMap');
-  const fig: Record<string, { product: number; peer: number; unit: string; what: string }> = {};
-  const both = (key: string, what: string, unit: string, side: 'product' | 'peer', v: number) => {
-    (fig[key] ??= { product: NaN, peer: NaN, unit, what })[side] = v;
+/** productSide drives the product: SyncResources in kcp-system, one Kyma per target. */
+function productSide(ctx: PeerContext, topo: Topology): Side {
+  const { kcp, set } = ctx;
+  const virtual = topo.targets !== ctx.skrs.length;
+  const kyma = (t: number) => (virtual ? `cmp${topo.id}-${t + 1}` : `kyma-${t + 1}`);
+  const name = (b: Batch, i: number) => `cmp${topo.id}-${b}${i}`;
+  const path = (n?: string) => resourcePath(syncResourceInfo, 'kcp-system', n);
+  return {
+    who: 'product',
+    ns: (t) => `cmp${topo.id}-${t + 1}`,
+    async start() {
+      if (virtual)
+        await applyObjects(
+          kcp,
+          Array.from({ length: topo.targets }, (_, t) =>
+            kymaObjects(kyma(t), set.skrs[t % set.skrs.length]!.kubeconfig),
+          ).flat(),
+        );
+    },
+    async stop() {},
+    async put(b, i, work, create) {
+      const o: KubeObject = {
+        apiVersion: 'operator.kyma-project.io/v1alpha1',
+        kind: 'SyncResource',
+        metadata: {
+          name: name(b, i),
+          namespace: 'kcp-system',
+          labels: { 'bench-batch': `cmp${topo.id}-${b}` },
+        },
+        spec: { kyma: kyma(i % topo.targets), items: itemsOf(work.objects, work.status) },
+      };
+      if (create) await kcp.client.call('POST', path(), { body: o });
+      else
+        await kcp.client.call('PATCH', path(o.metadata.name), {
+          body: { spec: o.spec },
+          contentType: 'application/merge-patch+json',
+        });
+    },
+    async remove(b, i) {
+      await kcp.client.call('DELETE', path(name(b, i)));
+    },
+    async list(b) {
+      const { items } = await kcp.client.call<{ items: SyncResource[] }>('GET', path(), {
+        query: { labelSelector: `bench-batch=cmp${topo.id}-${b}` },
+      });
+      return items.map((s) => {
+        const applied = s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
+        const progressing =
+          s.status?.state === 'Processing' &&
+          s.status.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True') === true;
+        return { i: indexOf(s.metadata.name), applied, healthy: applied, progressing };
+      });
+    },
+    quiet: ctx.settle,
+    between: () => ctx.rt.broker.idle(60_000),
+    async resync() {
+      // The first tick after edits records their items as Unchanged (they read Configured
+      // until then): one status write per edited SyncResource, once. The second is the
+      // steady state measured here.
+      ctx.rt.ping[0]!.fire();
+      await sleep(500);
+      await ctx.settle();
+      // A tick reconciles every SyncResource of the system: per resource of them all.
+      const all = (await kcp.client.call<{ items: unknown[] }>('GET', path())).items.length;
+      const r0 = await ctx.requests();
+      ctx.rt.ping[0]!.fire();
+      await sleep(500);
+      await ctx.settle();
+      const r = diff(await ctx.requests(), r0);
+      return {
+        kcp: ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / all,
+        skr: ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / all,
+        writes: (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0),
+      };
+    },
+    kick: () => ctx.rt.ping[0]!.fire(),
+    cpu: ctx.productCpu,
+    pids: ctx.productPids,
   };
-  /** valueIn polls an SKR ConfigMap until its data.rev is rev; returns the ms it took from t0. */
-  const waitRev = async (skr: Cluster, ns: string, name: string, rev: string, t0: number) => {
+}
+
+/** peerSide drives GRM: a ManagedResource and its Secret per resource, one process per target. */
+function peerSide(
+  ctx: PeerContext,
+  topo: Topology,
+  bins: Awaited<ReturnType<typeof ensurePeerBinaries>>,
+): Side {
+  const { kcp, set } = ctx;
+  const kcpNs = (t: number) => `peer${topo.id}-${t + 1}`;
+  const name = (b: Batch, i: number) => `mr${topo.id}-${b}${i}`;
+  const peers: { proc: Proc; metrics: number; health: number }[] = [];
+  /** requests sums GRM's client-go request counter by source/target host and read/write. */
+  const requests = async () => {
+    const out: Record<string, number> = {};
+    const kcpHost = new URL(set.kcp.url).host;
+    for (const p of peers) {
+      const text = await (await fetch(`http://127.0.0.1:${p.metrics}/metrics`)).text();
+      for (const m of text.matchAll(/^rest_client_requests_total\{([^}]*)\} ([\d.e+]+)/gm)) {
+        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+        const key = `${labels.host === kcpHost ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
+        out[key] = (out[key] ?? 0) + Number(m[2]);
+      }
+    }
+    return out;
+  };
+  const list = async (b: Batch) =>
+    (
+      await kcp.client.call<{ items: ManagedResource[] }>('GET', `${MR_API}/managedresources`, {
+        query: { labelSelector: `bench-batch=peer${topo.id}-${b}` },
+      })
+    ).items;
+  return {
+    who: 'peer',
+    ns: kcpNs,
+    async start() {
+      const dir = join(ctx.stateDir, 'peer');
+      await mkdir(dir, { recursive: true });
+      await applyObjects(
+        kcp,
+        Array.from({ length: topo.targets }, (_, t) => ({
+          apiVersion: 'v1',
+          kind: 'Namespace',
+          metadata: { name: kcpNs(t) },
+        })),
+      );
+      for (let t = 0; t < topo.targets; t++) {
+        const ports = { webhooks: await freePort(), health: await freePort(), metrics: await freePort() };
+        const config = grmConfig({
+          source: set.kcp.kubeconfigFile,
+          target: set.skrs[t % set.skrs.length]!.kubeconfigFile,
+          namespace: kcpNs(t),
+          targetNamespace: kcpNs(t),
+          ports,
+          certDir: bins.certDir,
+        });
+        const file = join(dir, `grm-${topo.id}-${t + 1}.yaml`);
+        await writeFile(file, dump(config));
+        // The file read back is the configuration written (no key dropped by the dump).
+        if (JSON.stringify(load(await readFile(file, 'utf8'))) !== JSON.stringify(config))
+          throw new Error(`${file} does not read back as written`);
+        const proc = startProcess(
+          'gardener-resource-manager',
+          `${topo.id}-${t + 1}`,
+          bins.resourceManager,
+          [`--config=${file}`],
+          { logDir: dir },
+        );
+        peers.push({ proc, metrics: ports.metrics, health: ports.health });
+      }
+      await mapLimit(peers, 16, (p) =>
+        waitFor(
+          `gardener-resource-manager ${p.proc.cluster} (log: ${p.proc.logFile})`,
+          async () => (await fetch(`http://127.0.0.1:${p.health}/readyz`)).ok,
+          300_000,
+          () => (p.proc.child.exitCode !== null ? `exited with ${p.proc.child.exitCode}` : undefined),
+          250,
+        ),
+      );
+    },
+    async stop() {
+      await Promise.all(peers.map((p) => stopProcess(p.proc)));
+    },
+    async put(b, i, { objects }, create) {
+      const t = i % topo.targets;
+      const secrets = `/api/v1/namespaces/${kcpNs(t)}/secrets`;
+      const secret = {
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: name(b, i), namespace: kcpNs(t) },
+        type: 'Opaque',
+        stringData: { 'objects.yaml': objects.map((o) => dump(o)).join('---\n') },
+      };
+      if (!create) {
+        await kcp.client.call('PUT', `${secrets}/${name(b, i)}`, { body: secret });
+        return;
+      }
+      await kcp.client.call('POST', secrets, { body: secret });
+      await kcp.client.call('POST', `${MR_API}/namespaces/${kcpNs(t)}/managedresources`, {
+        body: {
+          apiVersion: 'resources.gardener.cloud/v1alpha1',
+          kind: 'ManagedResource',
+          metadata: {
+            name: name(b, i),
+            namespace: kcpNs(t),
+            labels: { 'bench-batch': `peer${topo.id}-${b}` },
+          },
+          spec: { secretRefs: [{ name: name(b, i) }] },
+        },
+      });
+    },
+    async remove(b, i) {
+      const t = i % topo.targets;
+      await kcp.client.call('DELETE', `${MR_API}/namespaces/${kcpNs(t)}/managedresources/${name(b, i)}`);
+      await kcp.client.call('DELETE', `/api/v1/namespaces/${kcpNs(t)}/secrets/${name(b, i)}`);
+    },
+    async list(b) {
+      return (await list(b)).map((mr) => {
+        const c = mr.status?.conditions;
+        const applied =
+          mr.status?.observedGeneration === mr.metadata.generation && conditionTrue(c, 'ResourcesApplied');
+        const healthy =
+          applied &&
+          conditionTrue(c, 'ResourcesHealthy') &&
+          c?.some((x) => x.type === 'ResourcesProgressing' && x.status === 'False') === true;
+        return { i: indexOf(mr.metadata.name), applied, healthy, progressing: applied && !healthy };
+      });
+    },
+    // GRM has no queue to look into: a few seconds.
+    quiet: () => sleep(3_000),
+    between: () => sleep(1_000),
+    async resync() {
+      // One syncPeriod (and a little) with nothing changed: per resource of this topology.
+      const n = (await list('m')).length;
+      const r0 = await requests();
+      await sleep((SYNC_PERIOD_S + 5) * 1000);
+      const r = diff(await requests(), r0);
+      return {
+        kcp: ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / n,
+        skr: ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / n,
+        writes: (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0),
+      };
+    },
+    // Nothing to ask: its own resync (syncPeriod) finds drift.
+    kick: () => {},
+    cpu: async () => sum(await Promise.all(peers.map((p) => cpuSeconds(p.proc.pid)))),
+    pids: () => peers.map((p) => p.proc.pid),
+  };
+}
+
+const LOAD = 100_000;
+
+/** figures names each figure of a topology, in the order printed, with its unit. */
+function figures(topo: Topology, drifted: number): Record<string, [string, string]> {
+  return {
+    bulk: [`bulk create, ${topo.n} resources over ${topo.targets} targets: until all applied`, 's'],
+    edit50: ['edit until the SKR object changed, idle: p50', 'ms'],
+    edit99: ['edit, idle: p99', 'ms'],
+    load50: [`edit under load (bulk creates of ${topo.n} running): p50`, 'ms'],
+    load99: ['edit under load: p99', 'ms'],
+    noopKcp: ['no-op resync: source (KCP) requests per resource', ''],
+    noopSkr: ['no-op resync: target (SKR) requests per resource', ''],
+    noopWrites: ['no-op resync: writes', ''],
+    drift: [`drift of 1 % (${drifted} objects deleted) until recreated`, 's'],
+    health50: [`health (${topo.health} Deployments): object Available until reported, p50`, 's'],
+    health99: ['health: p99', 's'],
+    delete: ['deletion of all until their objects are gone', 's'],
+    cpu: ['CPU over these scenarios', 's'],
+    rest: ['CPU at rest, per minute', 's'],
+    rssNow: ['RSS after these scenarios, all processes', 'MiB'],
+    rssPeak: ['peak RSS, all processes', 'MiB'],
+  };
+}
+
+/** healthWork is health resource i: a Deployment whose Pods wait for the Node label key. */
+const healthWork = (ns: string, i: number, key: string): Work => ({
+  objects: [
+    {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: `web-${i}`, namespace: ns, labels: { 'bench-health': key } },
+      spec: {
+        replicas: 1,
+        selector: { matchLabels: { app: `web-${i}` } },
+        template: {
+          metadata: { labels: { app: `web-${i}` } },
+          spec: { nodeSelector: { [key]: 'go' }, containers: [{ name: 'c', image: 'example.io/web:1' }] },
+        },
+      },
+    },
+  ],
+});
+
+/** runSide runs every scenario of a topology for one side; figure records each value. */
+async function runSide(
+  ctx: PeerContext,
+  topo: Topology,
+  side: Side,
+  drifted: number[],
+  figure: (key: string, v: number) => void,
+): Promise<void> {
+  const T = topo.targets;
+  const skrOf = (i: number) => ctx.skrs[(i % T) % ctx.skrs.length]!;
+  const nsOf = (i: number) => side.ns(i % T);
+  const work = (b: Batch, i: number, rev = 1): Work => objectsFor(b === 'l' ? LOAD + i : i, nsOf(i), rev);
+  const range = (n: number, from = 0) => Array.from({ length: n }, (_, j) => from + j);
+  const createAll = (b: Batch, ids: number[], w = (i: number) => work(b, i)) =>
+    mapLimit(ids, 32, (i) => side.put(b, i, w(i), true));
+  const applied = (b: Batch, n: number) =>
+    waitFor(
+      `${side.who}: ${n} of batch ${b} applied`,
+      async () => (await side.list(b)).filter((s) => s.applied).length >= n,
+      900_000,
+      undefined,
+      250,
+    );
+  const gone = (b: Batch) =>
+    waitFor(
+      `${side.who}: batch ${b} gone`,
+      async () => (await side.list(b)).length === 0,
+      900_000,
+      undefined,
+      500,
+    );
+  const cmInfo = await mustFind(ctx.skrs[0]!, 'v1', 'ConfigMap');
+  /** waitRev polls an SKR ConfigMap until its data.rev is rev; returns the ms it took from t0. */
+  const waitRev = async (i: number, rev: string, t0: number) => {
     for (;;) {
-      const o = (await getObject(skr, cmInfo, ns, name)) as { data?: { rev?: string } } | undefined;
+      const o = (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`)) as
+        { data?: { rev?: string } } | undefined;
       if (o?.data?.rev === rev) return performance.now() - t0;
       await sleep(20);
     }
   };
-  const targetOf = (i: number) => i % K;
-  // The 1 % of resources whose first ConfigMap both sides have deleted, spread evenly.
-  const driftCount = Math.max(1, Math.round(n / 100));
-  const drifted = Array.from({ length: driftCount }, (_, j) => Math.floor((j * n) / driftCount));
+  for (let t = 0; t < T; t++)
+    await applyObjects(skrOf(t), [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: side.ns(t) } }]);
+  await side.start();
+  await side.quiet();
+  // At rest: nothing to do, for 30 s.
+  const rest0 = await side.cpu();
+  await sleep(30_000);
+  figure('rest', ((await side.cpu()) - rest0) * 2);
+  const cpu0 = await side.cpu();
 
-  // ---- The product ------------------------------------------------------------------
-  {
-    const label = 'bench-batch=cmp';
-    const srBody = (i: number, rev = 1) => {
-      const o = syncResourceFor(i, PRODUCT_NS, 'kcp-system', `kyma-${targetOf(i) + 1}`, rev);
-      o.metadata.name = `cmp-${i}`;
-      o.metadata.labels = { 'bench-batch': 'cmp' };
-      return o;
-    };
-    const srs = async () =>
-      (
-        await kcp.client.call<{ items: SyncResource[] }>(
-          'GET',
-          resourcePath(syncResourceInfo, 'kcp-system'),
-          {
-            query: { labelSelector: label },
-          },
-        )
-      ).items;
-    const ready = (s: SyncResource) =>
-      s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
-    const cpu0 = await ctx.productCpu();
-    ctx.log('peer comparison: the product');
-    let t0 = performance.now();
-    await mapLimit(
-      Array.from({ length: n }, (_, i) => i),
-      32,
-      (i) => kcp.client.call('POST', resourcePath(syncResourceInfo, 'kcp-system'), { body: srBody(i) }),
-    );
-    await waitFor(
-      'product bulk',
-      async () => (await srs()).filter(ready).length >= n,
-      900_000,
-      undefined,
-      250,
-    );
-    both(
-      'bulk',
-      `bulk create, ${n} resources over ${K} SKRs: until all applied`,
-      's',
-      'product',
-      (performance.now() - t0) / 1000,
-    );
-    await ctx.settle();
-    const edits: number[] = [];
-    for (let e = 0; e < ctx.edits; e++) {
-      const i = e % n;
-      const rev = String(e + 2);
-      const body = srBody(i, e + 2);
-      t0 = performance.now();
-      await kcp.client.call('PATCH', resourcePath(syncResourceInfo, 'kcp-system', `cmp-${i}`), {
-        body: { spec: body.spec },
-        contentType: 'application/merge-patch+json',
-      });
-      edits.push(await waitRev(skrs[targetOf(i)]!, PRODUCT_NS, `b${i}-a`, rev, t0));
-      // Idle edits: each after the last one's status and echoes are through.
-      await ctx.rt.broker.idle(60_000);
-    }
-    both('edit50', 'edit until the SKR object changed, idle: p50', 'ms', 'product', pct(edits, 50));
-    both('edit99', 'edit: p99', 'ms', 'product', pct(edits, 99));
-    // A no-op resync: every SyncResource of the system is reconciled by a tick; per resource.
-    const all = (
-      await kcp.client.call<{ items: unknown[] }>('GET', resourcePath(syncResourceInfo, 'kcp-system'))
-    ).items.length;
-    const r0 = await ctx.requests();
-    ctx.rt.ping[0]!.fire();
-    await sleep(500);
-    await ctx.settle();
-    const r = diff(await ctx.requests(), r0);
-    both(
-      'noopKcp',
-      'no-op resync: source (KCP) requests per resource',
-      '',
-      'product',
-      ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / all,
-    );
-    both(
-      'noopSkr',
-      'no-op resync: target (SKR) requests per resource',
-      '',
-      'product',
-      ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / all,
-    );
-    both('noopWrites', 'no-op resync: writes', '', 'product', (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0));
-    // Drift: 1 % of the objects deleted in the SKRs, until recreated.
-    t0 = performance.now();
-    for (const i of drifted)
-      await skrs[targetOf(i)]!.client.call('DELETE', resourcePath(cmInfo, PRODUCT_NS, `b${i}-a`));
-    ctx.rt.ping[0]!.fire();
-    await Promise.all(
-      drifted.map((i) =>
-        waitFor(
-          'drift',
-          async () => (await getObject(skrs[targetOf(i)]!, cmInfo, PRODUCT_NS, `b${i}-a`)) !== undefined,
-          600_000,
-          undefined,
-          50,
-        ),
-      ),
-    );
-    both(
-      'drift',
-      `drift of 1 % (${drifted.length} objects deleted) until recreated`,
-      's',
-      'product',
-      (performance.now() - t0) / 1000,
-    );
-    await ctx.settle();
-    // Deletion.
-    t0 = performance.now();
-    await mapLimit(
-      Array.from({ length: n }, (_, i) => i),
-      32,
-      (i) => kcp.client.call('DELETE', resourcePath(syncResourceInfo, 'kcp-system', `cmp-${i}`)),
-    );
-    await waitFor('product deletion', async () => (await srs()).length === 0, 900_000, undefined, 250);
-    await waitFor(
-      'product objects gone',
-      async () =>
-        (await Promise.all(skrs.map((s) => listObjects(s, cmInfo, { namespace: PRODUCT_NS })))).every(
-          (l) => l.filter(ours).length === 0,
-        ),
-      300_000,
-    );
-    both(
-      'delete',
-      'deletion of all until their objects are gone',
-      's',
-      'product',
-      (performance.now() - t0) / 1000,
-    );
-    both('cpu', 'CPU over these scenarios', 's', 'product', (await ctx.productCpu()) - cpu0);
-    both('rss', 'peak RSS, all processes', 'MiB', 'product', await ctx.productRss());
-    await ctx.settle();
-  }
-
-  // ---- The peer -----------------------------------------------------------------------
-  const peers: Peer[] = [];
-  try {
-    ctx.log(`peer comparison: Gardener's resource-manager ${bins.versions.gardener}, one process per SKR`);
-    for (let k = 0; k < K; k++) {
-      const ports = { webhooks: await freePort(), health: await freePort(), metrics: await freePort() };
-      const config = grmConfig({
-        source: set.kcp.kubeconfigFile,
-        target: set.skrs[k]!.kubeconfigFile,
-        namespace: KCP_NS(k),
-        ports,
-        certDir: bins.certDir,
-      });
-      const file = join(dir, `grm-${k + 1}.yaml`);
-      await writeFile(file, dump(config));
-      // The file read back is the configuration written (no key dropped by the dump).
-      if (JSON.stringify(load(await readFile(file, 'utf8'))) !== JSON.stringify(config))
-        throw new Error(`${file} does not read back as written`);
-      const proc = startProcess(
-        'gardener-resource-manager',
-        `skr-${k + 1}`,
-        bins.resourceManager,
-        [`--config=${file}`],
-        {
-          logDir: dir,
-        },
-      );
-      peers.push({ proc, metrics: ports.metrics, skr: k });
-      await waitFor(
-        `gardener-resource-manager for skr-${k + 1} (log: ${proc.logFile})`,
-        async () => (await fetch(`http://127.0.0.1:${ports.health}/readyz`)).ok,
-        120_000,
-        () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}` : undefined),
-        250,
-      );
-    }
-    const cpu = async () =>
-      (await Promise.all(peers.map((p) => cpuSeconds(p.proc.pid)))).reduce((a, b) => a + b, 0);
-    const cpu0 = await cpu();
-    const secretOf = (i: number, rev = 1) => ({
-      apiVersion: 'v1',
-      kind: 'Secret',
-      metadata: { name: `mr-${i}`, namespace: KCP_NS(targetOf(i)) },
-      type: 'Opaque',
-      stringData: {
-        'objects.yaml': objectsFor(i, TARGET_NS, rev)
-          .objects.map((o) => dump(o))
-          .join('---\n'),
-      },
-    });
-    const mrOf = (i: number) => ({
-      apiVersion: 'resources.gardener.cloud/v1alpha1',
-      kind: 'ManagedResource',
-      metadata: { name: `mr-${i}`, namespace: KCP_NS(targetOf(i)) },
-      spec: { secretRefs: [{ name: `mr-${i}` }] },
-    });
-    const mrs = async () =>
-      (
-        await Promise.all(
-          Array.from({ length: K }, (_, k) =>
-            kcp.client.call<{ items: ManagedResource[] }>(
-              'GET',
-              `${MR_API}/namespaces/${KCP_NS(k)}/managedresources`,
-            ),
-          ),
-        )
-      ).flatMap((l) => l.items);
-    const quiet = () => sleep(3_000);
-    let t0 = performance.now();
-    await mapLimit(
-      Array.from({ length: n }, (_, i) => i),
-      32,
-      async (i) => {
-        await kcp.client.call('POST', `/api/v1/namespaces/${KCP_NS(targetOf(i))}/secrets`, {
-          body: secretOf(i),
-        });
-        await kcp.client.call('POST', `${MR_API}/namespaces/${KCP_NS(targetOf(i))}/managedresources`, {
-          body: mrOf(i),
-        });
-      },
-    );
-    await waitFor(
-      'peer bulk',
-      async () => (await mrs()).filter(applied).length >= n,
-      900_000,
-      undefined,
-      250,
-    );
-    both('bulk', '', 's', 'peer', (performance.now() - t0) / 1000);
+  let t0 = performance.now();
+  await createAll('m', range(topo.n));
+  await applied('m', topo.n);
+  figure('bulk', (performance.now() - t0) / 1000);
+  if (side.who === 'peer') {
     // Its configuration was read: the objects carry the managed-by value it names.
-    const sample = (await getObject(skrs[0]!, cmInfo, TARGET_NS, 'b0-a')) as KubeObject | undefined;
+    const sample = (await getObject(skrOf(0), cmInfo, nsOf(0), 'b0-a')) as KubeObject | undefined;
     const managedBy = sample?.metadata.labels?.['resources.gardener.cloud/managed-by'];
     if (managedBy !== 'kcp-sync-peer')
       throw new Error(
         `the peer's configuration was not read as written: managed-by is ${JSON.stringify(managedBy)}`,
       );
-    await quiet();
-    const edits: number[] = [];
-    for (let e = 0; e < ctx.edits; e++) {
-      const i = e % n;
-      const rev = String(e + 2);
-      t0 = performance.now();
-      await kcp.client.call('PUT', `/api/v1/namespaces/${KCP_NS(targetOf(i))}/secrets/mr-${i}`, {
-        body: secretOf(i, e + 2),
-      });
-      edits.push(await waitRev(skrs[targetOf(i)]!, TARGET_NS, `b${i}-a`, rev, t0));
-      await sleep(1_000);
-    }
-    both('edit50', '', 'ms', 'peer', pct(edits, 50));
-    both('edit99', '', 'ms', 'peer', pct(edits, 99));
-    // A no-op resync: one syncPeriod (and a little) with nothing changed.
-    const r0 = await peerRequests(peers, set);
-    await sleep((SYNC_PERIOD_S + 5) * 1000);
-    const r = diff(await peerRequests(peers, set), r0);
-    both('noopKcp', '', '', 'peer', ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / n);
-    both('noopSkr', '', '', 'peer', ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / n);
-    both('noopWrites', '', '', 'peer', (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0));
-    t0 = performance.now();
-    for (const i of drifted)
-      await skrs[targetOf(i)]!.client.call('DELETE', resourcePath(cmInfo, TARGET_NS, `b${i}-a`));
-    await Promise.all(
-      drifted.map((i) =>
-        waitFor(
-          'drift',
-          async () => (await getObject(skrs[targetOf(i)]!, cmInfo, TARGET_NS, `b${i}-a`)) !== undefined,
-          600_000,
-          undefined,
-          50,
-        ),
-      ),
-    );
-    both('drift', '', 's', 'peer', (performance.now() - t0) / 1000);
-    await quiet();
-    t0 = performance.now();
-    await mapLimit(
-      Array.from({ length: n }, (_, i) => i),
-      32,
-      (i) =>
-        kcp.client.call('DELETE', `${MR_API}/namespaces/${KCP_NS(targetOf(i))}/managedresources/mr-${i}`),
-    );
-    await waitFor('peer deletion', async () => (await mrs()).length === 0, 900_000, undefined, 250);
-    await waitFor(
-      'peer objects gone',
-      async () =>
-        (await Promise.all(skrs.map((s) => listObjects(s, cmInfo, { namespace: TARGET_NS })))).every(
-          (l) => l.filter(ours).length === 0,
-        ),
-      300_000,
-    );
-    both('delete', '', 's', 'peer', (performance.now() - t0) / 1000);
-    both('cpu', '', 's', 'peer', (await cpu()) - cpu0);
-    both(
-      'rss',
-      '',
-      'MiB',
-      'peer',
-      (await Promise.all(peers.map((p) => peakRss(p.proc.pid)))).reduce((a, b) => a + b, 0),
-    );
-  } finally {
-    await Promise.all(peers.map((p) => stopProcess(p.proc)));
   }
-  const fmt = (v: number, unit: string) =>
-    Number.isNaN(v) ? 'n/a' : `${v < 10 ? v.toFixed(2) : v.toFixed(0)}${unit ? ` ${unit}` : ''}`;
-  for (const f of Object.values(fig))
-    row(
-      '14 peer',
-      `${f.what}: product / GRM (ratio)`,
-      `${fmt(f.product, f.unit)} / ${fmt(f.peer, f.unit)} (${f.unit === '' && f.peer === 0 ? 'n/a' : ratio(f.product, f.peer)})`,
-      '<= 1.0',
+  await side.quiet();
+
+  // Edits, one after another, each on the next resource.
+  const revs = new Map<number, number>();
+  const edit = async (e: number) => {
+    const i = e % topo.n;
+    const rev = (revs.get(i) ?? 1) + 1;
+    revs.set(i, rev);
+    const t0 = performance.now();
+    await side.put('m', i, work('m', i, rev), false);
+    return waitRev(i, String(rev), t0);
+  };
+  const idle: number[] = [];
+  for (let e = 0; e < topo.edits; e++) {
+    idle.push(await edit(e));
+    await side.between();
+  }
+  figure('edit50', pct(idle, 50));
+  figure('edit99', pct(idle, 99));
+
+  if (topo.underLoad) {
+    // Bulk creates of n resources, round after round, while the edits are made.
+    let loading = true;
+    let rounds = 0;
+    const loader = (async () => {
+      while (loading) {
+        const from = rounds++ * topo.n;
+        await createAll('l', range(topo.n, from));
+        await applied('l', from + topo.n);
+      }
+    })();
+    await sleep(1_000);
+    const loaded: number[] = [];
+    for (let e = 0; e < topo.edits; e++) loaded.push(await edit(topo.edits + e));
+    loading = false;
+    await loader;
+    figure('load50', pct(loaded, 50));
+    figure('load99', pct(loaded, 99));
+    await mapLimit(range(rounds * topo.n), 32, (i) => side.remove('l', i));
+    await gone('l');
+    await side.quiet();
+  }
+
+  const r = await side.resync();
+  figure('noopKcp', r.kcp);
+  figure('noopSkr', r.skr);
+  figure('noopWrites', r.writes);
+
+  // Drift: 1 % of the objects deleted in the SKRs, until recreated.
+  t0 = performance.now();
+  for (const i of drifted) await skrOf(i).client.call('DELETE', resourcePath(cmInfo, nsOf(i), `b${i}-a`));
+  side.kick();
+  await Promise.all(
+    drifted.map((i) =>
+      waitFor(
+        'drift',
+        async () => (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`)) !== undefined,
+        600_000,
+        undefined,
+        50,
+      ),
+    ),
+  );
+  figure('drift', (performance.now() - t0) / 1000);
+  await side.quiet();
+
+  if (topo.health > 0) {
+    // Health: Deployments Progressing until a Node label lets their Pods run; from each
+    // turning Available in its SKR until its resource reports it.
+    const H = topo.health;
+    const key = `bench-health-${side.who}-${topo.id}`;
+    await createAll('h', range(H), (i) => healthWork(nsOf(i), i, key));
+    await waitFor(
+      `${side.who}: health resources progressing`,
+      async () => {
+        const l = await side.list('h');
+        return l.length === H && l.every((s) => s.progressing);
+      },
+      300_000,
+      undefined,
+      250,
     );
+    await side.quiet();
+    await sleep(25_000); // Past the first rechecks, as a slow rollout would be.
+    const start = Date.now();
+    for (const skr of ctx.skrs)
+      await skr.client.call('PATCH', `/api/v1/nodes/${ctx.nodeName}`, {
+        body: { metadata: { labels: { [key]: 'go' } } },
+        contentType: 'application/merge-patch+json',
+      });
+    const available = new Map<number, number>();
+    const reported = new Map<number, number>();
+    while (reported.size < H && Date.now() - start < 300_000) {
+      const now = Date.now();
+      for (const skr of ctx.skrs) {
+        const { items } = await skr.client.call<{ items: KubeObject[] }>('GET', '/apis/apps/v1/deployments', {
+          query: { labelSelector: `bench-health=${key}` },
+        });
+        for (const d of items)
+          if (
+            !available.has(indexOf(d.metadata.name)) &&
+            healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current'
+          )
+            available.set(indexOf(d.metadata.name), now);
+      }
+      for (const s of await side.list('h')) if (s.healthy && !reported.has(s.i)) reported.set(s.i, now);
+      await sleep(100);
+    }
+    if (reported.size < H)
+      throw new Error(`${side.who}: ${H - reported.size} of ${H} never reported healthy`);
+    const lag = [...reported].map(([i, t]) => (t - (available.get(i) ?? t)) / 1000);
+    figure('health50', pct(lag, 50));
+    figure('health99', pct(lag, 99));
+    await mapLimit(range(H), 16, (i) => side.remove('h', i));
+    await gone('h');
+  }
+
+  t0 = performance.now();
+  await mapLimit(range(topo.n), 32, (i) => side.remove('m', i));
+  await gone('m');
+  await waitFor(
+    `${side.who}: objects gone`,
+    async () =>
+      (
+        await mapLimit(range(T), 16, async (t) =>
+          (await listObjects(skrOf(t), cmInfo, { namespace: side.ns(t) })).filter(ours),
+        )
+      ).every((l) => l.length === 0),
+    300_000,
+    undefined,
+    500,
+  );
+  figure('delete', (performance.now() - t0) / 1000);
+  figure('cpu', (await side.cpu()) - cpu0);
+  figure('rssNow', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmRSS')))));
+  figure('rssPeak', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmHWM')))));
+}
+
+/** peerComparison runs every scenario for the product and then for GRM, at each topology, and prints each figure for both. */
+export async function peerComparison(ctx: PeerContext): Promise<void> {
+  const bins = await ensurePeerBinaries(ctx.log);
+  await installCrds(ctx.kcp, [bins.crd]);
+  const topologies: Topology[] = [
+    {
+      id: 'a',
+      targets: ctx.skrs.length,
+      n: ctx.n,
+      edits: ctx.edits,
+      health: ctx.quick ? 10 : 30,
+      underLoad: true,
+    },
+    {
+      id: 'b',
+      targets: 100,
+      n: ctx.quick ? 200 : 1_000,
+      edits: ctx.quick ? 10 : 20,
+      health: 0,
+      underLoad: false,
+    },
+  ];
+  for (const topo of topologies) {
+    // The 1 % of resources whose first ConfigMap both sides have deleted, spread evenly.
+    const count = Math.max(1, Math.round(topo.n / 100));
+    const drifted = Array.from({ length: count }, (_, j) => Math.floor((j * topo.n) / count));
+    const fig: Record<string, { product?: number; peer?: number }> = {};
+    for (const side of [productSide(ctx, topo), peerSide(ctx, topo, bins)]) {
+      ctx.log(
+        `peer comparison, ${topo.targets} targets: ${side.who === 'product' ? 'the product' : `Gardener's resource-manager ${bins.versions.gardener}, one process per target`}`,
+      );
+      try {
+        await runSide(ctx, topo, side, drifted, (key, v) => {
+          (fig[key] ??= {})[side.who] = v;
+          ctx.log(`${side.who}: ${key} ${v}`);
+        });
+      } finally {
+        await side.stop();
+      }
+      if (side.who === 'product') await ctx.settle();
+    }
+    const fmt = (v: number | undefined, unit: string) =>
+      v === undefined ? 'n/a' : `${v < 10 ? v.toFixed(2) : v.toFixed(0)}${unit ? ` ${unit}` : ''}`;
+    for (const [key, [what, unit]] of Object.entries(figures(topo, drifted.length))) {
+      const f = fig[key];
+      if (!f) continue;
+      const r =
+        f.product !== undefined && f.peer !== undefined && f.peer > 0 ? ratio(f.product, f.peer) : 'n/a';
+      ctx.row(
+        `14 peer, ${topo.targets} targets`,
+        `${what}: product / GRM (ratio)`,
+        `${fmt(f.product, unit)} / ${fmt(f.peer, unit)} (${r})`,
+        '<= 1.0',
+      );
+    }
+  }
 }

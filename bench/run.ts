@@ -30,6 +30,7 @@ import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 import { pipelineVerify, verifyCost } from './senders.ts';
 import { peerComparison } from './peer.ts';
+import { cpuSeconds, rssOf } from './procs.ts';
 
 const { values: args } = parseArgs({
   options: {
@@ -252,8 +253,6 @@ try {
     return performance.now() - t0;
   };
   const pids = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
-  const rssOf = async (pid: number, field: 'VmHWM' | 'VmRSS') =>
-    Number(new RegExp(`${field}:\\s+(\\d+)`).exec(await readFile(`/proc/${pid}/status`, 'utf8'))![1]) / 1024;
 
   // CPU seconds of every process of the stack (profile: where a bulk create's time goes).
   const cpuGroups = () => {
@@ -272,12 +271,6 @@ try {
     return groups;
   };
   // A process that is gone (an API server a scenario killed) counts nothing.
-  const cpuSeconds = async (pid: number) => {
-    const stat = await readFile(`/proc/${pid}/stat`, 'utf8').catch(() => undefined);
-    if (!stat) return 0;
-    const fields = stat.split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) / 100;
-  };
   const cpuNow = async () =>
     Object.fromEntries(
       await Promise.all(
@@ -1118,6 +1111,8 @@ try {
       skrs,
       rt,
       stateDir,
+      quick,
+      nodeName: NODE_NAME,
       n: S,
       edits: EDITS,
       row,
@@ -1127,8 +1122,7 @@ try {
         Object.entries(await cpuNow())
           .filter(([g]) => !infra.has(g) && !g.startsWith('this process'))
           .reduce((a, [, v]) => a + v, 0),
-      productRss: async () =>
-        (await Promise.all(pids().map((p) => rssOf(p.pid, 'VmHWM')))).reduce((a, b) => a + b, 0),
+      productPids: () => pids().map((p) => p.pid),
       log: (l) => console.log(`  ${l}`),
     });
   }

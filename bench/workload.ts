@@ -102,19 +102,23 @@ export function objectsFor(i: number, ns: string, rev = 1): { objects: KubeObjec
 
 const yaml = (o: unknown) => JSON.stringify(o);
 
-/** syncResourceFor renders SyncResource i targeting kyma. */
-export function syncResourceFor(i: number, ns: string, kcpNs: string, kyma: string, rev = 1): KubeObject {
-  const { objects, status } = objectsFor(i, ns, rev);
-  const items = objects.map((o, j) => ({
+/** itemsOf renders objects as SyncResource items (CreateAndSync), status as the Widget's subresource. */
+export function itemsOf(objects: KubeObject[], status?: KubeObject): Record<string, string>[] {
+  return objects.map((o, j) => ({
     name: `item-${j}`,
     strategy: 'CreateAndSync',
     resource: yaml(o),
-    ...(o.kind === 'Widget' ? { subresource: yaml(status) } : {}),
+    ...(status && o.kind === status.kind ? { subresource: yaml(status) } : {}),
   }));
+}
+
+/** syncResourceFor renders SyncResource i targeting kyma. */
+export function syncResourceFor(i: number, ns: string, kcpNs: string, kyma: string, rev = 1): KubeObject {
+  const { objects, status } = objectsFor(i, ns, rev);
   return {
     apiVersion: 'operator.kyma-project.io/v1alpha1',
     kind: 'SyncResource',
     metadata: { name: `bench-${i}`, namespace: kcpNs },
-    spec: { kyma, items },
+    spec: { kyma, items: itemsOf(objects, status) },
   };
 }
