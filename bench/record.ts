@@ -15,6 +15,8 @@ export interface Run {
   commit: string;
   /** dirty is true when the tree had uncommitted changes: the figures are then of no commit. */
   dirty: boolean;
+  /** complete is false while the run goes on (the file is rewritten after every row), and in a run that stopped before its end. */
+  complete?: boolean;
   startedAt: string;
   wallSeconds: number;
   machine: { cores: number; cpu: string; memoryGiB: number; os: string; node: string };
@@ -34,10 +36,12 @@ export async function writeRun(
   startedAt: Date,
   options: Run['options'],
   rows: Row[],
+  complete = true,
 ): Promise<void> {
   const run: Run = {
     commit: git('rev-parse', '--short', 'HEAD'),
     dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+    complete,
     startedAt: startedAt.toISOString(),
     wallSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000),
     machine: {
@@ -51,5 +55,5 @@ export async function writeRun(
     rows,
   };
   await writeFile(file, `${JSON.stringify(run, null, 2)}\n`);
-  console.log(`run written to ${file}`);
+  if (complete) console.log(`run written to ${file}`);
 }

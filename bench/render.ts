@@ -19,7 +19,8 @@ export function renderRun(run: Run): string {
   const lines = [
     BEGIN,
     `Commit \`${run.commit}\`${run.dirty ? ' (with uncommitted changes)' : ''}, ${run.startedAt.slice(0, 10)}, ` +
-      `\`npm run bench -- ${flags.join(' ')}\`, ${Math.round(run.wallSeconds / 60)} minutes.`,
+      `\`npm run bench -- ${flags.join(' ')}\`, ${Math.round(run.wallSeconds / 60)} minutes` +
+      (run.complete === false ? ', stopped before its end (the rows it had measured).' : '.'),
     `Machine: ${m.cores} vCPUs (${m.cpu}), ${m.memoryGiB} GiB RAM, ${m.os}, Node.js ${m.node}.`,
     '',
     '| scenario | figure | value | target |',

@@ -73,9 +73,16 @@ const K = quick ? 2 : 3;
 const EDITS = quick ? 20 : 100;
 const NS = 'bench';
 const rows: { scenario: string; figure: string; value: string; target?: string }[] = [];
+// With --json the file is rewritten after every row: a run that stops leaves what it measured.
+let saved = Promise.resolve();
+const save = (complete: boolean) =>
+  (saved = saved.then(() =>
+    args.json ? writeRun(args.json, startedAt, runOptions(), rows, complete) : undefined,
+  ));
 const row = (scenario: string, figure: string, value: string, target?: string) => {
   rows.push({ scenario, figure, value, ...(target ? { target } : {}) });
   console.log(`  ${scenario} | ${figure}: ${value}${target ? ` (target ${target})` : ''}`);
+  void save(false);
 };
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 /** pct is the nearest-rank percentile: the smallest value with at least p% of the values at or below it. */
@@ -84,6 +91,7 @@ const pct = (xs: number[], p: number) =>
 const median = (xs: number[]) => pct(xs, 50);
 
 const startedAt = new Date();
+const runOptions = () => ({ quick, scale: scaleOnly, broker: brokerMode, knative, oidc, peer: peerMode });
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
 console.log(
   `bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`,
@@ -1133,13 +1141,7 @@ try {
   );
   console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
   for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
-  if (args.json)
-    await writeRun(
-      args.json,
-      startedAt,
-      { quick, scale: scaleOnly, broker: brokerMode, knative, oidc, peer: peerMode },
-      rows,
-    );
+  await save(true);
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
 } finally {
   await runtime?.stop();
