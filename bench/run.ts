@@ -91,7 +91,14 @@ const pct = (xs: number[], p: number) =>
 const median = (xs: number[]) => pct(xs, 50);
 
 const startedAt = new Date();
-const runOptions = () => ({ quick, scale: scaleOnly, broker: brokerMode, knative, oidc, peer: peerMode });
+const runOptions = () => ({
+  quick,
+  scale: scaleOnly,
+  broker: brokerMode,
+  knative,
+  oidc: oidc ? 'on' : 'off',
+  peer: peerMode,
+});
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
 console.log(
   `bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`,
