@@ -578,7 +578,8 @@ async function runSide(
     })();
     await sleep(1_000);
     const loaded: number[] = [];
-    for (let e = 0; e < topo.edits; e++) loaded.push(await edit(topo.edits + e));
+    // At most 20: at full size the product's take up to half a minute each.
+    for (let e = 0; e < Math.min(topo.edits, 20); e++) loaded.push(await edit(topo.edits + e));
     loading = false;
     await loader;
     figure('load50', pct(loaded, 50));
