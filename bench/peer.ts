@@ -330,8 +330,17 @@ function peerSide(
           metadata: { name: kcpNs(t) },
         })),
       );
-      for (let t = 0; t < topo.targets; t++) {
-        const ports = { webhooks: await freePort(), health: await freePort(), metrics: await freePort() };
+      // Ports are probed free, then bound by the process: with 300 of them another process
+      // may take one in between, and GRM exits. Each gets fresh ports and a second try.
+      const used = new Set<number>();
+      const port = async () => {
+        for (;;) {
+          const p = await freePort();
+          if (!used.has(p)) return (used.add(p), p);
+        }
+      };
+      const launch = async (t: number, attempt = 1): Promise<void> => {
+        const ports = { webhooks: await port(), health: await port(), metrics: await port() };
         const config = grmConfig({
           source: set.kcp.kubeconfigFile,
           target: set.skrs[t % set.skrs.length]!.kubeconfigFile,
@@ -347,21 +356,30 @@ function peerSide(
           throw new Error(`${file} does not read back as written`);
         const proc = startProcess(
           'gardener-resource-manager',
-          `${topo.id}-${t + 1}`,
+          `${topo.id}-${t + 1}-${attempt}`,
           bins.resourceManager,
           [`--config=${file}`],
           { logDir: dir },
         );
+        try {
+          await waitFor(
+            `gardener-resource-manager ${proc.cluster} (log: ${proc.logFile})`,
+            async () => (await fetch(`http://127.0.0.1:${ports.health}/readyz`)).ok,
+            300_000,
+            () => (proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}` : undefined),
+            250,
+          );
+        } catch (err) {
+          if (attempt >= 3 || proc.child.exitCode === null) throw err;
+          ctx.log(`${err instanceof Error ? err.message : String(err)}; starting it again`);
+          return launch(t, attempt + 1);
+        }
         peers.push({ proc, metrics: ports.metrics, health: ports.health });
-      }
-      await mapLimit(peers, 16, (p) =>
-        waitFor(
-          `gardener-resource-manager ${p.proc.cluster} (log: ${p.proc.logFile})`,
-          async () => (await fetch(`http://127.0.0.1:${p.health}/readyz`)).ok,
-          300_000,
-          () => (p.proc.child.exitCode !== null ? `exited with ${p.proc.child.exitCode}` : undefined),
-          250,
-        ),
+      };
+      await mapLimit(
+        Array.from({ length: topo.targets }, (_, t) => t),
+        16,
+        (t) => launch(t),
       );
     },
     async stop() {
