@@ -336,7 +336,9 @@ function peerSide(
       const port = async () => {
         for (;;) {
           const p = await freePort();
-          if (!used.has(p)) return (used.add(p), p);
+          if (used.has(p)) continue;
+          used.add(p);
+          return p;
         }
       };
       const launch = async (t: number, attempt = 1): Promise<void> => {
