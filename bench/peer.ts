@@ -39,6 +39,7 @@ import { getObject, listObjects, mustFind, type Cluster, type KubeObject } from 
 import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
+import { addRequests, scrape } from './scale.ts';
 import { itemsOf, objectsFor } from './workload.ts';
 
 /** PeerContext is what the comparison needs of the benchmark's run (bench/run.ts). */
@@ -123,6 +124,12 @@ const diff = (a: Record<string, number>, b: Record<string, number>) =>
   Object.fromEntries(
     [...new Set([...Object.keys(a), ...Object.keys(b)])].map((k) => [k, (a[k] ?? 0) - (b[k] ?? 0)]),
   );
+/** perResource is a resync's requests (by kcp/skr and read/write) per resource of n, and its writes. */
+const perResource = (r: Record<string, number>, n: number) => ({
+  kcp: ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / n,
+  skr: ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / n,
+  writes: (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0),
+});
 const indexOf = (name: string) => Number(/(\d+)$/.exec(name)![1]);
 /** ours tells the workload's objects from what the SKR puts in every namespace (kube-root-ca.crt). */
 const ours = (o: KubeObject) => /^b\d+-/.test(o.metadata.name);
@@ -273,12 +280,7 @@ function productSide(ctx: PeerContext, topo: Topology): Side {
       ctx.rt.ping[0]!.fire();
       await sleep(500);
       await ctx.settle();
-      const r = diff(await ctx.requests(), r0);
-      return {
-        kcp: ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / all,
-        skr: ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / all,
-        writes: (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0),
-      };
+      return perResource(diff(await ctx.requests(), r0), all);
     },
     kick: () => ctx.rt.ping[0]!.fire(),
     cpu: ctx.productCpu,
@@ -300,17 +302,16 @@ function peerSide(
   const requests = async () => {
     const out: Record<string, number> = {};
     const kcpHost = new URL(set.kcp.url).host;
-    for (const p of peers) {
-      const text = await (await fetch(`http://127.0.0.1:${p.metrics}/metrics`)).text();
-      for (const m of text.matchAll(/^rest_client_requests_total\{([^}]*)\} ([\d.e+]+)/gm)) {
-        const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-        const key = `${labels.host === kcpHost ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
-        out[key] = (out[key] ?? 0) + Number(m[2]);
-      }
-    }
+    for (const p of peers)
+      addRequests(
+        out,
+        await scrape(`GRM ${p.proc.cluster}`, p.metrics),
+        'rest_client_requests_total',
+        (labels) => labels.host === kcpHost,
+      );
     return out;
   };
-  const list = async (b: Batch) =>
+  const listMrs = async (b: Batch) =>
     (
       await kcp.client.call<{ items: ManagedResource[] }>('GET', `${MR_API}/managedresources`, {
         query: { labelSelector: `bench-batch=peer${topo.id}-${b}` },
@@ -331,7 +332,8 @@ function peerSide(
         })),
       );
       // Ports are probed free, then bound by the process: with 300 of them another process
-      // may take one in between, and GRM exits. Each gets fresh ports and a second try.
+      // may take one in between, and GRM exits. It is then started again on fresh ports,
+      // up to three tries.
       const used = new Set<number>();
       const port = async () => {
         for (;;) {
@@ -421,7 +423,7 @@ function peerSide(
       await kcp.client.call('DELETE', `/api/v1/namespaces/${kcpNs(t)}/secrets/${name(b, i)}`);
     },
     async list(b) {
-      return (await list(b)).map((mr) => {
+      return (await listMrs(b)).map((mr) => {
         const c = mr.status?.conditions;
         const applied =
           mr.status?.observedGeneration === mr.metadata.generation && conditionTrue(c, 'ResourcesApplied');
@@ -437,15 +439,10 @@ function peerSide(
     between: () => sleep(1_000),
     async resync() {
       // One syncPeriod (and a little) with nothing changed: per resource of this topology.
-      const n = (await list('m')).length;
+      const n = (await listMrs('m')).length;
       const r0 = await requests();
       await sleep((SYNC_PERIOD_S + 5) * 1000);
-      const r = diff(await requests(), r0);
-      return {
-        kcp: ((r['kcp:read'] ?? 0) + (r['kcp:write'] ?? 0)) / n,
-        skr: ((r['skr:read'] ?? 0) + (r['skr:write'] ?? 0)) / n,
-        writes: (r['kcp:write'] ?? 0) + (r['skr:write'] ?? 0),
-      };
+      return perResource(diff(await requests(), r0), n);
     },
     // Nothing to ask: its own resync (syncPeriod) finds drift.
     kick: () => {},

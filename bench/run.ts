@@ -285,7 +285,6 @@ try {
     for (const p of rt.processes?.() ?? []) (groups[p.group] ??= []).push(p.pid);
     return groups;
   };
-  // A process that is gone (an API server a scenario killed) counts nothing.
   const cpuNow = async () =>
     Object.fromEntries(
       await Promise.all(

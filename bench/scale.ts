@@ -53,6 +53,23 @@ export async function scrape(svc: string, port: number): Promise<string> {
   }
 }
 
+/**
+ * addRequests adds a process's request counter (metric, in its Prometheus text) to out, by
+ * cluster (kcp when isKcp says so of a sample's labels, else skr) and read (GET) or write.
+ */
+export function addRequests(
+  out: Record<string, number>,
+  text: string,
+  metric: string,
+  isKcp: (labels: Record<string, string | undefined>) => boolean,
+): void {
+  for (const m of text.matchAll(new RegExp(`^${metric}\\{([^}]*)\\} ([\\d.e+]+)`, 'gm'))) {
+    const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    const key = `${isKcp(labels) ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
+    out[key] = (out[key] ?? 0) + Number(m[2]);
+  }
+}
+
 /** metrics sums the functions' Prometheus counters the benchmark reports. */
 export async function metrics(
   ctx: ScaleContext,
@@ -62,11 +79,7 @@ export async function metrics(
   let evictions = 0;
   for (const [svc, port] of Object.entries(ctx.metricsPorts)) {
     const text = await scrape(svc, port);
-    for (const m of text.matchAll(/^sync_api_requests_total\{([^}]*)\} (\d+)/gm)) {
-      const labels = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
-      const key = `${labels.cluster === 'kcp' ? 'kcp' : 'skr'}:${labels.method === 'GET' ? 'read' : 'write'}`;
-      requests[key] = (requests[key] ?? 0) + Number(m[2]);
-    }
+    addRequests(requests, text, 'sync_api_requests_total', (labels) => labels.cluster === 'kcp');
     for (const m of text.matchAll(/^sync_client_cache_clients(?:\{[^}]*\})? (\d+)/gm))
       clients[svc] = (clients[svc] ?? 0) + Number(m[1]);
     for (const m of text.matchAll(/^sync_client_cache_evictions_total(?:\{[^}]*\})? (\d+)/gm))
