@@ -11,7 +11,8 @@ import { isResolved, parseItems, resolveKind, type PlanItem, type ResolvedItem }
 import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
 import { describeId } from './manifest.ts';
-import { ownerKey, type SyncResource } from './model.ts';
+import type { SyncResource } from './model.ts';
+import { fieldConflicts, OwnedFieldConflict, syncResourceOf, writerOf, type Writer } from './engine/share.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
 export type Outcome =
@@ -33,7 +34,7 @@ export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt
 
 /** diffSyncResource computes every item's outcome for sr in the cluster skr; nothing is written. */
 export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: Config): Promise<ItemDiff[]> {
-  const owner = ownerKey(sr);
+  const w = writerOf(sr, config);
   const plan = parseItems(sr.spec.items ?? [], config);
   const out: ItemDiff[] = [];
   for (const p of plan) {
@@ -56,11 +57,11 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
         // Values by reference live in the KCP: compared as they are in the cluster, never shown.
         p.object = { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } };
         const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
-        const o = await outcomeOf(p, live, owner, skr, config);
+        const o = await outcomeOf(p, live, w, skr);
         out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
         continue;
       }
-      out.push({ ...base, ...(await outcomeOf(p, live, owner, skr, config)) });
+      out.push({ ...base, ...(await outcomeOf(p, live, w, skr)) });
     } catch (err) {
       const r = itemFailure(p, err);
       out.push({ ...base, outcome: 'error', reason: r.reason, message: r.message });
@@ -72,11 +73,10 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
 async function outcomeOf(
   p: ResolvedItem,
   live: KubeObject | undefined,
-  owner: string,
+  w: Writer,
   skr: Cluster,
-  config: Config,
 ): Promise<Omit<ItemDiff, 'item' | 'object'>> {
-  const d = decide(p, live, { owner, fieldManager: config.fieldManager });
+  const d = decide(p, live, { writer: w });
   if (d.done) {
     const outcome: Outcome =
       d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
@@ -88,27 +88,33 @@ async function outcomeOf(
     case 'adopt':
       return {
         outcome: 'adopt',
-        message: `${describeId(p.id)} exists without an owner and would be adopted (our label and owner annotation only)`,
+        message: `${describeId(p.id)} exists and would be taken on (our label only)`,
       };
     case 'create':
     case 'update': {
-      const after = await applyObject(skr, p.info, d.desired, config.fieldManager, undefined, true);
+      // Without force first, as the engine applies: a field another SyncResource holds with another value is a conflict.
+      try {
+        await applyObject(skr, p.info, d.desired, w.manager, undefined, true, false);
+      } catch (err) {
+        const held = fieldConflicts(err)?.flatMap((c) => {
+          const owner = syncResourceOf(c.manager, w, live);
+          return owner !== undefined && owner !== w.owner ? [{ owner, field: c.field }] : [];
+        });
+        if (held?.length)
+          return {
+            outcome: 'conflict',
+            reason: 'Conflict',
+            message: new OwnedFieldConflict(p.id, held).message,
+          };
+      }
+      const after = await applyObject(skr, p.info, d.desired, w.manager, undefined, true);
       // As the engine decides: the values the apply would store are there already (defaults, quantities as the server writes them).
-      if (
-        d.op === 'update' &&
-        !d.adopt &&
-        !d.release &&
-        live &&
-        sameValues(after, live, config.fieldManager)
-      ) {
+      if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, w.manager)) {
         return d.status
           ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
           : { outcome: 'unchanged' };
       }
-      const fields = mergeFields(
-        ownedFields(live, config.fieldManager),
-        ownedFields(after, config.fieldManager),
-      );
+      const fields = mergeFields(ownedFields(live, w.manager), ownedFields(after, w.manager));
       const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
       const [before, next] = secretValues(
         p,

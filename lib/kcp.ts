@@ -5,9 +5,10 @@
 import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
 import { isNotFound } from './kube/errors.ts';
-import type { Cluster } from './kube/objects.ts';
+import { listObjects, type Cluster } from './kube/objects.ts';
 import {
   FINALIZER,
+  KYMA_NAME_LABEL,
   SYNC_API_VERSION,
   type InventoryEntry,
   type SyncResource,
@@ -52,6 +53,19 @@ export class KcpStore {
       if (isNotFound(err)) return undefined;
       throw err;
     }
+  }
+
+  /**
+   * listForKyma lists the SyncResources of a Kyma (its kyma-name label) in namespaces: a
+   * quorum read, so that one that just recorded an object is seen.
+   */
+  async listForKyma(kyma: string, namespaces: string[]): Promise<SyncResource[]> {
+    const lists = await Promise.all(
+      namespaces.map((namespace) =>
+        listObjects(this.kcp, syncResourceInfo, { namespace, labelSelector: `${KYMA_NAME_LABEL}=${kyma}` }),
+      ),
+    );
+    return lists.flat() as SyncResource[];
   }
 
   /**

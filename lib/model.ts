@@ -15,9 +15,14 @@ export const FINALIZER = 'operator.kyma-project.io/sync-resource';
 export const MANAGED_BY_LABEL = 'kcp-sync.kyma-project.io/managed-by';
 /** MANAGED_BY_VALUE is the value of MANAGED_BY_LABEL. */
 export const MANAGED_BY_VALUE = 'kcp-sync-resource';
-/** OWNER_ANNOTATION names the owning SyncResource as "<namespace>/<name>". */
+/**
+ * OWNER_ANNOTATION named the one owning SyncResource ("<namespace>/<name>") on objects of
+ * earlier versions, which wrote every object with one field manager. The product no longer
+ * writes it: each SyncResource has a field manager of its own (engine/share.ts), and the
+ * first run takes such an object over (and the annotation off).
+ */
 export const OWNER_ANNOTATION = 'kcp-sync.kyma-project.io/owned-by';
-/** HASH_ANNOTATION holds a digest of the last applied manifest, to tell spec changes from drift. */
+/** HASH_ANNOTATION holds the digest of the last applied manifest on an object we do not own (UpdateAndDelete); the inventory holds it for the rest. */
 export const HASH_ANNOTATION = 'kcp-sync.kyma-project.io/applied-digest';
 /**
  * LEGACY_MARKS are the keys versions before 0.2 marked objects with. An object that carries
@@ -72,6 +77,8 @@ export interface InventoryEntry {
   digest?: string;
   /** statusDigest is the same for the status a subresource item writes, tied to its text. */
   statusDigest?: string;
+  /** manifest is the digest of the body of our last apply: a changed manifest is applied, not taken for drift. */
+  manifest?: string;
 }
 
 /** ItemStatus is one entry of status.items. */

@@ -21,7 +21,8 @@ const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
   a.apiVersion === b.apiVersion &&
   (a.adopted === true) === (b.adopted === true) &&
   a.digest === b.digest &&
-  a.statusDigest === b.statusDigest;
+  a.statusDigest === b.statusDigest &&
+  a.manifest === b.manifest;
 const same = (a: InventoryEntry[], b: InventoryEntry[]) =>
   a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
 

@@ -4,9 +4,10 @@ import { createHash } from 'node:crypto';
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
 import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
-import { ownership, requestFailure } from '../policy/rules.ts';
+import { ownerOf, requestFailure } from '../policy/rules.ts';
 import { describeId } from '../manifest.ts';
-import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../model.ts';
+import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
+import { applyShared, createdBy, OwnedFieldConflict, takeOver, type Holder, type Writer } from './share.ts';
 import { canonical, deepFreeze, isSubset } from '../values.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { Health, InventoryEntry } from '../model.ts';
@@ -53,44 +54,63 @@ export interface DecisionFlags {
   done?: ItemResult;
 }
 
-/** desiredMemo keeps an object's desired bodies (by owner and options), so that deciding an item twice in a run builds it once. */
+/** desiredMemo keeps an object's desired bodies (by options), so that deciding an item twice in a run builds it once. */
 const desiredMemo = new WeakMap<KubeObject, Map<string, KubeObject>>();
+/** digestMemo keeps the manifest digest of each desired body. */
+const digestMemo = new WeakMap<KubeObject, string>();
 
-/** desiredObject is the body we apply: the manifest plus our marks (and without status when /status exists); shared and frozen. */
-export function desiredObject(p: ResolvedItem & { object: KubeObject }, owner: string): KubeObject {
+/**
+ * desiredObject is the body we apply: the manifest plus our label (and without status when
+ * /status exists); shared and frozen. It names no SyncResource: several may apply it. An
+ * object we do not own (UpdateAndDelete) has no inventory entry: it carries the digest of
+ * its manifest in an annotation instead.
+ */
+export function desiredObject(p: ResolvedItem & { object: KubeObject }): KubeObject {
   const src = p.object;
-  const key = `${owner}\n${p.info.hasStatus}\n${p.opts.own}`;
+  const key = `${p.info.hasStatus}\n${p.opts.own}`;
   let bodies = desiredMemo.get(src);
   const hit = bodies?.get(key);
   if (hit) return hit;
   const o = structuredClone(src);
   if (p.info.hasStatus) delete o.status;
-  const digest = createHash('sha256')
-    .update(canonical({ o, own: p.opts.own }))
-    .digest('hex')
-    .slice(0, 32);
-  o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: digest };
-  if (p.opts.own) {
-    o.metadata.labels = { ...o.metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE };
-    o.metadata.annotations[OWNER_ANNOTATION] = owner;
-  }
+  if (p.opts.own) o.metadata.labels = { ...o.metadata.labels, [MANAGED_BY_LABEL]: MANAGED_BY_VALUE };
+  else o.metadata.annotations = { ...o.metadata.annotations, [HASH_ANNOTATION]: manifestDigest(o) };
   if (!bodies) desiredMemo.set(src, (bodies = new Map()));
   bodies.set(key, deepFreeze(o));
   return o;
 }
 
+/** manifestDigest is the digest of a desired body: the inventory keeps it to tell a changed manifest from drift. */
+export function manifestDigest(desired: KubeObject): string {
+  let d = digestMemo.get(desired);
+  if (d === undefined) {
+    d = createHash('sha256').update(canonical(desired)).digest('hex').slice(0, 32);
+    digestMemo.set(desired, d);
+  }
+  return d;
+}
+
 /** DecideContext is what decide needs besides the item and its live object. */
 export interface DecideContext {
-  /** owner is the owning SyncResource ("<namespace>/<name>"). */
-  owner: string;
-  fieldManager: string;
+  /** writer is the SyncResource that writes: its owner key and field manager. */
+  writer: Writer;
   /** entry is the item's object's inventory entry, with the digests of our last apply. */
   entry?: InventoryEntry | undefined;
+  /** holders are the other SyncResources that name the item's object (read from the KCP when the item needs them). */
+  holders?: Holder[] | undefined;
 }
+
+/** needsHolders tells whether deciding p on live needs to know who else names its object. */
+export const needsHolders = (
+  p: ResolvedItem,
+  live: KubeObject | undefined,
+  entry: InventoryEntry | undefined,
+) => live !== undefined && (p.opts.remove || (p.opts.own && entry === undefined));
 
 /** decide computes the decision for an item from its live object (undefined: absent). */
 export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: DecideContext): Decision {
-  const { owner, entry, fieldManager } = ctx;
+  const { writer, entry } = ctx;
+  const fieldManager = writer.manager;
   const name = p.item.name;
   const what = describeId(p.id);
   // A settled decision keeps the live object: its health is still reported (a Delete item's object being deleted).
@@ -102,10 +122,6 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
     done,
     live,
   });
-  const whose = live && ownership(live, owner);
-  if (whose && typeof whose === 'object') {
-    return none(result(name, 'Error', 'Conflict', `${what} is owned by SyncResource ${whose.other}`));
-  }
   // The status is written again when its text changed or a field of ours in it changed (digest);
   // without a digest (first run, an object we do not own) when it is not contained in the live status.
   const wantStatus = (creating: boolean) => {
@@ -121,6 +137,16 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
     if (!live)
       return none(
         result(name, 'Ready', 'Deleted', 'resource has been deleted', { change: change(p, 'unchanged') }),
+      );
+    const others = (ctx.holders ?? []).map((h) => h.owner);
+    if (others.length > 0)
+      return none(
+        result(
+          name,
+          'Error',
+          'Conflict',
+          `${what} is named by SyncResource ${others.join(', SyncResource ')} too: a shared object is never deleted by a Delete item`,
+        ),
       );
     if (live.metadata.deletionTimestamp)
       return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted`));
@@ -151,37 +177,42 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
       status: wantStatus(true),
       record: p.opts.own,
       drift: false,
-      desired: desiredObject(p, owner),
+      desired: desiredObject(p),
     };
   }
   if (p.opts.stopOnDeletion && live.metadata.deletionTimestamp) {
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
   }
   if (!hasObject(p)) return { op: 'none', status: wantStatus(false), record: false, drift: false, live };
-  // An object without an owner annotation was not created by us: we may adopt it, never delete it.
-  const adopting = p.opts.own && whose === 'unowned';
+  // An object not in our inventory is taken on: recorded first (write-ahead), as created when
+  // another SyncResource created it (or an earlier version of ours, for us), else as adopted:
+  // it existed before, and is released, never deleted.
+  const joining = p.opts.own && entry === undefined;
+  const adopt = joining && !createdBy(ctx.holders) && ownerOf(live) !== writer.owner;
   if (!p.opts.sync) {
-    return adopting
-      ? { op: 'adopt', status: false, record: true, adopt: true, drift: false, live }
+    return joining
+      ? { op: 'adopt', status: false, record: true, adopt, drift: false, live }
       : { op: 'ignore', status: false, record: false, drift: false, live };
   }
-  const desired = desiredObject(p, owner);
-  const release = !p.opts.own && whose === 'ours';
-  const recreate = mayRecreate(p, adopting || entry?.adopted === true);
+  const desired = desiredObject(p);
+  const release = !p.opts.own && (entry !== undefined || ownerOf(live) === writer.owner);
+  const recreate = mayRecreate(p, adopt || entry?.adopted === true);
   const status = wantStatus(false);
   const update = {
     op: 'update',
     status,
-    record: adopting,
-    adopt: adopting,
+    record: joining,
+    adopt,
     desired,
     live,
     release,
     recreate,
   } as const;
-  const sameManifest =
-    live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
-  if (!sameManifest || adopting) return { ...update, drift: false };
+  // A changed manifest (or one whose digest we do not have) is applied as it is: no drift.
+  const sameManifest = p.opts.own
+    ? entry?.manifest === manifestDigest(desired)
+    : live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
+  if (joining || !sameManifest) return { ...update, drift: false };
   const unchanged: Decision = { op: 'unchanged', status, record: false, drift: false, release, live };
   // Drift is decided on what our field manager owns, as the server stores it (drift.ts).
   if (entry?.digest) {
@@ -236,23 +267,29 @@ export async function execute(
   skr: Cluster,
   p: ResolvedItem,
   d: Decision,
-  owner: string,
+  w: Writer,
   config: Config,
 ): Promise<ItemResult> {
   if (d.done) return d.done.state === 'Error' ? d.done : observed(p, d.done, d.live);
   const name = p.item.name;
   const what = describeId(p.id);
-  const fm = config.fieldManager;
+  const fm = w.manager;
   const { info } = p;
-  const applied = (obj: KubeObject) => (p.applied = { ...p.applied, digest: appliedDigest(obj, fm) });
+  // What the server holds of ours after the apply, and of which manifest.
+  const applied = (obj: KubeObject) =>
+    (p.applied = {
+      ...p.applied,
+      digest: appliedDigest(obj, fm),
+      ...(d.desired && p.opts.own ? { manifest: manifestDigest(d.desired) } : {}),
+    });
   const unmark = (obj: KubeObject) =>
-    d.release ? guard(() => release(skr, info, obj, config, false)) : undefined;
+    d.release ? guard(() => release(skr, info, obj, fm, false)) : undefined;
   try {
     let res: ItemResult;
     let current = d.live;
     switch (d.op) {
       case 'create':
-        current = await guard(() => applyObject(skr, info, d.desired, fm));
+        current = await guard(() => applyShared(skr, info, p.id, d.desired, w));
         applied(current);
         res = result(name, 'Ready', 'Created', 'resource has been created', { change: change(p, 'created') });
         break;
@@ -277,11 +314,11 @@ export async function execute(
         }
         let after: KubeObject;
         try {
-          after = await guard(() => applyObject(skr, info, desired, fm));
+          after = await guard(() => applyShared(skr, info, p.id, desired, w, { live }));
         } catch (err) {
           if (!d.recreate || !isImmutableRefusal(err)) throw err;
           const why = immutableSummary(err);
-          current = await guard(() => recreate(skr, p, live, desired, config));
+          current = await guard(() => recreate(skr, p, live, desired, fm));
           if (!current) {
             res = result(
               name,
@@ -301,6 +338,8 @@ export async function execute(
         current = after;
         applied(after);
         await unmark(after);
+        // An object an earlier version wrote is ours alone from now on.
+        await guard(() => takeOver(skr, info, after, w));
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
           : result(name, 'Ready', 'Applied', 'resource has been synced', {
@@ -309,8 +348,12 @@ export async function execute(
         break;
       }
       case 'adopt':
-        await guard(() => stamp(skr, info, d.live, owner, undefined, config));
-        res = adopted(p, change(p, 'configured'));
+        await guard(() => stamp(skr, info, d.live, true, undefined, fm));
+        res = d.adopt
+          ? adopted(p, change(p, 'configured'))
+          : result(name, 'Ready', 'Ignored', 'resource exists; changes made in the SKR are kept', {
+              change: change(p, 'skipped'),
+            });
         break;
       case 'unchanged':
         await unmark(d.live);
@@ -346,14 +389,16 @@ export async function execute(
     // An object marked by an earlier version keeps no former mark once it is ours again.
     const marked = current;
     if (marked && ['update', 'unchanged', 'ignore'].includes(d.op) && !d.release && hasLegacyMarks(marked)) {
-      await guard(() => stamp(skr, info, marked, p.opts.own ? owner : undefined, d.desired, config));
+      await guard(() => stamp(skr, info, marked, p.opts.own, d.desired, fm));
     }
     const sub = p.status;
     const status = sub?.status;
     if (d.status && sub && status !== undefined) {
       const metadata = { name: p.id.name, ...(p.id.namespace ? { namespace: p.id.namespace } : {}) };
       const body = { apiVersion: sub.apiVersion, kind: sub.kind, metadata, status };
-      const after = await guard(() => applyObject(skr, info, body as KubeObject, fm, 'status'));
+      const after = await guard(() =>
+        applyShared(skr, info, p.id, body as KubeObject, w, { subresource: 'status' }),
+      );
       current = after;
       p.applied = { ...p.applied, statusDigest: statusDigest(status, after, fm) };
       if (res.reason === 'Unchanged')
@@ -369,6 +414,8 @@ export async function execute(
     }
     return observed(p, res, current ?? (res.reason === 'Recreating' ? d.live : undefined));
   } catch (err) {
+    if (err instanceof OwnedFieldConflict)
+      return observed(p, result(name, 'Error', 'Conflict', err.message), d.live);
     return observed(p, itemFailure(p, err), d.live);
   }
 }

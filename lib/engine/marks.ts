@@ -1,8 +1,7 @@
-// marks.ts puts our marks (managed-by label, owner annotation) on an object we adopt,
-// moves the marks of earlier versions to ours, and takes them off an object we release,
-// and nothing else: a JSON patch on the object read, guarded by its uid. (A server-side apply of only the marks would also drop every
-// field our field manager had applied to the object before.)
-import type { Config } from '../config.ts';
+// marks.ts puts our mark (the managed-by label) on an object we adopt, takes the marks of
+// earlier versions off, and takes ours off an object we release, and nothing else: a JSON
+// patch on the object read, guarded by its uid. (A server-side apply of only the marks
+// would also drop every field our field manager had applied to the object before.)
 import { PatchType } from '../kube/client.ts';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
@@ -20,10 +19,10 @@ function patch(
   info: ResourceInfo,
   live: KubeObject,
   ops: object[],
-  config: Pick<Config, 'fieldManager'>,
+  manager: string,
 ): Promise<unknown> {
   return skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), {
-    query: { fieldManager: config.fieldManager },
+    query: { fieldManager: manager },
     body: [{ op: 'test', path: '/metadata/uid', value: live.metadata.uid }, ...ops],
     contentType: PatchType.json,
   });
@@ -53,20 +52,20 @@ export const hasLegacyMarks = (live: KubeObject | undefined): boolean =>
   live !== undefined && legacyOps(live).length > 0;
 
 /**
- * stamp puts our label and owner annotation on the object read (adoption; owner given) and
- * takes the former marks off: the apply of an object we created moves its marks itself,
- * but not those a JSON patch put on (an adopted object) or of an object we no longer write.
+ * stamp puts our label on the object read (adoption; mark true) and takes the former marks
+ * off: the apply of an object we created moves its marks itself, but not those a JSON
+ * patch put on (an adopted object) or of an object we no longer write.
  */
 export function stamp(
   skr: Cluster,
   info: ResourceInfo,
   live: KubeObject,
-  owner: string | undefined,
+  mark: boolean,
   desired: KubeObject | undefined,
-  config: Pick<Config, 'fieldManager'>,
+  manager: string,
 ): Promise<unknown> {
   const ops = legacyOps(live, desired);
-  if (owner !== undefined) {
+  if (mark) {
     // The removals go first: a map they empty still exists for the adds.
     const add = (map: 'labels' | 'annotations', key: string, value: string) => {
       const has = live.metadata[map];
@@ -78,9 +77,8 @@ export function stamp(
       );
     };
     add('labels', MANAGED_BY_LABEL, MANAGED_BY_VALUE);
-    add('annotations', OWNER_ANNOTATION, owner);
   }
-  return ops.length > 0 ? patch(skr, info, live, ops, config) : Promise.resolve(undefined);
+  return ops.length > 0 ? patch(skr, info, live, ops, manager) : Promise.resolve(undefined);
 }
 
 /**
@@ -92,7 +90,7 @@ export async function release(
   skr: Cluster,
   info: ResourceInfo,
   live: KubeObject,
-  config: Pick<Config, 'fieldManager'>,
+  manager: string,
   digest: boolean,
 ): Promise<unknown> {
   const ops: object[] = [];
@@ -105,5 +103,5 @@ export async function release(
   for (const a of digest ? [LEGACY_MARKS.owner, LEGACY_MARKS.hash] : [LEGACY_MARKS.owner]) {
     if (live.metadata.annotations?.[a] !== undefined) ops.push(remove('annotations', a));
   }
-  return ops.length > 0 ? patch(skr, info, live, ops, config) : undefined;
+  return ops.length > 0 ? patch(skr, info, live, ops, manager) : undefined;
 }

@@ -35,7 +35,7 @@ export interface PlanItem {
   /** done is set once the item's outcome is known without touching the SKR. */
   done?: ItemResult;
   /** applied holds the digests of the object (and status) as the server holds them after this run (drift.ts). */
-  applied?: { digest?: string; statusDigest?: string };
+  applied?: { digest?: string; statusDigest?: string; manifest?: string };
   /** secrets are the values a dataFrom item took from its source (base64 and plain), for redaction only. */
   secrets?: string[];
   /** sourceVersion is the resourceVersion of the source Secret a dataFrom item was filled from. */

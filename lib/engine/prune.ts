@@ -1,12 +1,14 @@
-// prune.ts deletes objects of inventory entries that no item claims any more (item
-// removed, object renamed or moved), and all of them when a SyncResource is deleted.
-// Only objects that still carry this SyncResource's owner annotation are touched; an
-// adopted object is released (our marks removed), never deleted. A failure stays on its
-// entry: it is reported and kept, and the other entries proceed.
+// prune.ts lets go of the objects of inventory entries that no item claims any more (item
+// removed, object renamed or moved), and of all of them when a SyncResource is deleted.
+// An object another SyncResource still names is handed over to it (share.ts letGo); the
+// last to let go deletes it, or releases it (our marks removed) when it was adopted: what
+// we did not create we never delete. Only objects that still carry our mark are touched. A
+// failure stays on its entry: it is reported and kept, and the other entries proceed.
 import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
 import { checkIdentity } from '../policy/identity.ts';
 import { pruneAction, requestFailure } from '../policy/rules.ts';
+import { entryHolders, letGo, type Holders, type Writer } from './share.ts';
 import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
@@ -34,12 +36,13 @@ function validEntry(e: InventoryEntry): boolean {
   }
 }
 
-/** deleteEntries deletes (or, if adopted, releases) the objects of entries owned by owner, in reverse install order. */
+/** deleteEntries lets go of the objects of w's entries (delete, release or hand over), in reverse install order. */
 export async function deleteEntries(
   skr: Cluster,
   entries: InventoryEntry[],
-  owner: string,
+  w: Writer,
   config: Config,
+  holders: () => Promise<Holders>,
 ): Promise<PruneOutcome> {
   const out: PruneOutcome = { gone: [], pending: [], failed: [], changes: [] };
   const ranks = [...new Set(entries.map((e) => installRank(e.kind)))].sort((a, b) => b - a);
@@ -49,7 +52,7 @@ export async function deleteEntries(
       // An entry we could never have written names nothing of ours.
       if (!validEntry(e)) return void out.gone.push(e);
       try {
-        await pruneOne(skr, e, owner, out, config);
+        await pruneOne(skr, e, w, out, holders);
       } catch (err) {
         out.failed.push({ subject: subjectOf(e), message: requestFailure(describeId(e), err).message });
       }
@@ -61,18 +64,24 @@ export async function deleteEntries(
 async function pruneOne(
   skr: Cluster,
   e: InventoryEntry,
-  owner: string,
+  w: Writer,
   out: PruneOutcome,
-  config: Config,
+  holders: () => Promise<Holders>,
 ): Promise<void> {
   const info = await guard(() => skr.mapper.find(e.apiVersion, e.kind));
   // A kind the SKR no longer serves has no objects left.
   if (!info) return void out.gone.push(e);
   const live = await guard(() => getObject(skr, info, e.namespace, e.name));
-  const action = pruneAction(live, owner, e.adopted === true);
+  const shared = live !== undefined && entryHolders(await holders(), e).length > 0;
+  const action = pruneAction(live, w.owner, e.adopted === true, shared);
   if (!live || action === 'leave') return void out.gone.push(e);
+  if (action === 'share') {
+    await guard(() => letGo(skr, info, live, w, e.adopted === true));
+    out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
+    return void out.gone.push(e);
+  }
   if (action === 'release') {
-    await guard(() => release(skr, info, live, config, true));
+    await guard(() => release(skr, info, live, w.manager, true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);
   }

@@ -17,11 +17,13 @@ import {
   decide,
   execute,
   itemFailure,
+  needsHolders,
   observe,
   type DecideContext,
   type Decision,
 } from './items.ts';
-import { ownerOf, redacted, requestFailure } from '../policy/rules.ts';
+import { redacted, requestFailure } from '../policy/rules.ts';
+import { entryHolders, holdersOf, writerOf, type Holders, type Writer } from './share.ts';
 import {
   confirmSources,
   crdProvides,
@@ -160,6 +162,10 @@ interface Run {
   results: Map<PlanItem, ItemResult>;
   /** refused are the keys of objects whose create the SKR refused for good: their write-ahead entries go. */
   refused: Set<string>;
+  /** writer is who writes in the SKR: the SyncResource's owner key and field manager. */
+  writer: Writer;
+  /** holders reads (once a run, when needed) which other SyncResources of the Kyma name which objects. */
+  holders: () => Promise<Holders>;
 }
 
 /** Step is a resolved item with its live object and what it needs. */
@@ -188,6 +194,8 @@ async function applyItems(
     plan: await planItems(sr, deps),
     results: new Map(),
     refused: new Set(),
+    writer: writerOf(sr, deps.config),
+    holders: holdersReader(sr, deps),
   };
   const [foundation, rest, statusOnly] = installOrder(run.plan);
   await applyStage(run, foundation);
@@ -256,39 +264,62 @@ async function applyStage(run: Run, stage: PlanItem[]): Promise<void> {
     if (decision.op === 'create' && r.reason === 'ApplyFailed' && !r.transient)
       run.refused.add(objectKey(p.id));
   });
-  await adoptOwned(run, steps);
 }
 
-const contextOf = (run: Run, p: ResolvedItem): DecideContext => ({
-  owner: run.owner,
-  fieldManager: run.deps.config.fieldManager,
+const contextOf = (run: Run, p: ResolvedItem, holders?: Holders): DecideContext => ({
+  writer: run.writer,
   entry: run.inventory.find(p.id),
+  holders: holders && entryHolders(holders, p.id),
 });
 
-/** observeAll reads each item's live object (or a snapshot that shows nothing to do) and decides what it needs; an item whose read fails is settled. */
+/** holdersReader reads, at most once, the inventories of the other SyncResources of sr's Kyma. */
+function holdersReader(sr: SyncResource, deps: ReconcileDeps): () => Promise<Holders> {
+  let read: Promise<Holders> | undefined;
+  return () =>
+    (read ??= kcpRead(async () =>
+      holdersOf(sr, await deps.kcp.listForKyma(sr.spec.kyma, deps.config.controlPlaneNamespaces)),
+    ));
+}
+
+/**
+ * observeAll reads each item's live object (or a snapshot that shows nothing to do) and
+ * decides what it needs, with the other SyncResources that name it where that matters; an
+ * item whose read fails is settled.
+ */
 async function observeAll(run: Run, items: ResolvedItem[]): Promise<Step[]> {
   const { deps } = run;
-  const steps = await mapLimit(items, deps.config.applyConcurrency, async (p): Promise<Step | undefined> => {
+  const read = await mapLimit(items, deps.config.applyConcurrency, async (p) => {
     try {
-      const live = await observe(
-        deps.skr,
-        p,
-        deps.snapshots === false ? undefined : contextOf(run, p),
-        deps.snapshotsSince,
-      );
-      return { p, live, decision: decide(p, live, contextOf(run, p)) };
+      const ctx = deps.snapshots === false ? undefined : contextOf(run, p);
+      return { p, live: await observe(deps.skr, p, ctx, deps.snapshotsSince) };
     } catch (err) {
       p.done = itemFailure(p, err);
       return undefined;
     }
   });
-  return steps.filter((s) => s !== undefined);
+  const seen = read.filter((s) => s !== undefined);
+  const holders = seen.some(({ p, live }) => needsHolders(p, live, run.inventory.find(p.id)))
+    ? await run.holders()
+    : undefined;
+  return seen.map(({ p, live }) => ({ p, live, decision: decide(p, live, contextOf(run, p, holders)) }));
+}
+
+async function kcpRead<T>(fn: () => Promise<T>): Promise<T> {
+  try {
+    return await fn();
+  } catch (err) {
+    throw new TransientError(
+      'reading the SyncResources of the Kyma in the KCP failed; retry',
+      'KcpReadFailed',
+      err,
+    );
+  }
 }
 
 /** executeStep carries out one item's decision in its span. */
 function executeStep(run: Run, { p, decision }: Step): Promise<ItemResult> {
   return inSpan('apply item', itemAttributes(p), async (span) => {
-    let r = await execute(run.deps.skr, p, decision, run.owner, run.deps.config);
+    let r = await execute(run.deps.skr, p, decision, run.writer, run.deps.config);
     // An adopted object says so on every run, not only the one that adopted it.
     if (r.state === 'Ready' && p.opts.own && keepsAdoption.has(r.reason) && run.inventory.find(p.id)?.adopted)
       r = { ...r, ...adopted(p, r.change) };
@@ -340,7 +371,7 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
   }
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
   const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
-  const pruned = await deleteEntries(deps.skr, orphans, run.owner, deps.config);
+  const pruned = await deleteEntries(deps.skr, orphans, run.writer, deps.config, run.holders);
   res.changes.push(...pruned.changes);
   res.pending = pruned.pending.map(objectKey);
   res.failed = pruned.failed;
@@ -385,7 +416,7 @@ async function rehearseRefusedCreates(run: Run, steps: Step[]): Promise<void> {
     const d = step.decision;
     if (d.op !== 'create' || !refusedBefore.has(step.p.item.name)) return;
     try {
-      await guard(() => applyObject(skr, step.p.info, d.desired, config.fieldManager, undefined, true));
+      await guard(() => applyObject(skr, step.p.info, d.desired, run.writer.manager, undefined, true));
     } catch (err) {
       const r = itemFailure(step.p, err);
       if (!r.transient) step.decision = { op: 'none', status: false, record: false, drift: false, done: r };
@@ -395,16 +426,6 @@ async function rehearseRefusedCreates(run: Run, steps: Step[]): Promise<void> {
 
 /** keepsAdoption are the reasons an adopted object's item reports as Adopted. */
 const keepsAdoption = new Set(['Unchanged', 'Applied', 'Ignored']);
-
-/** adoptOwned records objects that carry our owner annotation but are missing from the inventory. */
-async function adoptOwned(run: Run, steps: Step[]): Promise<void> {
-  const missing = steps.flatMap(({ p, live, decision }) =>
-    p.opts.own && ownerOf(live) === run.owner && !decision.done && !run.inventory.find(p.id)
-      ? [entryOf(p.item.name, p.id)]
-      : [],
-  );
-  await run.inventory.record(missing);
-}
 
 /**
  * waitForCrds waits (bounded) for CRDs of this SyncResource that later items need: each
@@ -481,7 +502,13 @@ async function removeAll(
   // Delete deletes what we created; either policy releases what we adopted.
   const handled = policy === 'Delete' ? [...inventory.entries] : inventory.entries.filter((e) => e.adopted);
   if (handled.length > 0) {
-    const out = await deleteEntries(deps.skr, handled, ownerKey(sr), deps.config);
+    const out = await deleteEntries(
+      deps.skr,
+      handled,
+      writerOf(sr, deps.config),
+      deps.config,
+      holdersReader(sr, deps),
+    );
     res.changes.push(...out.changes);
     res.pending = out.pending.map(objectKey);
     res.failed = out.failed;

@@ -50,7 +50,7 @@ export async function recreate(
   p: ResolvedItem,
   live: KubeObject,
   desired: KubeObject,
-  config: Pick<Config, 'fieldManager'>,
+  manager: string,
   waitMs = 5_000,
 ): Promise<KubeObject | undefined> {
   const { info } = p;
@@ -62,5 +62,5 @@ export async function recreate(
     if (Date.now() > deadline) return undefined;
     await sleep(200);
   }
-  return applyObject(skr, info, desired, config.fieldManager);
+  return applyObject(skr, info, desired, manager);
 }

@@ -63,7 +63,7 @@ export async function getObject(
   return o;
 }
 
-/** applyObject server-side-applies obj (force) as fieldManager; subresource "status" writes the status; dryRun changes nothing. */
+/** applyObject server-side-applies obj as fieldManager (forced unless force is false); subresource "status" writes the status; dryRun changes nothing. */
 export async function applyObject(
   c: Cluster,
   info: ResourceInfo,
@@ -71,12 +71,13 @@ export async function applyObject(
   fieldManager: string,
   subresource?: 'status',
   dryRun = false,
+  force = true,
 ): Promise<KubeObject> {
   return c.client.call<KubeObject>(
     'PATCH',
     resourcePath(info, obj.metadata.namespace, obj.metadata.name, subresource),
     {
-      query: { fieldManager, force: true, ...(dryRun ? { dryRun: 'All' } : {}) },
+      query: { fieldManager, force, ...(dryRun ? { dryRun: 'All' } : {}) },
       body: obj,
       contentType: PatchType.apply,
     },

@@ -99,12 +99,21 @@ describe('restricted kinds and protected namespaces', () => {
 });
 
 describe('what we did not create, we never delete', () => {
-  it('deletes only what carries our owner annotation and was not adopted; releases what was adopted; leaves the rest', () => {
-    expect(pruneAction(obj({ [OWNER]: 'kcp-system/a' }), 'kcp-system/a', false)).toBe('delete');
-    expect(pruneAction(obj({ [OWNER]: 'kcp-system/a' }), 'kcp-system/a', true)).toBe('release');
-    expect(pruneAction(obj({ [OWNER]: 'kcp-system/b' }), 'kcp-system/a', false)).toBe('leave');
-    expect(pruneAction(obj(), 'kcp-system/a', false)).toBe('leave');
-    expect(pruneAction(undefined, 'kcp-system/a', false)).toBe('leave');
+  const marked = {
+    metadata: { name: 'x', labels: { 'kcp-sync.kyma-project.io/managed-by': 'kcp-sync-resource' } },
+  };
+  it('deletes what carries our mark and was created; releases what was adopted; hands a shared one over; leaves the rest', () => {
+    expect(pruneAction(marked, 'kcp-system/a', false, false)).toBe('delete');
+    expect(pruneAction(marked, 'kcp-system/a', true, false)).toBe('release');
+    expect(pruneAction(marked, 'kcp-system/a', false, true)).toBe('share');
+    expect(pruneAction(marked, 'kcp-system/a', true, true)).toBe('share');
+    // An object of an earlier version: its owner annotation names us.
+    expect(pruneAction(obj({ [OWNER]: 'kcp-system/a' }), 'kcp-system/a', false, false)).toBe('delete');
+    // Someone else's (another SyncResource's former mark, or no mark at all): never touched.
+    expect(pruneAction(obj({ [OWNER]: 'kcp-system/b' }), 'kcp-system/a', false, false)).toBe('leave');
+    expect(pruneAction(obj({ [OWNER]: 'kcp-system/b' }), 'kcp-system/a', false, true)).toBe('leave');
+    expect(pruneAction(obj(), 'kcp-system/a', false, false)).toBe('leave');
+    expect(pruneAction(undefined, 'kcp-system/a', false, true)).toBe('leave');
   });
 });
 

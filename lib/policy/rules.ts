@@ -8,6 +8,8 @@ import { KubeApiError } from '../kube/errors.ts';
 import {
   KYMA_NAME_LABEL,
   LEGACY_MARKS,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
   OWNER_ANNOTATION,
   SYNC_SOURCE_LABEL,
   type ObjectId,
@@ -21,6 +23,7 @@ type Meta = {
     uid?: string;
     generation?: number;
     annotations?: Record<string, string>;
+    labels?: Record<string, string>;
   };
 };
 
@@ -118,26 +121,27 @@ export function restriction(
 export const ownerOf = (o: Meta | undefined): string | undefined =>
   o?.metadata.annotations?.[OWNER_ANNOTATION] ?? o?.metadata.annotations?.[LEGACY_MARKS.owner];
 
-/** Ownership is how an object stands to a SyncResource: created by it, by no SyncResource (someone else's), or by another. */
-export type Ownership = 'ours' | 'unowned' | { other: string };
-
-/** ownership tells whose a live object is; only 'ours' may ever be deleted, and only if not adopted. */
-export function ownership(live: Meta, owner: string): Ownership {
-  const o = ownerOf(live);
-  return o === undefined ? 'unowned' : o === owner ? 'ours' : { other: o };
-}
+/** carriesMark tells whether live carries our label (or a former mark naming owner): an object we may have written. */
+export const carriesMark = (live: Meta, owner: string): boolean =>
+  live.metadata.labels?.[MANAGED_BY_LABEL] === MANAGED_BY_VALUE ||
+  live.metadata.labels?.[LEGACY_MARKS.label] === MANAGED_BY_VALUE ||
+  ownerOf(live) === owner;
 
 /**
- * pruneAction: an object no item claims any more is deleted only if it carries this
- * SyncResource's owner annotation and was created, not adopted, by it; an adopted one is
- * released (our marks taken off); anything else is left alone.
+ * pruneAction says what becomes of an object no item of a SyncResource claims any more.
+ * One without our mark is someone else's: left alone. One another SyncResource still
+ * names (shared, by the KCP's inventories) is handed over to it. Otherwise this was the
+ * last SyncResource to name it: deleted if a SyncResource created it, released (our
+ * marks taken off) if it existed before (adopted).
  */
 export function pruneAction(
   live: Meta | undefined,
   owner: string,
   adopted: boolean,
-): 'delete' | 'release' | 'leave' {
-  if (!live || ownership(live, owner) !== 'ours') return 'leave';
+  shared: boolean,
+): 'delete' | 'release' | 'share' | 'leave' {
+  if (!live || !carriesMark(live, owner)) return 'leave';
+  if (shared) return 'share';
   return adopted ? 'release' : 'delete';
 }
 

@@ -1,0 +1,240 @@
+// share.ts: objects several SyncResources name. Each SyncResource writes with a field
+// manager of its own (managerOf), so the SKR's managedFields say which SyncResource set
+// which field: two that set the same value share it, as server-side apply shares fields,
+// and one that would change a field another SyncResource holds gets a Conflict naming
+// both, with nothing forced. A field held by anyone else (a user's edit) is drift: taken
+// back. Who else names an object is read from the KCP's inventories (holders), never from
+// the SKR; the last SyncResource to let go deletes the object (or releases it, adopted).
+import { createHash } from 'node:crypto';
+import type { Config } from '../config.ts';
+import { PatchType } from '../kube/client.ts';
+import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
+import { KubeApiError } from '../kube/errors.ts';
+import { managedFieldsOf } from '../fields.ts';
+import { applyObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { describeId } from '../manifest.ts';
+import { objectKey, ownerKey, type InventoryEntry, type ObjectId, type SyncResource } from '../model.ts';
+import { ownerOf } from '../policy/rules.ts';
+
+/** MAX_MANAGER is the API server's limit on a field manager's length. */
+const MAX_MANAGER = 128;
+
+/**
+ * managerOf is the field manager of one SyncResource: "<base>/<namespace>/<name>" (base is
+ * SYNC_FIELD_MANAGER, default kcp-sync-resource). A longer one keeps its first 117
+ * characters and ends in "~" and ten hex digits of the SHA-256 of "<namespace>/<name>".
+ */
+export function managerOf(base: string, sr: { namespace?: string; name: string }): string {
+  const id = `${sr.namespace ?? ''}/${sr.name}`;
+  const full = `${base}/${id}`;
+  if (full.length <= MAX_MANAGER) return full;
+  const hash = createHash('sha256').update(id).digest('hex').slice(0, 10);
+  return `${full.slice(0, MAX_MANAGER - 11)}~${hash}`;
+}
+
+/** Writer is who writes in the SKR for one SyncResource: its owner key, its field manager, and the one field manager of earlier versions. */
+export interface Writer {
+  owner: string;
+  manager: string;
+  legacy: string;
+}
+
+export const writerOf = (sr: SyncResource, config: Pick<Config, 'fieldManager'>): Writer => ({
+  owner: ownerKey(sr),
+  manager: managerOf(config.fieldManager, sr.metadata),
+  legacy: config.fieldManager,
+});
+
+/**
+ * syncResourceOf names the SyncResource behind a field manager, or undefined when the
+ * manager is not one of ours (a user, a controller). The one manager of earlier versions
+ * speaks for the SyncResource its owner annotation names (none: an object it did not own).
+ */
+export function syncResourceOf(manager: string, w: Writer, live?: KubeObject): string | undefined {
+  if (manager === w.legacy) return ownerOf(live);
+  if (manager.startsWith(`${w.legacy}/`)) return manager.slice(w.legacy.length + 1);
+  return undefined;
+}
+
+/** FieldConflict is one field another manager holds with another value (the API server's 409 on a non-forced apply). */
+export interface FieldConflict {
+  manager: string;
+  field: string;
+}
+
+/** fieldConflicts reads the conflicts of an apply's 409; undefined when err is not one. */
+export function fieldConflicts(err: unknown): FieldConflict[] | undefined {
+  if (!(err instanceof KubeApiError) || err.code !== 409) return undefined;
+  const causes = err.status?.details?.causes ?? [];
+  const out: FieldConflict[] = [];
+  for (const c of causes) {
+    // The server writes `conflict with "<manager>"` (then " using <apiVersion>" for an update).
+    const m = /^conflict with ("(?:[^"\\]|\\.)*")/.exec(c.message ?? '');
+    if (!m || c.field === undefined) continue;
+    try {
+      out.push({ manager: JSON.parse(m[1]!) as string, field: c.field });
+    } catch {
+      continue;
+    }
+  }
+  return out.length > 0 ? out : undefined;
+}
+
+/** OwnedFieldConflict: an apply would change fields other SyncResources hold; nothing was written. */
+export class OwnedFieldConflict extends Error {
+  constructor(id: ObjectId, held: { owner: string; field: string }[]) {
+    const owners = [...new Set(held.map((h) => h.owner))];
+    const fields = [...new Set(held.map((h) => h.field))].sort();
+    const shown = fields.slice(0, 5).join(', ') + (fields.length > 5 ? ` and ${fields.length - 5} more` : '');
+    super(
+      `${describeId(id)}: ${fields.length > 1 ? 'fields' : 'field'} ${shown} ${fields.length > 1 ? 'are' : 'is'} ` +
+        `set to another value by SyncResource ${owners.join(', SyncResource ')}; nothing was forced`,
+    );
+    this.name = 'OwnedFieldConflict';
+  }
+}
+
+/**
+ * applyShared applies body as w's manager without force. Fields other SyncResources hold
+ * with other values make it an OwnedFieldConflict; fields anyone else holds are drift: the
+ * apply is forced, on the object as read (its resourceVersion), so a field another
+ * SyncResource took meanwhile is never taken from it.
+ */
+export async function applyShared(
+  skr: Cluster,
+  info: ResourceInfo,
+  id: ObjectId,
+  body: KubeObject,
+  w: Writer,
+  opts: { live?: KubeObject | undefined; subresource?: 'status' } = {},
+): Promise<KubeObject> {
+  try {
+    return await applyObject(skr, info, body, w.manager, opts.subresource, false, false);
+  } catch (err) {
+    const conflicts = fieldConflicts(err);
+    if (!conflicts) throw err;
+    const held = conflicts.flatMap((c) => {
+      const owner = syncResourceOf(c.manager, w, opts.live);
+      return owner !== undefined && owner !== w.owner ? [{ owner, field: c.field }] : [];
+    });
+    if (held.length > 0) throw new OwnedFieldConflict(id, held);
+    const rv = opts.live?.metadata.resourceVersion;
+    const guarded = rv ? { ...body, metadata: { ...body.metadata, resourceVersion: rv } } : body;
+    return applyObject(skr, info, guarded, w.manager, opts.subresource);
+  }
+}
+
+/** hasManager tells whether manager holds fields of obj (any operation, the object itself). */
+export const hasManager = (obj: KubeObject, manager: string): boolean =>
+  managedFieldsOf(obj).some((f) => f.manager === manager && !f.subresource);
+
+/**
+ * takeOver moves an object written by an earlier version (its one field manager, its owner
+ * annotation naming this SyncResource) to w's manager once w's own apply holds the
+ * manifest's fields: an empty apply as the former manager lets go of what only it held
+ * (the former marks). No value of the manifest changes: w's manager holds each of them.
+ */
+export async function takeOver(
+  skr: Cluster,
+  info: ResourceInfo,
+  after: KubeObject,
+  w: Writer,
+): Promise<void> {
+  if (!hasManager(after, w.legacy) || ownerOf(after) !== w.owner) return;
+  await applyObject(skr, info, emptyBody(after), w.legacy, undefined, false, false);
+}
+
+const emptyBody = (live: KubeObject): KubeObject => ({
+  apiVersion: live.apiVersion,
+  kind: live.kind,
+  metadata: {
+    name: live.metadata.name,
+    ...(live.metadata.namespace ? { namespace: live.metadata.namespace } : {}),
+  },
+});
+
+/**
+ * letGo hands an object another SyncResource still names over to it. A created object:
+ * an empty apply as each of w's managers, so that the fields only w set are removed, as
+ * server-side apply removes fields a manifest dropped; one the server refuses without
+ * those fields (a required field only w set) keeps them, only w's name is taken off
+ * them. An adopted object keeps every field: w's name is taken off its fields.
+ */
+export async function letGo(
+  skr: Cluster,
+  info: ResourceInfo,
+  live: KubeObject,
+  w: Writer,
+  adopted: boolean,
+): Promise<void> {
+  const managers = [w.manager, ...(ownerOf(live) === w.owner ? [w.legacy] : [])].filter((m) =>
+    hasManager(live, m),
+  );
+  if (managers.length === 0) return;
+  if (!adopted) {
+    try {
+      for (const m of managers) await applyObject(skr, info, emptyBody(live), m, undefined, false, false);
+      return;
+    } catch (err) {
+      if (!(err instanceof KubeApiError) || err.code !== 422) throw err;
+    }
+  }
+  await forget(skr, info, live, managers);
+}
+
+/** forget removes managers' entries from live's managedFields (a JSON patch tested on uid and each entry): the fields stay as they are. */
+async function forget(skr: Cluster, info: ResourceInfo, live: KubeObject, managers: string[]): Promise<void> {
+  const fields = managedFieldsOf(live);
+  const ops: object[] = [{ op: 'test', path: '/metadata/uid', value: live.metadata.uid }];
+  for (let i = fields.length - 1; i >= 0; i--) {
+    const f = fields[i]!;
+    if (f.subresource || !managers.includes(f.manager ?? '')) continue;
+    ops.push({ op: 'test', path: `/metadata/managedFields/${i}/manager`, value: f.manager });
+    ops.push({ op: 'remove', path: `/metadata/managedFields/${i}` });
+  }
+  if (ops.length === 1) return;
+  await skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), {
+    query: { fieldManager: managers[0] },
+    body: ops,
+    contentType: PatchType.json,
+  });
+}
+
+/** Holder is another SyncResource whose inventory names an object. */
+export interface Holder {
+  owner: string;
+  adopted: boolean;
+}
+
+/** Holders are, by object key, the other SyncResources of a Kyma that name each object. */
+export type Holders = Map<string, Holder[]>;
+
+/**
+ * holdersOf indexes the inventories of the other SyncResources of sr's Kyma. A SyncResource
+ * being deleted with deletionPolicy Delete (and not suspended) is letting go, so it holds
+ * nothing: two deleted together do not leave their shared objects to each other.
+ */
+export function holdersOf(sr: SyncResource, all: SyncResource[]): Holders {
+  const self = ownerKey(sr);
+  const out: Holders = new Map();
+  for (const other of all) {
+    if (ownerKey(other) === self || other.spec?.kyma !== sr.spec.kyma) continue;
+    const leaving =
+      other.metadata.deletionTimestamp !== undefined &&
+      (other.spec.deletionPolicy ?? 'Delete') === 'Delete' &&
+      other.spec.suspend !== true;
+    if (leaving) continue;
+    for (const e of other.status?.synced ?? []) {
+      const key = objectKey(e);
+      out.set(key, [...(out.get(key) ?? []), { owner: ownerKey(other), adopted: e.adopted === true }]);
+    }
+  }
+  return out;
+}
+
+/** createdBy tells whether an object a holder names was created by a SyncResource (not adopted). */
+export const createdBy = (holders: Holder[] | undefined): boolean => (holders ?? []).some((h) => !h.adopted);
+
+/** entryHolders are the holders of an inventory entry's object. */
+export const entryHolders = (holders: Holders, e: InventoryEntry | ObjectId): Holder[] =>
+  holders.get(objectKey(e)) ?? [];
