@@ -8,7 +8,7 @@ import { subjectOf, type Change } from '../changeset.ts';
 import type { Config } from '../config.ts';
 import { checkIdentity } from '../policy/identity.ts';
 import { pruneAction, requestFailure } from '../policy/rules.ts';
-import { entryHolders, letGo, type Holders, type Writer } from './share.ts';
+import { entryHolders, letGo, writtenByUsOnly, type Holders, type Writer } from './share.ts';
 import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
@@ -73,7 +73,7 @@ async function pruneOne(
   if (!info) return void out.gone.push(e);
   const live = await guard(() => getObject(skr, info, e.namespace, e.name));
   const shared = live !== undefined && entryHolders(await holders(), e).length > 0;
-  const action = pruneAction(live, w.owner, e.adopted === true, shared);
+  const action = live && pruneAction(live, w.owner, e.adopted === true, shared, writtenByUsOnly(live, w));
   if (!live || action === 'leave') return void out.gone.push(e);
   if (action === 'share') {
     await guard(() => letGo(skr, info, live, w, e.adopted === true));

@@ -154,11 +154,11 @@ const emptyBody = (live: KubeObject): KubeObject => ({
 });
 
 /**
- * letGo hands an object another SyncResource still names over to it. A created object:
- * an empty apply as each of w's managers, so that the fields only w set are removed, as
- * server-side apply removes fields a manifest dropped; one the server refuses without
- * those fields (a required field only w set) keeps them, only w's name is taken off
- * them. An adopted object keeps every field: w's name is taken off its fields.
+ * letGo hands an object another SyncResource still names over to it. A created object: an
+ * empty apply as each of w's managers, so that the fields only w set are removed, as
+ * server-side apply removes fields a manifest dropped; one the server refuses without those
+ * fields (a required field only w set) keeps them, and only w's name is taken off them. An
+ * adopted object keeps every field: w's name is taken off its fields.
  */
 export async function letGo(
   skr: Cluster,
@@ -182,23 +182,39 @@ export async function letGo(
   await forget(skr, info, live, managers);
 }
 
-/** forget removes managers' entries from live's managedFields (a JSON patch tested on uid and each entry): the fields stay as they are. */
+/**
+ * forget removes managers' entries from live's managedFields (a JSON patch tested on uid and
+ * each entry): the fields stay as they are. The last entries go as the API server takes it
+ * (a list of one empty entry): an empty list leaves managedFields as they were.
+ */
 async function forget(skr: Cluster, info: ResourceInfo, live: KubeObject, managers: string[]): Promise<void> {
   const fields = managedFieldsOf(live);
-  const ops: object[] = [{ op: 'test', path: '/metadata/uid', value: live.metadata.uid }];
-  for (let i = fields.length - 1; i >= 0; i--) {
-    const f = fields[i]!;
-    if (f.subresource || !managers.includes(f.manager ?? '')) continue;
-    ops.push({ op: 'test', path: `/metadata/managedFields/${i}/manager`, value: f.manager });
-    ops.push({ op: 'remove', path: `/metadata/managedFields/${i}` });
-  }
-  if (ops.length === 1) return;
+  const keep = fields.filter((f) => f.subresource || !managers.includes(f.manager ?? ''));
+  if (keep.length === fields.length) return;
+  const tests = fields.map((f, i) => ({
+    op: 'test',
+    path: `/metadata/managedFields/${i}/manager`,
+    value: f.manager,
+  }));
   await skr.client.call('PATCH', resourcePath(info, live.metadata.namespace, live.metadata.name), {
-    query: { fieldManager: managers[0] },
-    body: ops,
+    body: [
+      { op: 'test', path: '/metadata/uid', value: live.metadata.uid },
+      ...tests,
+      { op: 'replace', path: '/metadata/managedFields', value: keep.length > 0 ? keep : [{}] },
+    ],
     contentType: PatchType.json,
   });
 }
+
+/**
+ * writtenByUsOnly tells whether no one but SyncResources (this product, any version) holds
+ * a field of live: an object a SyncResource created and every SyncResource let go of (an
+ * empty apply leaves no mark either), not one someone else made under the same name.
+ */
+export const writtenByUsOnly = (live: KubeObject, w: Writer): boolean =>
+  managedFieldsOf(live).every(
+    (f) => f.subresource !== undefined || f.manager === w.legacy || f.manager?.startsWith(`${w.legacy}/`),
+  );
 
 /** Holder is another SyncResource whose inventory names an object. */
 export interface Holder {

@@ -129,7 +129,8 @@ export const carriesMark = (live: Meta, owner: string): boolean =>
 
 /**
  * pruneAction says what becomes of an object no item of a SyncResource claims any more.
- * One without our mark is someone else's: left alone. One another SyncResource still
+ * One without our mark, that someone else than a SyncResource wrote, is someone else's:
+ * left alone. One another SyncResource still
  * names (shared, by the KCP's inventories) is handed over to it. Otherwise this was the
  * last SyncResource to name it: deleted if a SyncResource created it, released (our
  * marks taken off) if it existed before (adopted).
@@ -139,8 +140,9 @@ export function pruneAction(
   owner: string,
   adopted: boolean,
   shared: boolean,
+  writtenByUsOnly = false,
 ): 'delete' | 'release' | 'share' | 'leave' {
-  if (!live || !carriesMark(live, owner)) return 'leave';
+  if (!live || !(carriesMark(live, owner) || writtenByUsOnly)) return 'leave';
   if (shared) return 'share';
   return adopted ? 'release' : 'delete';
 }
