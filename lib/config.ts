@@ -4,7 +4,7 @@ import { isDnsLabel } from './policy/identity.ts';
 
 /** Config configures the engine and the functions. */
 export interface Config {
-  /** fieldManager owns every field the product writes in SKRs. */
+  /** fieldManager prefixes the field manager of each SyncResource in SKRs (engine/share.ts managerOf); earlier versions wrote with it alone. */
   fieldManager: string;
   /** defaultNamespace receives namespaced objects that name no namespace. */
   defaultNamespace: string;

@@ -6,18 +6,18 @@ import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { KubeApiError } from '../lib/kube/errors.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
-import { OWNER_ANNOTATION } from '../lib/model.ts';
+import { heldBy } from './helpers.ts';
 import { Harness } from './engine-harness.ts';
 import { FaultProxy } from './fault-proxy.ts';
 
 let proxy: FaultProxy;
 let viaProxy: Cluster;
 
-/** annotated lists ConfigMaps in ns carrying h's owner annotation. */
+/** annotated lists ConfigMaps in ns whose fields h's field manager holds. */
 async function annotated(h: Harness): Promise<string[]> {
   const all = await listObjects(h.skr, await mustFind(h.skr, 'v1', 'ConfigMap'), { namespace: h.ns });
   return all
-    .filter((o) => o.metadata.annotations?.[OWNER_ANNOTATION] === `kcp-system/${h.name}`)
+    .filter((o) => heldBy(o, `kcp-system/${h.name}`))
     .map((o) => o.metadata.name)
     .sort();
 }

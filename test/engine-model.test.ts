@@ -15,7 +15,8 @@ import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
 import { isConflict, TransientError } from '../lib/kube/errors.ts';
-import { OWNER_ANNOTATION, type Strategy, type SyncItem } from '../lib/model.ts';
+import { type Strategy, type SyncItem } from '../lib/model.ts';
+import { heldBy } from './helpers.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { Harness } from './engine-harness.ts';
 
@@ -94,7 +95,7 @@ describe('model', () => {
                 o.metadata.name,
                 {
                   data: (o.data ?? {}) as Record<string, string>,
-                  ours: o.metadata.annotations?.[OWNER_ANNOTATION] === owner,
+                  ours: heldBy(o, owner),
                 },
               ]),
           );

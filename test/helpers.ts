@@ -84,3 +84,9 @@ afterAll(async () => {
   for (const c of connections.values()) await (await c).client.close();
   connections.clear();
 });
+
+/** heldBy tells whether the field manager of the SyncResource owner ("<namespace>/<name>") holds fields of o. */
+export const heldBy = (o: { metadata: { [k: string]: unknown } }, owner: string): boolean =>
+  ((o.metadata.managedFields ?? []) as { manager?: string }[]).some(
+    (f) => f.manager === `kcp-sync-resource/${owner}`,
+  );

@@ -251,25 +251,7 @@ describe('the real-world corpus', () => {
     async (file) => {
       const sr = read(file)!;
       discoveryCache = join(s.stateDir, 'kubectl-cache', file);
-      const texts = new Map<string, string>();
-      // An item over the 256 KiB of resource ships by reference, gzip-compressed.
-      for (const [n, i] of sr.spec.items.entries()) {
-        texts.set(i.name, i.resource!);
-        if (Buffer.byteLength(i.resource!) <= MAX_ITEM) continue;
-        const cm = `${sr.metadata.name}-${n}`;
-        await kubectl(
-          s.kcp,
-          ['apply', '--server-side', '-f', '-'],
-          JSON.stringify({
-            apiVersion: 'v1',
-            kind: 'ConfigMap',
-            metadata: { name: cm, namespace: s.ns, labels: { [SYNC_SOURCE_LABEL]: 'true' } },
-            binaryData: { 'resource.yaml.gz': gzipSync(i.resource!).toString('base64') },
-          }),
-        );
-        delete i.resource;
-        i.resourceFrom = { configMapKeyRef: { name: cm, key: 'resource.yaml.gz' } };
-      }
+      const texts = await shipLarge(sr);
       sr.metadata.namespace = s.ns;
       const refused = await applyLikeKubectl(sr.spec.items, texts);
       await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
@@ -314,7 +296,131 @@ describe('the real-world corpus', () => {
     },
     420_000,
   );
+
+  it("applied together on one Kyma, objects several name are shared: the kyma-system Namespace four name alike is Ready on each, manager-role and manager-rolebinding keep one SyncResource's contents and the others' items are Conflict; deleted in any order, nothing of theirs is left", async () => {
+    // fluxcd-pkg-ssa-rev2.yaml is the next revision of fluxcd-pkg-ssa.yaml (the same SyncResource).
+    const srs = FILES.filter((f) => f !== 'fluxcd-pkg-ssa-rev2.yaml').map((f) => read(f)!);
+    discoveryCache = join(s.stateDir, 'kubectl-cache', 'together');
+    const texts = new Map<string, Map<string, string>>();
+    for (const sr of srs) {
+      texts.set(sr.metadata.name, await shipLarge(sr));
+      sr.metadata.namespace = s.ns;
+      await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
+    }
+    const settled = new Map<string, SyncResource>();
+    for (const sr of srs)
+      settled.set(
+        sr.metadata.name,
+        (await waitSr(
+          s,
+          sr.metadata.name,
+          (x) => {
+            expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
+            expect(
+              x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting'),
+            ).toEqual([]);
+            expect(x?.status?.items).toHaveLength(sr.spec.items.length);
+          },
+          300_000,
+        ))!,
+      );
+    /** naming lists, per SyncResource, its item naming kind/name and that item's text. */
+    const naming = (kind: string, name: string) =>
+      srs.flatMap((sr) =>
+        sr.spec.items.flatMap((i) => {
+          const text = texts.get(sr.metadata.name)!.get(i.name)!;
+          const o = objectOf(text);
+          if (o.kind !== kind || o.metadata.name !== name) return [];
+          const status = settled.get(sr.metadata.name)!.status!.items!.find((x) => x.name === i.name)!;
+          return [{ sr: sr.metadata.name, item: i.name, text, status }];
+        }),
+      );
+    // The Namespace four name alike: shared, Ready on each.
+    const ns = naming('Namespace', 'kyma-system');
+    expect(ns.length).toBeGreaterThanOrEqual(4);
+    expect(new Set(ns.map((n) => n.text)).size).toBe(1);
+    expect(ns.map((n) => [n.sr, n.status.state])).toEqual(ns.map((n) => [n.sr, 'Ready']));
+    // Named by three with different contents: one SyncResource's contents stay, the others are
+    // Conflict naming a field and that SyncResource.
+    for (const [kind, name] of [
+      ['ClusterRole', 'manager-role'],
+      ['ClusterRoleBinding', 'manager-rolebinding'],
+    ] as const) {
+      const named = naming(kind, name);
+      expect({ kind, count: named.length }).toEqual({ kind, count: 3 });
+      const winners = named.filter((n) => n.status.state === 'Ready');
+      expect({ kind, winners: winners.length }).toEqual({ kind, winners: 1 });
+      for (const n of named.filter((x) => x !== winners[0]))
+        expect({ kind, sr: n.sr, reason: n.status.reason, message: n.status.message }).toEqual({
+          kind,
+          sr: n.sr,
+          reason: 'Conflict',
+          message: expect.stringMatching(
+            new RegExp(`field.* \\..* by SyncResource ${s.ns}/${winners[0]!.sr}; nothing was forced`),
+          ),
+        });
+      const live = await get(product, objectOf(winners[0]!.text), true);
+      const want = objectOf(winners[0]!.text);
+      expect({ kind, rules: live?.rules, subjects: live?.subjects, roleRef: live?.roleRef }).toEqual({
+        kind,
+        rules: want.rules,
+        subjects: want.subjects,
+        roleRef: want.roleRef,
+      });
+    }
+    // Deleted in an order of their own (not the order they came in), one by one: nothing of theirs is left.
+    const order = [...srs].sort(
+      (a, b) =>
+        (a.metadata.name.length % 3) - (b.metadata.name.length % 3) ||
+        b.metadata.name.localeCompare(a.metadata.name),
+    );
+    const synced = srs.flatMap((sr) => settled.get(sr.metadata.name)!.status?.synced ?? []);
+    for (const sr of order) {
+      await kubectl(s.kcp, ['delete', 'syncresource', sr.metadata.name, '-n', s.ns, '--wait=false']);
+      await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 180_000);
+    }
+    for (const e of synced) {
+      const object = `${e.kind}/${e.namespace ?? ''}/${e.name}`;
+      const id = {
+        apiVersion: e.apiVersion,
+        kind: e.kind,
+        metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
+      };
+      await eventually(
+        async () =>
+          expect({ object, left: await get(product, id, true) }).toEqual({ object, left: undefined }),
+        180_000,
+        500,
+      );
+    }
+  }, 900_000);
 });
+
+/**
+ * shipLarge returns every item's text by item name, and ships an item over the 256 KiB of
+ * resource by reference (resourceFrom), gzip-compressed in a labelled ConfigMap.
+ */
+async function shipLarge(sr: SyncResource): Promise<Map<string, string>> {
+  const texts = new Map<string, string>();
+  for (const [n, i] of sr.spec.items.entries()) {
+    texts.set(i.name, i.resource!);
+    if (Buffer.byteLength(i.resource!) <= MAX_ITEM) continue;
+    const cm = `${sr.metadata.name}-${n}`;
+    await kubectl(
+      s.kcp,
+      ['apply', '--server-side', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: cm, namespace: s.ns, labels: { [SYNC_SOURCE_LABEL]: 'true' } },
+        binaryData: { 'resource.yaml.gz': gzipSync(i.resource!).toString('base64') },
+      }),
+    );
+    delete i.resource;
+    i.resourceFrom = { configMapKeyRef: { name: cm, key: 'resource.yaml.gz' } };
+  }
+  return texts;
+}
 
 /** compare checks every item against kubectl's outcome, then that three resync ticks write nothing. */
 async function compare(

@@ -9,7 +9,7 @@ import type { Config } from '../config.ts';
 import { checkIdentity } from '../policy/identity.ts';
 import { pruneAction, requestFailure } from '../policy/rules.ts';
 import { entryHolders, letGo, writtenByUsOnly, type Holders, type Writer } from './share.ts';
-import { deleteObject, getObject, type Cluster } from '../kube/objects.ts';
+import { deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import type { InventoryEntry } from '../model.ts';
 import { installRank } from '../strategies.ts';
@@ -81,7 +81,9 @@ async function pruneOne(
     return void out.gone.push(e);
   }
   if (action === 'release') {
-    await guard(() => release(skr, info, live, w.manager, true));
+    // Our label goes, and our name on its fields: they stay as they are, no one's now.
+    const after = (await guard(() => release(skr, info, live, w.manager, true))) as KubeObject | undefined;
+    await guard(() => letGo(skr, info, after ?? live, w, true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);
   }
