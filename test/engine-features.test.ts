@@ -3,7 +3,8 @@
 // isolation of bad items, unknown kinds, namespaces, deletion policies.
 import { describe, expect, it } from 'vitest';
 import { ListCache } from '../lib/kube/listcache.ts';
-import { FINALIZER, MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION } from '../lib/model.ts';
+import { FINALIZER, MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../lib/model.ts';
+import { heldBy } from './helpers.ts';
 import { Harness } from './engine-harness.ts';
 import { eventually } from './helpers.ts';
 
@@ -85,26 +86,32 @@ describe('engine', () => {
     ).toBeUndefined();
   });
 
-  it('fails an item whose object another SyncResource owns with Conflict, and never overwrites it', async () => {
+  it('fails an item that would set another value on a field another SyncResource holds with Conflict, and never overwrites it', async () => {
     const a = await new Harness('own-a').init();
     const b = await new Harness('own-b').init();
     await a.put([{ name: 'x', strategy: 'CreateAndSync', resource: a.cm('shared', { by: 'a' }) }]);
     await a.sync();
-    await b.put([{ name: 'y', strategy: 'CreateAndSync', resource: a.cm('shared', { by: 'b' }) }]);
+    await b.put([{ name: 'y', strategy: 'CreateAndSync', resource: a.cm('shared', { by: 'b', more: 'b' }) }]);
     const { sr } = await b.sync();
     expect(item(sr, 'y')).toMatchObject({
       state: 'Error',
       reason: 'Conflict',
-      message: `ConfigMap ${a.ns}/shared is owned by SyncResource kcp-system/${a.name}`,
+      message: `ConfigMap ${a.ns}/shared: field .data.by is set to another value by SyncResource kcp-system/${a.name}; nothing was forced`,
     });
     expect(sr?.status?.state).toBe('Error');
     const live = await a.skrGet('v1', 'ConfigMap', 'shared', a.ns);
+    // Nothing of B's was written, not even the field A does not set.
     expect(live?.data).toEqual({ by: 'a' });
-    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${a.name}`);
-    // B removing its item must not prune A's object.
+    expect(heldBy(live!, `kcp-system/${a.name}`)).toBe(true);
+    expect(heldBy(live!, `kcp-system/${b.name}`)).toBe(false);
+    // B removing its item must not prune A's object, nor take A's fields or marks.
     await b.put([]);
     await b.sync();
-    expect(await a.skrGet('v1', 'ConfigMap', 'shared', a.ns)).toBeDefined();
+    const after = await a.skrGet('v1', 'ConfigMap', 'shared', a.ns);
+    expect(after?.metadata.uid).toBe(live?.metadata.uid);
+    expect(after?.data).toEqual({ by: 'a' });
+    expect(after?.metadata.labels?.[MANAGED_BY_LABEL]).toBe(MANAGED_BY_VALUE);
+    expect((await a.sync()).sr?.status?.state).toBe('Ready');
   });
 
   it('restricts Secrets (Warning/Restricted) and isolates invalid and unknown items', async () => {

@@ -13,6 +13,7 @@ import {
   OWNER_ANNOTATION,
 } from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
+import { heldBy } from './helpers.ts';
 
 const item = Harness.item;
 
@@ -27,7 +28,7 @@ describe('engine: manifests as kubectl reads them', () => {
     expect(sr?.status?.synced).toEqual([expect.objectContaining({ kind: 'ClusterRole', name: h.name })]);
     expect(sr?.status?.synced?.[0]).not.toHaveProperty('namespace');
     const live = await h.skrGet('rbac.authorization.k8s.io/v1', 'ClusterRole', h.name);
-    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    expect(heldBy(live!, `kcp-system/${h.name}`)).toBe(true);
     // No false drift over resyncs: the namespace the server ignores is not a difference.
     const writes = h.statusWrites;
     ({ sr } = await h.sync());
@@ -132,15 +133,21 @@ describe('engine: manifests as kubectl reads them', () => {
         labels: { [MANAGED_BY_LABEL]: MANAGED_BY_VALUE },
       });
       const annotations = live?.metadata.annotations ?? {};
+      // No mark names a SyncResource now: its field manager does.
       expect({
         name,
         owner: annotations[OWNER_ANNOTATION],
         legacy: Object.keys(annotations).filter((a) => a.startsWith('operator.')),
-      }).toEqual({ name, owner, legacy: [] });
+      }).toEqual({ name, owner: undefined, legacy: [] });
     }
+    const made = await h.skrGet('v1', 'ConfigMap', 'made', h.ns);
+    expect(made?.metadata.annotations?.[HASH_ANNOTATION]).toBeUndefined();
+    expect(made?.data).toEqual({ k: 'v' });
+    expect(heldBy(made!, owner)).toBe(true);
+    // The earlier version's one field manager holds nothing any more.
     expect(
-      (await h.skrGet('v1', 'ConfigMap', 'made', h.ns))?.metadata.annotations?.[HASH_ANNOTATION],
-    ).toBeDefined();
+      ((made?.metadata.managedFields ?? []) as { manager?: string }[]).map((f) => f.manager),
+    ).not.toContain(h.config.fieldManager);
     // Settled: the next run writes nothing in the SKR.
     ({ sr } = await h.sync());
     expect(sr?.status?.items?.map((i) => i.reason)).toEqual(['Unchanged', 'Adopted', 'Ignored']);
@@ -269,7 +276,7 @@ describe('engine: onImmutableChange and suspend', () => {
     for (const [item, av, kind, name, ns] of objects) {
       const live = await h.skrGet(av, kind, name, ns);
       expect({ item, same: live?.metadata.uid === uids.get(item) }).toEqual({ item, same: false });
-      expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+      expect({ item, ours: heldBy(live!, `kcp-system/${h.name}`) }).toEqual({ item, ours: true });
     }
     expect((await h.skrGet('v1', 'Service', 'fixed', h.ns))?.spec).toMatchObject({
       clusterIP: ip(61, third),
@@ -394,8 +401,8 @@ describe('engine: onImmutableChange and suspend', () => {
     await h.sync();
     expect(await h.get()).toBeUndefined();
     expect(h.skr.client.writes).toBe(writes);
-    expect((await h.skrGet('v1', 'ConfigMap', 'stays', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(
-      `kcp-system/${h.name}`,
-    );
+    const stays = await h.skrGet('v1', 'ConfigMap', 'stays', h.ns);
+    expect(stays?.metadata.labels?.[MANAGED_BY_LABEL]).toBe(MANAGED_BY_VALUE);
+    expect(heldBy(stays!, `kcp-system/${h.name}`)).toBe(true);
   });
 });

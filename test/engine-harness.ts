@@ -7,7 +7,7 @@ import { resourcePath } from '../lib/kube/discovery.ts';
 import { isConflict } from '../lib/kube/errors.ts';
 import { getObject, mustFind, applyObject, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
-import { SYNC_API_VERSION, type SyncItem, type SyncResource } from '../lib/model.ts';
+import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncItem, type SyncResource } from '../lib/model.ts';
 import { computeStatus, sameStatus } from '../lib/status.ts';
 import { cluster, uniqueName } from './helpers.ts';
 
@@ -48,7 +48,12 @@ export class Harness {
     const body = {
       apiVersion: SYNC_API_VERSION,
       kind: 'SyncResource',
-      metadata: { name: this.name, namespace: 'kcp-system' },
+      // The kyma-name label, as write-status puts it after the first run: the other SyncResources of the Kyma find this one by it.
+      metadata: {
+        name: this.name,
+        namespace: 'kcp-system',
+        labels: { [KYMA_NAME_LABEL]: extra.kyma ?? 'kyma-1' },
+      },
       spec: {
         kyma: extra.kyma ?? 'kyma-1',
         items,

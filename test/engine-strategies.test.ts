@@ -1,7 +1,8 @@
 // Every cell of the strategy table (DESIGN.md section 2) against a real SKR:
 // object absent, present, edited by a user, deleted by a user, item removed.
 import { describe, expect, it } from 'vitest';
-import { FINALIZER, OWNER_ANNOTATION, MANAGED_BY_LABEL } from '../lib/model.ts';
+import { FINALIZER, MANAGED_BY_LABEL } from '../lib/model.ts';
+import { heldBy } from './helpers.ts';
 import { Harness } from './engine-harness.ts';
 import { eventually } from './helpers.ts';
 
@@ -21,7 +22,8 @@ describe('CreateAndSync', () => {
     let live = await h.skrGet('v1', 'ConfigMap', 'cfg', h.ns);
     expect(live?.data).toEqual({ a: '1' });
     expect(live?.metadata.labels?.[MANAGED_BY_LABEL]).toBe('kcp-sync-resource');
-    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(`kcp-system/${h.name}`);
+    expect(heldBy(live!, `kcp-system/${h.name}`)).toBe(true);
+    expect(live?.metadata.annotations).toBeUndefined(); // no mark names a SyncResource: its field manager does
     expect(sr?.status?.state).toBe('Ready');
 
     // Unchanged rerun: nothing written.
@@ -144,7 +146,7 @@ describe('UpdateAndDelete', () => {
     expect(item(sr, 'peer')).toMatchObject({ state: 'Ready', reason: 'Applied' });
     let live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
     expect(live?.data).toEqual({ a: '1', b: 'theirs' });
-    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBeUndefined(); // not ours: never pruned
+    expect(live?.metadata.labels?.[MANAGED_BY_LABEL]).toBeUndefined(); // not ours: never pruned
     await h.skrPatch('v1', 'ConfigMap', 'peer', h.ns, { data: { a: 'edited' } });
     ({ sr } = await h.sync());
     expect(((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.data as Record<string, string>).a).toBe('1');
@@ -193,14 +195,13 @@ describe('UpdateAndDelete over an object that carries our marks', () => {
     await h.put([{ name: 'x', strategy: 'CreateAndIgnore', resource: h.cm('peer', { a: '1' }) }]);
     ({ sr } = await h.sync());
     expect(item(sr, 'x')).toMatchObject({ reason: 'Adopted' });
-    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.metadata.annotations?.[OWNER_ANNOTATION]).toBe(
-      `kcp-system/${h.name}`,
+    expect((await h.skrGet('v1', 'ConfigMap', 'peer', h.ns))?.metadata.labels?.[MANAGED_BY_LABEL]).toBe(
+      'kcp-sync-resource',
     );
     await h.put([{ name: 'y', strategy: 'UpdateAndDelete', resource: text }]);
     ({ sr } = await h.sync());
     expect(item(sr, 'y')).toMatchObject({ state: 'Ready', reason: 'Unchanged' });
     const live = await h.skrGet('v1', 'ConfigMap', 'peer', h.ns);
-    expect(live?.metadata.annotations?.[OWNER_ANNOTATION]).toBeUndefined();
     expect(live?.metadata.labels?.[MANAGED_BY_LABEL]).toBeUndefined();
     expect(live?.data).toEqual({ a: '1' });
     expect(sr?.status?.synced ?? []).toEqual([]);

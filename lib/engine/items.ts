@@ -335,11 +335,10 @@ export async function execute(
           });
           break;
         }
-        current = after;
         applied(after);
         await unmark(after);
         // An object an earlier version wrote is ours alone from now on.
-        await guard(() => takeOver(skr, info, after, w));
+        current = (await guard(() => takeOver(skr, info, after, w))) ?? after;
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
           : result(name, 'Ready', 'Applied', 'resource has been synced', {

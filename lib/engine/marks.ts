@@ -34,16 +34,26 @@ const remove = (map: 'labels' | 'annotations', key: string) => ({
   path: `/metadata/${map}/${pointerToken(key)}`,
 });
 
-/** legacyOps are the ops that take the former marks off live; desired keeps a former label its manifest sets. */
+/**
+ * legacyOps are the ops that take the former marks off live: those of versions before 0.2,
+ * and the owner annotation (and, but on an object whose manifest digest it still is, the
+ * digest annotation) that versions with one field manager wrote. desired keeps a former
+ * label its manifest sets.
+ */
 function legacyOps(live: KubeObject, desired?: KubeObject): object[] {
   const ops: object[] = [];
   const label = live.metadata.labels?.[LEGACY_MARKS.label];
   if (label === MANAGED_BY_VALUE && desired?.metadata.labels?.[LEGACY_MARKS.label] === undefined) {
     ops.push(remove('labels', LEGACY_MARKS.label));
   }
-  for (const a of [LEGACY_MARKS.owner, LEGACY_MARKS.hash]) {
+  for (const a of [LEGACY_MARKS.owner, LEGACY_MARKS.hash, OWNER_ANNOTATION]) {
     if (live.metadata.annotations?.[a] !== undefined) ops.push(remove('annotations', a));
   }
+  if (
+    live.metadata.annotations?.[HASH_ANNOTATION] !== undefined &&
+    desired?.metadata.annotations?.[HASH_ANNOTATION] === undefined
+  )
+    ops.push(remove('annotations', HASH_ANNOTATION));
   return ops;
 }
 

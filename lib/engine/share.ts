@@ -133,15 +133,16 @@ export const hasManager = (obj: KubeObject, manager: string): boolean =>
  * annotation naming this SyncResource) to w's manager once w's own apply holds the
  * manifest's fields: an empty apply as the former manager lets go of what only it held
  * (the former marks). No value of the manifest changes: w's manager holds each of them.
+ * Returns the object as it is then (undefined: nothing to take over).
  */
 export async function takeOver(
   skr: Cluster,
   info: ResourceInfo,
   after: KubeObject,
   w: Writer,
-): Promise<void> {
-  if (!hasManager(after, w.legacy) || ownerOf(after) !== w.owner) return;
-  await applyObject(skr, info, emptyBody(after), w.legacy, undefined, false, false);
+): Promise<KubeObject | undefined> {
+  if (!hasManager(after, w.legacy) || ownerOf(after) !== w.owner) return undefined;
+  return applyObject(skr, info, emptyBody(after), w.legacy, undefined, false, false);
 }
 
 const emptyBody = (live: KubeObject): KubeObject => ({
