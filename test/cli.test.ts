@@ -7,8 +7,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { dump, load } from 'js-yaml';
 import { describe, expect, inject, it } from 'vitest';
-import { listObjects, mustFind } from '../lib/kube/objects.ts';
-import { OWNER_ANNOTATION, SYNC_API_VERSION, type SyncItem } from '../lib/model.ts';
+import { applyObject, listObjects, mustFind } from '../lib/kube/objects.ts';
+import { SYNC_API_VERSION, type SyncItem } from '../lib/model.ts';
 import { Harness } from './engine-harness.ts';
 
 const root = join(import.meta.dirname, '..');
@@ -225,11 +225,18 @@ describe('kcp-sync diff', () => {
       kind: 'ConfigMap',
       metadata: { name: 'victim', namespace: h.ns },
     } as never);
-    await h.skrCreate({
-      apiVersion: 'v1',
-      kind: 'ConfigMap',
-      metadata: { name: 'taken', namespace: h.ns, annotations: { [OWNER_ANNOTATION]: 'kcp-system/another' } },
-    } as never);
+    // Another SyncResource's object: its field manager holds data.k with another value.
+    await applyObject(
+      h.skr,
+      await mustFind(h.skr, 'v1', 'ConfigMap'),
+      {
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'taken', namespace: h.ns },
+        data: { k: 'theirs' },
+      },
+      'kcp-sync-resource/kcp-system/another',
+    );
     await h.skrCreate({
       apiVersion: 'v1',
       kind: 'Secret',
@@ -248,7 +255,7 @@ describe('kcp-sync diff', () => {
       { name: 'new', strategy: 'CreateAndSync', resource: h.cm('new', { a: '1' }) },
       { name: 'adopt', strategy: 'CreateAndSync', resource: h.cm('foreign', { a: 'ours' }) },
       { name: 'gone', strategy: 'Delete', resource: h.cm('victim', {}) },
-      { name: 'theirs', strategy: 'CreateAndSync', resource: h.cm('taken', {}) },
+      { name: 'theirs', strategy: 'CreateAndSync', resource: h.cm('taken', { k: 'ours' }) },
       {
         name: 'secret',
         strategy: 'CreateAndSync',
@@ -313,7 +320,12 @@ describe('kcp-sync diff', () => {
     expect(diffOf('changed')).toMatch(/^\+\s+a: '2'$/m);
     expect(diffOf('changed')).not.toMatch(/^[-+]\s+keep:/m);
     expect(diffOf('new')).toMatch(/^\+\s+a: '1'$/m);
-    expect(diffOf('adopt')).toMatch(/^\+\s+kcp-sync.kyma-project.io\/owned-by: kcp-system\//m);
+    expect(diffOf('adopt')).toMatch(/^\+\s+kcp-sync.kyma-project.io\/managed-by: kcp-sync-resource$/m);
+    expect(
+      (out.syncResources[0]!.items.find((i) => i.item === 'theirs') as { message?: string }).message,
+    ).toBe(
+      `ConfigMap ${h.ns}/taken: field .data.k is set to another value by SyncResource kcp-system/another; nothing was forced`,
+    );
     expect(out.syncResources[0]!.items.find((i) => i.item === 'typo')!.reason).toBe('UnknownKind');
     // Values by reference live in the KCP: compared as the cluster holds them, never shown.
     expect(out.syncResources[0]!.items.find((i) => i.item === 'byref')).toMatchObject({

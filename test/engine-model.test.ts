@@ -15,7 +15,7 @@ import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind } from '../lib/kube/objects.ts';
 import { isConflict, TransientError } from '../lib/kube/errors.ts';
-import { type Strategy, type SyncItem } from '../lib/model.ts';
+import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, type Strategy, type SyncItem } from '../lib/model.ts';
 import { heldBy } from './helpers.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { Harness } from './engine-harness.ts';
@@ -95,7 +95,7 @@ describe('model', () => {
                 o.metadata.name,
                 {
                   data: (o.data ?? {}) as Record<string, string>,
-                  ours: heldBy(o, owner),
+                  ours: o.metadata.labels?.[MANAGED_BY_LABEL] === MANAGED_BY_VALUE && heldBy(o, owner),
                 },
               ]),
           );

@@ -80,7 +80,7 @@ describe('npm start', () => {
           '-o',
           'jsonpath={.data}',
         ]),
-      ).toBe('{"update.properties":"foo=bar"}');
+      ).toBe('{"update.properties":"foo=bar\\n"}');
       const exited = new Promise((r) => child.on('exit', r));
       signal('SIGINT');
       await exited;

@@ -7,7 +7,15 @@ import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } f
 import { ownerOf, requestFailure } from '../policy/rules.ts';
 import { describeId } from '../manifest.ts';
 import { HASH_ANNOTATION, MANAGED_BY_LABEL, MANAGED_BY_VALUE } from '../model.ts';
-import { applyShared, createdBy, OwnedFieldConflict, takeOver, type Holder, type Writer } from './share.ts';
+import {
+  applyShared,
+  createdBy,
+  hasManager,
+  OwnedFieldConflict,
+  takeOver,
+  type Holder,
+  type Writer,
+} from './share.ts';
 import { canonical, deepFreeze, isSubset } from '../values.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { Health, InventoryEntry } from '../model.ts';
@@ -184,15 +192,22 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
   }
   if (!hasObject(p)) return { op: 'none', status: wantStatus(false), record: false, drift: false, live };
-  // An object not in our inventory is taken on: recorded first (write-ahead), as created when
-  // another SyncResource created it (or an earlier version of ours, for us), else as adopted:
-  // it existed before, and is released, never deleted.
-  const joining = p.opts.own && entry === undefined;
-  const adopt = joining && !createdBy(ctx.holders) && ownerOf(live) !== writer.owner;
+  // An object not in our inventory is recorded first (write-ahead). One this SyncResource
+  // wrote (its field manager, or an earlier version's owner annotation naming it: an
+  // inventory lost, or kcp-sync diff, which has none; an UpdateAndDelete item's manager sets
+  // no label) is ours; any other is taken on, as
+  // created when another SyncResource created it, else as adopted: it existed before, and
+  // is released, never deleted.
+  const record = p.opts.own && entry === undefined;
+  const wrote =
+    (hasManager(live, writer.manager) && live.metadata.labels?.[MANAGED_BY_LABEL] === MANAGED_BY_VALUE) ||
+    ownerOf(live) === writer.owner;
+  const joining = record && !wrote;
+  const adopt = joining && !createdBy(ctx.holders);
   if (!p.opts.sync) {
     return joining
-      ? { op: 'adopt', status: false, record: true, adopt, drift: false, live }
-      : { op: 'ignore', status: false, record: false, drift: false, live };
+      ? { op: 'adopt', status: false, record, adopt, drift: false, live }
+      : { op: 'ignore', status: false, record, drift: false, live };
   }
   const desired = desiredObject(p);
   const release = !p.opts.own && (entry !== undefined || ownerOf(live) === writer.owner);
@@ -201,7 +216,7 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const update = {
     op: 'update',
     status,
-    record: joining,
+    record,
     adopt,
     desired,
     live,
@@ -314,7 +329,9 @@ export async function execute(
         }
         let after: KubeObject;
         try {
-          after = await guard(() => applyShared(skr, info, p.id, desired, w, { live }));
+          // Drift from someone else than a SyncResource is taken back in one forced apply.
+          const takeBack = d.drift && d.cause ? d.cause.managers : undefined;
+          after = await guard(() => applyShared(skr, info, p.id, desired, w, { live, takeBack }));
         } catch (err) {
           if (!d.recreate || !isImmutableRefusal(err)) throw err;
           const why = immutableSummary(err);
@@ -335,10 +352,9 @@ export async function execute(
           });
           break;
         }
+        current = after;
         applied(after);
         await unmark(after);
-        // An object an earlier version wrote is ours alone from now on.
-        current = (await guard(() => takeOver(skr, info, after, w))) ?? after;
         res = d.adopt
           ? adopted(p, change(p, 'configured'))
           : result(name, 'Ready', 'Applied', 'resource has been synced', {
@@ -385,7 +401,10 @@ export async function execute(
         });
         break;
     }
-    // An object marked by an earlier version keeps no former mark once it is ours again.
+    // An object an earlier version wrote is this SyncResource's alone from now on, and keeps no former mark.
+    const held = current;
+    if (held && (d.op === 'update' || d.op === 'unchanged') && !d.release)
+      current = (await guard(() => takeOver(skr, info, held, w))) ?? held;
     const marked = current;
     if (marked && ['update', 'unchanged', 'ignore'].includes(d.op) && !d.release && hasLegacyMarks(marked)) {
       await guard(() => stamp(skr, info, marked, p.opts.own, d.desired, fm));

@@ -36,8 +36,8 @@ const remove = (map: 'labels' | 'annotations', key: string) => ({
 
 /**
  * legacyOps are the ops that take the former marks off live: those of versions before 0.2,
- * and the owner annotation (and, but on an object whose manifest digest it still is, the
- * digest annotation) that versions with one field manager wrote. desired keeps a former
+ * and the owner annotation that versions with one field manager wrote (their digest
+ * annotation goes with their field manager: share.ts takeOver). desired keeps a former
  * label its manifest sets.
  */
 function legacyOps(live: KubeObject, desired?: KubeObject): object[] {
@@ -49,11 +49,6 @@ function legacyOps(live: KubeObject, desired?: KubeObject): object[] {
   for (const a of [LEGACY_MARKS.owner, LEGACY_MARKS.hash, OWNER_ANNOTATION]) {
     if (live.metadata.annotations?.[a] !== undefined) ops.push(remove('annotations', a));
   }
-  if (
-    live.metadata.annotations?.[HASH_ANNOTATION] !== undefined &&
-    desired?.metadata.annotations?.[HASH_ANNOTATION] === undefined
-  )
-    ops.push(remove('annotations', HASH_ANNOTATION));
   return ops;
 }
 

@@ -9,9 +9,9 @@ import { createHash } from 'node:crypto';
 import type { Config } from '../config.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
-import { KubeApiError } from '../kube/errors.ts';
+import { isConflict, KubeApiError } from '../kube/errors.ts';
 import { managedFieldsOf } from '../fields.ts';
-import { applyObject, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { applyObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
 import { objectKey, ownerKey, type InventoryEntry, type ObjectId, type SyncResource } from '../model.ts';
 import { ownerOf } from '../policy/rules.ts';
@@ -98,7 +98,8 @@ export class OwnedFieldConflict extends Error {
  * applyShared applies body as w's manager without force. Fields other SyncResources hold
  * with other values make it an OwnedFieldConflict; fields anyone else holds are drift: the
  * apply is forced, on the object as read (its resourceVersion), so a field another
- * SyncResource took meanwhile is never taken from it.
+ * SyncResource took meanwhile is never taken from it. A drift whose fields no SyncResource
+ * holds (drift.ts names their managers: takeBack) is forced at once, on the same condition.
  */
 export async function applyShared(
   skr: Cluster,
@@ -106,8 +107,28 @@ export async function applyShared(
   id: ObjectId,
   body: KubeObject,
   w: Writer,
-  opts: { live?: KubeObject | undefined; subresource?: 'status' } = {},
+  opts: { live?: KubeObject | undefined; subresource?: 'status'; takeBack?: string[] } = {},
+  again = true,
 ): Promise<KubeObject> {
+  const forced = async () => {
+    const rv = opts.live?.metadata.resourceVersion;
+    if (!rv) return applyObject(skr, info, body, w.manager, opts.subresource);
+    try {
+      const guarded = { ...body, metadata: { ...body.metadata, resourceVersion: rv } };
+      return await applyObject(skr, info, guarded, w.manager, opts.subresource);
+    } catch (err) {
+      // The object changed since it was read (another replica's run, its user): decide once more on it as it is now.
+      if (!again || !isConflict(err) || fieldConflicts(err)) throw err;
+      const now = await getObject(skr, info, id.namespace, id.name);
+      return applyShared(skr, info, id, body, w, { live: now, subresource: opts.subresource }, false);
+    }
+  };
+  const others = (managers: string[]) =>
+    managers.some((m) => {
+      const owner = syncResourceOf(m, w, opts.live);
+      return owner !== undefined && owner !== w.owner;
+    });
+  if (opts.live && opts.takeBack && !others(opts.takeBack)) return forced();
   try {
     return await applyObject(skr, info, body, w.manager, opts.subresource, false, false);
   } catch (err) {
@@ -118,9 +139,7 @@ export async function applyShared(
       return owner !== undefined && owner !== w.owner ? [{ owner, field: c.field }] : [];
     });
     if (held.length > 0) throw new OwnedFieldConflict(id, held);
-    const rv = opts.live?.metadata.resourceVersion;
-    const guarded = rv ? { ...body, metadata: { ...body.metadata, resourceVersion: rv } } : body;
-    return applyObject(skr, info, guarded, w.manager, opts.subresource);
+    return forced();
   }
 }
 
