@@ -11,11 +11,13 @@
 import { execFile } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { gzipSync } from 'node:zlib';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import { SYNC_SOURCE_LABEL, type SyncItem, type SyncResource } from '../lib/model.ts';
 import { installRank } from '../lib/strategies.ts';
+import { canonical } from '../lib/values.ts';
 import { healthOf } from '../lib/health.ts';
 import { validateText } from '../lib/validate.ts';
 import { parseConfig } from '../lib/config.ts';
@@ -256,18 +258,7 @@ describe('the real-world corpus', () => {
       const refused = await applyLikeKubectl(sr.spec.items, texts);
       await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
       try {
-        const settled = await waitSr(
-          s,
-          sr.metadata.name,
-          (x) => {
-            expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
-            expect(
-              x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting'),
-            ).toEqual([]);
-            expect(x?.status?.items).toHaveLength(sr.spec.items.length);
-          },
-          180_000,
-        );
+        const settled = await settle(sr, 180_000);
         await compare(sr, texts, refused, settled!);
         // kcp-sync diff reads the corpus as the product does: nothing to change, kubectl's refusals as errors.
         const original = read(file)!;
@@ -308,22 +299,7 @@ describe('the real-world corpus', () => {
       await kubectl(s.kcp, ['apply', '--server-side', '-f', '-'], JSON.stringify(sr));
     }
     const settled = new Map<string, SyncResource>();
-    for (const sr of srs)
-      settled.set(
-        sr.metadata.name,
-        (await waitSr(
-          s,
-          sr.metadata.name,
-          (x) => {
-            expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
-            expect(
-              x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting'),
-            ).toEqual([]);
-            expect(x?.status?.items).toHaveLength(sr.spec.items.length);
-          },
-          300_000,
-        ))!,
-      );
+    for (const sr of srs) settled.set(sr.metadata.name, (await settle(sr, 300_000))!);
     /** naming lists, per SyncResource, its item naming kind/name and that item's text. */
     const naming = (kind: string, name: string) =>
       srs.flatMap((sr) =>
@@ -338,7 +314,7 @@ describe('the real-world corpus', () => {
     // The Namespace four name alike: shared, Ready on each.
     const ns = naming('Namespace', 'kyma-system');
     expect(ns.length).toBeGreaterThanOrEqual(4);
-    expect(new Set(ns.map((n) => n.text)).size).toBe(1);
+    expect(new Set(ns.map((n) => canonical(objectOf(n.text)))).size).toBe(1);
     expect(ns.map((n) => [n.sr, n.status.state])).toEqual(ns.map((n) => [n.sr, 'Ready']));
     // Named by three with different contents: one SyncResource's contents stay, the others are
     // Conflict naming a field and that SyncResource.
@@ -368,33 +344,44 @@ describe('the real-world corpus', () => {
         roleRef: want.roleRef,
       });
     }
-    // Deleted in an order of their own (not the order they came in), one by one: nothing of theirs is left.
+    // Deleted in an order of their own (not the order they came in): nothing of theirs is left.
     const order = [...srs].sort(
       (a, b) =>
         (a.metadata.name.length % 3) - (b.metadata.name.length % 3) ||
         b.metadata.name.localeCompare(a.metadata.name),
     );
     const synced = srs.flatMap((sr) => settled.get(sr.metadata.name)!.status?.synced ?? []);
+    // One after another, a resync apart, not each to its end: a Namespace is finalized only once
+    // every API group answers discovery, and keda-release's APIService (served by a Pod that
+    // never runs on the KWOK Node) answers none until keda-release itself is gone.
     for (const sr of order) {
       await kubectl(s.kcp, ['delete', 'syncresource', sr.metadata.name, '-n', s.ns, '--wait=false']);
-      await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 180_000);
+      await sleep(2_000);
     }
+    for (const sr of order) await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 300_000);
     for (const e of synced) {
-      const object = `${e.kind}/${e.namespace ?? ''}/${e.name}`;
-      const id = {
-        apiVersion: e.apiVersion,
-        kind: e.kind,
-        metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
-      };
+      const { object, id } = entryObject(e);
       await eventually(
-        async () =>
-          expect({ object, left: await get(product, id, true) }).toEqual({ object, left: undefined }),
+        async () => expect({ object, left: await leftOf(id) }).toEqual({ object, left: undefined }),
         180_000,
         500,
       );
     }
   }, 900_000);
 });
+
+/** settle waits until every item of sr has its outcome for the current generation: none on its way. */
+const settle = (sr: SyncResource, timeoutMs: number) =>
+  waitSr(
+    s,
+    sr.metadata.name,
+    (x) => {
+      expect(x?.status?.observedGeneration).toBe(x?.metadata.generation);
+      expect(x?.status?.items?.filter((i) => i.state === 'Processing' || i.state === 'Deleting')).toEqual([]);
+      expect(x?.status?.items).toHaveLength(sr.spec.items.length);
+    },
+    timeoutMs,
+  );
 
 /**
  * shipLarge returns every item's text by item name, and ships an item over the 256 KiB of
@@ -518,6 +505,22 @@ async function cleanOracle(): Promise<void> {
     ).catch(() => undefined);
 }
 
+/** entryObject names an inventory entry's object, and addresses it for get. */
+const entryObject = (e: { apiVersion: string; kind: string; namespace?: string; name: string }) => ({
+  object: `${e.kind}/${e.namespace ?? ''}/${e.name}`,
+  id: {
+    apiVersion: e.apiVersion,
+    kind: e.kind,
+    metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
+  },
+});
+
+/** leftOf reads what is left of an object in the product's SKR: a custom resource whose CRD is gone is gone too. */
+const leftOf = (id: KubeObject) =>
+  get(product, id, true).catch((err: Error) =>
+    /doesn't have a resource type|no matches for kind/.test(err.message) ? undefined : Promise.reject(err),
+  );
+
 /** removeAndCheck deletes the SyncResource and checks that nothing of what it synced is left. */
 async function removeAndCheck(sr: SyncResource): Promise<void> {
   const synced = (await getSr(s, sr.metadata.name))?.status?.synced ?? [];
@@ -526,12 +529,7 @@ async function removeAndCheck(sr: SyncResource): Promise<void> {
   // Gone, not only being deleted: a namespace's contents are deleted by the SKR's namespace
   // controller, and the next case counts the deletes an SKR serves.
   for (const e of synced) {
-    const object = `${e.kind}/${e.namespace ?? ''}/${e.name}`;
-    const id = {
-      apiVersion: e.apiVersion,
-      kind: e.kind,
-      metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
-    };
+    const { object, id } = entryObject(e);
     const deleting = async () => {
       const left = await get(product, id, true);
       expect({ object, left: left !== undefined && !left.metadata.deletionTimestamp }).toEqual({

@@ -235,6 +235,40 @@ describe('objects several SyncResources name', () => {
     await eventually(async () => expect(await skrGet('namespace', target)).toBeUndefined(), 120_000, 500);
   });
 
+  it('a mark forged in the SKR makes nothing ours: an object a customer labelled and annotated as ours, named by a SyncResource, is released when it lets go, never deleted', async () => {
+    const target = uniqueName('forged');
+    const name = uniqueName('victim');
+    await kubectl(skr, ['create', 'namespace', target]);
+    // The SKR's admin copies our label and the former owner annotation onto objects of their own.
+    const forged = {
+      labels: { 'kcp-sync.kyma-project.io/managed-by': 'kcp-sync-resource' },
+      annotations: { 'kcp-sync.kyma-project.io/owned-by': `${s.ns}/${uniqueName('nobody')}` },
+    };
+    await kubectl(
+      skr,
+      ['apply', '--server-side', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: 'theirs', namespace: target, ...forged },
+        data: { mine: 'customer' },
+      }),
+    );
+    const before = await skrGet('configmap', 'theirs', target);
+    await apply(name, [cmItem('config', 'theirs', target, { k: 'v' })]);
+    const sr = await waitSr(s, name, ready, 60_000);
+    // No SyncResource created it (the KCP's inventories say so): adopted, whatever its marks say.
+    expect(sr?.status?.items?.[0]?.reason).toBe('Adopted');
+    expect(sr?.status?.synced?.[0]?.adopted).toBe(true);
+    await remove(name);
+    const after = await skrGet('configmap', 'theirs', target);
+    expect(after?.metadata.uid).toBe(before?.metadata.uid);
+    expect(after?.metadata.deletionTimestamp).toBeUndefined();
+    expect(after?.data).toEqual({ mine: 'customer', k: 'v' });
+    expect(managers(after)).not.toContain(MANAGER(name));
+    await kubectl(skr, ['delete', 'namespace', target, '--wait=false']);
+  });
+
   it('objects written the former way (one field manager, an owner annotation) are taken over on the first run: no Conflict, no value changed', async () => {
     const target = uniqueName('former');
     const name = uniqueName('former');
