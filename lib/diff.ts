@@ -12,7 +12,7 @@ import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
 import { describeId } from './manifest.ts';
 import type { SyncResource } from './model.ts';
-import { fieldConflicts, OwnedFieldConflict, syncResourceOf, writerOf, type Writer } from './engine/share.ts';
+import { fieldConflicts, heldElsewhere, OwnedFieldConflict, writerOf, type Writer } from './engine/share.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
 export type Outcome =
@@ -96,10 +96,8 @@ async function outcomeOf(
       try {
         await applyObject(skr, p.info, d.desired, w.manager, undefined, true, false);
       } catch (err) {
-        const held = fieldConflicts(err)?.flatMap((c) => {
-          const owner = syncResourceOf(c.manager, w, live);
-          return owner !== undefined && owner !== w.owner ? [{ owner, field: c.field }] : [];
-        });
+        const conflicts = fieldConflicts(err);
+        const held = conflicts && heldElsewhere(conflicts, w, live);
         if (held?.length)
           return {
             outcome: 'conflict',

@@ -11,6 +11,7 @@ import {
   applyShared,
   createdBy,
   hasManager,
+  othersWrite,
   OwnedFieldConflict,
   takeOver,
   type Holder,
@@ -192,12 +193,11 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
     return none(result(name, 'Deleting', 'DeletionInProgress', `${what} is being deleted; sync stopped`));
   }
   if (!hasObject(p)) return { op: 'none', status: wantStatus(false), record: false, drift: false, live };
-  // An object not in our inventory is recorded first (write-ahead). One this SyncResource
-  // wrote (its field manager, or an earlier version's owner annotation naming it: an
-  // inventory lost, or kcp-sync diff, which has none; an UpdateAndDelete item's manager sets
-  // no label) is ours; any other is taken on, as
-  // created when another SyncResource created it, else as adopted: it existed before, and
-  // is released, never deleted.
+  // An object not in our inventory is recorded first (write-ahead). It is ours if this
+  // SyncResource wrote it (its manager and our label, or an earlier version's owner
+  // annotation naming it): an inventory lost, or kcp-sync diff, which has none. Any other is
+  // taken on: as created when another SyncResource created it, else as adopted (it existed
+  // before: released, never deleted).
   const record = p.opts.own && entry === undefined;
   const wrote =
     (hasManager(live, writer.manager) && live.metadata.labels?.[MANAGED_BY_LABEL] === MANAGED_BY_VALUE) ||
@@ -211,7 +211,8 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   }
   const desired = desiredObject(p);
   const release = !p.opts.own && (entry !== undefined || ownerOf(live) === writer.owner);
-  const recreate = mayRecreate(p, adopt || entry?.adopted === true);
+  // Recreating deletes the object: never one another SyncResource writes too.
+  const recreate = mayRecreate(p, adopt || entry?.adopted === true) && !othersWrite(live, writer);
   const status = wantStatus(false);
   const update = {
     op: 'update',

@@ -56,6 +56,19 @@ export function syncResourceOf(manager: string, w: Writer, live?: KubeObject): s
   return undefined;
 }
 
+/** otherSyncResource names the SyncResource other than w's behind manager, or undefined (w's own, or no SyncResource's). */
+export function otherSyncResource(manager: string, w: Writer, live?: KubeObject): string | undefined {
+  const owner = syncResourceOf(manager, w, live);
+  return owner !== w.owner ? owner : undefined;
+}
+
+/** heldElsewhere are the conflicts of an apply that other SyncResources hold, with the SyncResource each. */
+export const heldElsewhere = (conflicts: FieldConflict[], w: Writer, live?: KubeObject) =>
+  conflicts.flatMap((c) => {
+    const owner = otherSyncResource(c.manager, w, live);
+    return owner !== undefined ? [{ owner, field: c.field }] : [];
+  });
+
 /** FieldConflict is one field another manager holds with another value (the API server's 409 on a non-forced apply). */
 export interface FieldConflict {
   manager: string;
@@ -123,25 +136,24 @@ export async function applyShared(
       return applyShared(skr, info, id, body, w, { live: now, subresource: opts.subresource }, false);
     }
   };
-  const others = (managers: string[]) =>
-    managers.some((m) => {
-      const owner = syncResourceOf(m, w, opts.live);
-      return owner !== undefined && owner !== w.owner;
-    });
-  if (opts.live && opts.takeBack && !others(opts.takeBack)) return forced();
+  if (opts.live && opts.takeBack?.every((m) => otherSyncResource(m, w, opts.live) === undefined))
+    return forced();
   try {
     return await applyObject(skr, info, body, w.manager, opts.subresource, false, false);
   } catch (err) {
     const conflicts = fieldConflicts(err);
     if (!conflicts) throw err;
-    const held = conflicts.flatMap((c) => {
-      const owner = syncResourceOf(c.manager, w, opts.live);
-      return owner !== undefined && owner !== w.owner ? [{ owner, field: c.field }] : [];
-    });
+    const held = heldElsewhere(conflicts, w, opts.live);
     if (held.length > 0) throw new OwnedFieldConflict(id, held);
     return forced();
   }
 }
+
+/** othersWrite tells whether the field manager of a SyncResource other than w's holds fields of live. */
+export const othersWrite = (live: KubeObject, w: Writer): boolean =>
+  managedFieldsOf(live).some(
+    (f) => !f.subresource && otherSyncResource(f.manager ?? '', w, live) !== undefined,
+  );
 
 /** hasManager tells whether manager holds fields of obj (any operation, the object itself). */
 export const hasManager = (obj: KubeObject, manager: string): boolean =>
