@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { isConflict, TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
-import { FINALIZER, objectKey, ownerKey, type InventoryEntry, type SyncResource } from '../model.ts';
+import { FINALIZER, objectKey, type InventoryEntry, type SyncResource } from '../model.ts';
 import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical } from '../values.ts';
@@ -143,20 +143,22 @@ async function writeInventory(
   }
 }
 
-async function kcpWrite<T>(fn: () => Promise<T>): Promise<T> {
+/** inKcp runs a KCP request whose failure fails the run transiently (it is retried). */
+async function inKcp<T>(what: string, reason: string, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {
-    throw new TransientError('writing the SyncResource in the KCP failed; retry', 'KcpWriteFailed', err);
+    throw new TransientError(`${what} in the KCP failed; retry`, reason, err);
   }
 }
+
+const kcpWrite = <T>(fn: () => Promise<T>) => inKcp('writing the SyncResource', 'KcpWriteFailed', fn);
 
 /** Run is one application of a SyncResource's items, shared by its phases. */
 interface Run {
   sr: SyncResource;
   deps: ReconcileDeps;
   inventory: Inventory;
-  owner: string;
   plan: PlanItem[];
   /** results of the items the run took to the SKR (settled items carry theirs in done). */
   results: Map<PlanItem, ItemResult>;
@@ -190,7 +192,6 @@ async function applyItems(
     sr,
     deps,
     inventory,
-    owner: ownerKey(sr),
     plan: await planItems(sr, deps),
     results: new Map(),
     refused: new Set(),
@@ -276,7 +277,7 @@ const contextOf = (run: Run, p: ResolvedItem, holders?: Holders): DecideContext 
 function holdersReader(sr: SyncResource, deps: ReconcileDeps): () => Promise<Holders> {
   let read: Promise<Holders> | undefined;
   return () =>
-    (read ??= kcpRead(async () =>
+    (read ??= inKcp('reading the SyncResources of the Kyma', 'KcpReadFailed', async () =>
       holdersOf(sr, await deps.kcp.listForKyma(sr.spec.kyma, deps.config.controlPlaneNamespaces)),
     ));
 }
@@ -302,18 +303,6 @@ async function observeAll(run: Run, items: ResolvedItem[]): Promise<Step[]> {
     ? await run.holders()
     : undefined;
   return seen.map(({ p, live }) => ({ p, live, decision: decide(p, live, contextOf(run, p, holders)) }));
-}
-
-async function kcpRead<T>(fn: () => Promise<T>): Promise<T> {
-  try {
-    return await fn();
-  } catch (err) {
-    throw new TransientError(
-      'reading the SyncResources of the Kyma in the KCP failed; retry',
-      'KcpReadFailed',
-      err,
-    );
-  }
 }
 
 /** executeStep carries out one item's decision in its span. */

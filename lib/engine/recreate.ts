@@ -5,7 +5,6 @@
 // Argo CD's Replace=true offer) has its object deleted and created anew; never an object
 // we adopted, a Namespace or a CRD (deleting those deletes what they hold).
 import { setTimeout as sleep } from 'node:timers/promises';
-import type { Config } from '../config.ts';
 import { KubeApiError } from '../kube/errors.ts';
 import { applyObject, deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import type { ResolvedItem } from './plan.ts';
