@@ -27,6 +27,8 @@ export const EventTypes = {
   /** kymaResolved is the resolved cluster of one Kyma, for all its SyncResources. */
   kymaResolved: 'io.kyma-project.syncresource.kyma.resolved',
   itemsApplied: 'io.kyma-project.syncresource.items.applied',
+  /** skrChanged says that objects a SyncResource holds in its SKR are gone, drifted or moved in health (the SKR source). */
+  skrChanged: 'io.kyma-project.syncresource.skr.changed',
 } as const;
 
 /** SOURCE_PREFIX prefixes the source attribute of emitted events: /kcp-sync-resource/<step>. */
@@ -74,12 +76,12 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
   ...ApiServerRefTypes.map(apiServerRef),
   {
     type: PING_TYPE,
-    from: { sources: ['sync-resync', 'sync-recheck'] },
+    from: { sources: ['sync-resync'] },
     to: ['sync-resync'],
     source: '/apis/v1/namespaces/kcp-system/pingsources/<name>',
     subject: 'none',
-    data: ['reason', 'intervalSeconds?'],
-    what: 'resync: every SyncResource, by Kyma; recheck: those labelled sync-progressing, when due',
+    data: ['reason'],
+    what: 'resync: every SyncResource, by Kyma',
   },
   {
     type: EventTypes.reconcile,
@@ -89,6 +91,15 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     subject: '<namespace>/<name>',
     data: ['namespace', 'name', 'trigger', 'since?'],
     what: 'reconcile one SyncResource',
+  },
+  {
+    type: EventTypes.skrChanged,
+    from: { sources: ['sync-skr-source'] },
+    to: ['sync-resolve-cluster'],
+    source: `${SOURCE_PREFIX}/skr-source`,
+    subject: '<namespace>/<name>',
+    data: ['namespace', 'name', 'uid', 'kyma', 'changes'],
+    what: 'objects of one SyncResource gone, drifted or moved in health in its SKR: reconcile it',
   },
   {
     type: EventTypes.reconcileKyma,
@@ -142,6 +153,24 @@ export interface ReconcileRequest extends SyncRef {
   since?: string;
 }
 
+/** SkrChange is one object of a SyncResource that the SKR source saw change. */
+export interface SkrChange {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  /** change: gone, drift (a field its manager owns changed by another), health (not what the status says). */
+  change: 'gone' | 'drift' | 'health';
+}
+
+/** SkrChanged is the data of an skr.changed event: a SyncResource (as the KCP inventory says) and what changed. */
+export interface SkrChanged extends SyncRef {
+  uid: string;
+  kyma: string;
+  /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
+  changes: SkrChange[];
+}
+
 /**
  * KymaRequest is the data of a kyma.reconcile event: every SyncResource of the Kyma
  * name (in namespace) is reconciled in one delivery, so a resync costs about one
@@ -159,8 +188,8 @@ export interface KymaResolved extends KymaRequest {
 
 /** ClusterResolved is the data of a cluster.resolved event. */
 export interface ClusterResolved extends SyncRef {
-  /** trigger says what started this run: a watch event of the SyncResource, or a reconcile request. */
-  trigger?: 'watch' | ReconcileRequest['trigger'];
+  /** trigger says what started this run: a watch event of the SyncResource, of its SKR objects (skr), or a reconcile request. */
+  trigger?: 'watch' | 'skr' | ReconcileRequest['trigger'];
   uid: string;
   generation: number;
   kyma: string;
@@ -196,8 +225,6 @@ export interface Seen {
   status?: Omit<SyncStatus, 'synced'>;
   /** labelled tells whether the kyma-name label equalled spec.kyma. */
   labelled: boolean;
-  /** progressing tells whether the progressing label was on. */
-  progressing?: boolean;
 }
 
 /** ObjectRef is the data of ApiServerSource Reference-mode events. */
@@ -264,6 +291,31 @@ export function checkRef(data: unknown): SyncRef {
   return { namespace: str(data, 'namespace', isDnsLabel), name: str(data, 'name', isDnsSubdomain) };
 }
 
+const CHANGES = new Set(['gone', 'drift', 'health']);
+
+/** checkSkrChanged validates an skr.changed event's data and returns a copy of exactly its fields. */
+export function checkSkrChanged(data: unknown): SkrChanged {
+  const ref = checkRef(data);
+  const d = data as Record<string, unknown>;
+  const uid = str(d, 'uid', undefined, 64);
+  const kyma = str(d, 'kyma', isDnsSubdomain);
+  if (!Array.isArray(d.changes) || d.changes.length > 16)
+    throw new EventDataError('data.changes is not a list of at most 16');
+  const changes = d.changes.map((c: unknown): SkrChange => {
+    if (!isMap(c)) throw new EventDataError('data.changes[] is not an object');
+    if (!CHANGES.has(c.change as string))
+      throw new EventDataError('data.changes[].change is not gone, drift or health');
+    return {
+      apiVersion: str(c, 'apiVersion', undefined, 317),
+      kind: str(c, 'kind', undefined, 63),
+      ...(c.namespace !== undefined ? { namespace: str(c, 'namespace', isDnsLabel) } : {}),
+      name: str(c, 'name', undefined, 253),
+      change: c.change as SkrChange['change'],
+    };
+  });
+  return { ...ref, uid, kyma, changes };
+}
+
 /** checkClusterResolved validates a cluster.resolved event's data: identity, generation and Secret reference. */
 export function checkClusterResolved(data: unknown): ClusterResolved {
   checkRef(data);
@@ -326,8 +378,7 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
     if (
       !isMap(d.seen) ||
       typeof d.seen.labelled !== 'boolean' ||
-      (d.seen.status !== undefined && !isMap(d.seen.status)) ||
-      (d.seen.progressing !== undefined && typeof d.seen.progressing !== 'boolean')
+      (d.seen.status !== undefined && !isMap(d.seen.status))
     )
       throw new EventDataError('data.seen is not valid');
     str(d.seen, 'resourceVersion', undefined, 64);

@@ -11,6 +11,7 @@ export interface ManagedFieldsEntry {
   manager?: string;
   operation?: string;
   subresource?: string;
+  time?: string;
   fieldsV1?: FieldSet;
 }
 

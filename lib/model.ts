@@ -35,8 +35,6 @@ export const LEGACY_MARKS = {
 } as const;
 /** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
 export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
-/** PROGRESSING_LABEL (value "true") marks a SyncResource with objects on their way; the recheck tick lists only those (pipeline/resync.ts). */
-export const PROGRESSING_LABEL = 'operator.kyma-project.io/sync-progressing';
 /** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */
 export const SYNC_SOURCE_LABEL = 'operator.kyma-project.io/sync-source';
 

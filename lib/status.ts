@@ -177,7 +177,7 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       : health.progressing.length > 0
         ? condition('Healthy', 'False', 'Progressing', waiting)
         : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
-  // Suspended or unreachable, nothing can move on its own: the resync tick tries again, not the recheck.
+  // Suspended or unreachable, nothing can move on its own: the resync tick tries again.
   const moving =
     !r.suspended &&
     !r.clusterError &&

@@ -71,7 +71,7 @@ export async function startStack(
     skr: clusters.skrs.map((_, i) => `${clusters.stateDir}/kubeconfig/skr-${i + 1}.yaml`),
     async stop() {
       await runtime.stop();
-      await rm(stateDir, { recursive: true, force: true });
+      if (!process.env.KCP_SYNC_KEEP_STATE) await rm(stateDir, { recursive: true, force: true });
     },
   };
 }

@@ -443,8 +443,8 @@ async function compare(
   // KWOK Node, podinfo's HorizontalPodAutoscaler has scaled its Deployment up to its
   // minimum, a static PersistentVolumeClaim is bound): the status holds for 15 s, and each
   // item reports the health its object has in the SKR, by the same rules. An object whose
-  // health moved on while the status held is reported by the next recheck (its back-off
-  // reaches 30 s), so the two are compared until they agree.
+  // health moved on while the status held is reported by the SKR source's next event, so the
+  // two are compared until they agree.
   let last = '';
   let held = 0;
   const quiet = await eventually(

@@ -159,7 +159,7 @@ describe('resourceFrom', () => {
     await waitSr(
       s,
       P,
-      // Created, or already Unchanged when a later run (a recheck) reported it before this read.
+      // Created, or already Unchanged when a later run (the SKR source's) reported it before this read.
       (x) =>
         expect(x?.status?.items?.find((i) => i.name === 'unlabelled')).toMatchObject({
           state: 'Ready',

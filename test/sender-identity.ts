@@ -152,7 +152,7 @@ export async function senderAttacks(ctx: Ctx): Promise<void> {
       ]),
     );
     await eventually(async () => expect((await getSr(name)).status?.state).toBe('Ready'), 60_000);
-    // Settled: its first run's follow-ups (labels, a recheck) are written, a resync tick changes nothing.
+    // Settled: its first run's follow-ups (labels, the SKR source's) are written, a resync tick changes nothing.
     for (let rv = '', i = 0; i < 6; i++) {
       const now = (await getSr(name)).metadata.resourceVersion!;
       if (now === rv) break;

@@ -9,12 +9,15 @@ import type { Context } from 'faas-js-runtime';
 import { outsideControlPlane } from '../../lib/policy/rules.ts';
 import {
   checkKymaRequest,
+  checkSkrChanged,
   EventTypes,
   makeEvent,
   refFromEvent,
   type ReconcileRequest,
+  type SyncRef,
 } from '../../lib/events.ts';
-import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
+import type { Deps, Logger } from '../../lib/pipeline/deps.ts';
+import { resolveKymaStep, resolveStep, type ResolveOutcome } from '../../lib/pipeline/resolve.ts';
 import { background, post } from '../../lib/pipeline/fanout.ts';
 import { ownerOfSecret, resyncKyma, resyncResourceSource, resyncSource } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run, traceExtensions } from '../shared.ts';
@@ -26,6 +29,7 @@ export async function handle(
 ): Promise<CloudEvent<unknown> | undefined> {
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
   if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
+  if (event.type === EventTypes.skrChanged) return skrChanged(context, event);
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
   const kind = (event as unknown as { kind?: string }).kind;
@@ -78,46 +82,69 @@ export async function handle(
       change,
       ...(typeof request?.since === 'string' ? { since: request.since } : {}),
     });
-    const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
-    let next: CloudEvent<unknown>;
-    switch (out.kind) {
-      case 'none':
-        log.info({ ...fields, why: out.why }, 'nothing to resolve');
-        return undefined;
-      case 'failed':
-        log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
-        next = makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
-        break;
-      case 'resolved':
-        log.info(
-          {
-            ...fields,
-            cluster: out.data.kyma,
-            generation: out.data.generation,
-            urgent: out.data.urgent ?? false,
-          },
-          'cluster resolved',
-        );
-        next = makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
-        break;
-    }
-    // Posted, not replied: a channel-based broker would hold the reply, and with it the
-    // ApiServerSource adapter that sends one event after another, for the whole run behind
-    // it. This answer comes after resolve-cluster's own work; a post cut short by the end
-    // of this process is caught up by the next resync (pipeline/fanout.ts).
-    const urgent = out.kind === 'resolved' && out.data.urgent === true;
-    background(
-      d,
-      log,
-      `resolve ${ref.namespace}/${ref.name}`,
-      async () => {
-        await post(d, next, urgent);
-        return 1;
-      },
-      { quiet: true },
-    );
-    return undefined;
+    return answer(d, log, event, ref, out);
   });
+}
+
+/**
+ * skrChanged runs a SyncResource whose SKR objects the SKR source saw change, if its KCP
+ * inventory holds one of them (the event's claim is checked, never trusted), ahead of bulk work.
+ */
+function skrChanged(context: Context, event: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
+  const req = checkData(() => checkSkrChanged(event.data));
+  return run(context, event, 'resolve-cluster', async (d, log) => {
+    const out = await resolveStep(d, req, { trigger: 'skr', change: true, held: req });
+    return answer(d, log, event, req, out);
+  });
+}
+
+/** answer logs a resolution and posts what comes next: the cluster resolved, or the failure for the status step. */
+function answer(
+  d: Deps,
+  log: Logger,
+  event: CloudEvent<unknown>,
+  ref: SyncRef,
+  out: ResolveOutcome,
+): undefined {
+  const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
+  let next: CloudEvent<unknown>;
+  switch (out.kind) {
+    case 'none':
+      log.info({ ...fields, why: out.why }, 'nothing to resolve');
+      return undefined;
+    case 'failed':
+      log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
+      next = makeEvent('resolve-cluster', EventTypes.itemsApplied, out.data, traceExtensions(event));
+      break;
+    case 'resolved':
+      log.info(
+        {
+          ...fields,
+          cluster: out.data.kyma,
+          generation: out.data.generation,
+          urgent: out.data.urgent ?? false,
+        },
+        'cluster resolved',
+      );
+      next = makeEvent('resolve-cluster', EventTypes.clusterResolved, out.data, traceExtensions(event));
+      break;
+  }
+  // Posted, not replied: a channel-based broker would hold the reply, and with it the
+  // ApiServerSource adapter that sends one event after another, for the whole run behind
+  // it. This answer comes after resolve-cluster's own work; a post cut short by the end
+  // of this process is caught up by the next resync (pipeline/fanout.ts).
+  const urgent = out.kind === 'resolved' && out.data.urgent === true;
+  background(
+    d,
+    log,
+    `resolve ${ref.namespace}/${ref.name}`,
+    async () => {
+      await post(d, next, urgent);
+      return 1;
+    },
+    { quiet: true },
+  );
+  return undefined;
 }
 
 /**

@@ -70,7 +70,7 @@ export async function serviceAccountKubeconfigs(
 ): Promise<Map<string, string | null>> {
   const rbac = await applyRbac(kcp, routing, edit);
   const out = new Map<string, string | null>();
-  for (const svc of routing.services) {
+  for (const svc of [...routing.services, ...routing.deployments]) {
     const sa = rbac.find((d) => d.kind === 'ServiceAccount' && d.metadata.name === svc.serviceAccountName);
     if (!sa || (sa as { automountServiceAccountToken?: boolean }).automountServiceAccountToken === false) {
       out.set(svc.name, null);
@@ -160,4 +160,61 @@ export async function projectedToken(
   await writeFile(`${file}.tmp`, request.status.token, { mode: 0o600 });
   await rename(`${file}.tmp`, file);
   return seconds * 800;
+}
+
+/** TokenVolume is a Pod volume as far as projected ServiceAccount tokens go. */
+export interface TokenVolume {
+  name: string;
+  projected?: {
+    sources?: { serviceAccountToken?: { audience?: string; expirationSeconds?: number; path: string } }[];
+  };
+}
+
+/**
+ * projectTokens plays the kubelet for the projected serviceAccountToken volumes a container
+ * mounts: writes each token (dir/<volume>/<path>), renews it at 80 % of its lifetime, and
+ * points env values under a mount path at the files (there is no mount namespace here).
+ * Returns the renewal timers.
+ */
+export async function projectTokens(
+  kcp: Cluster,
+  o: {
+    namespace: string;
+    serviceAccount: string;
+    mounts: { name: string; mountPath: string }[];
+    volumes: TokenVolume[];
+    dir: string;
+    env: Record<string, string>;
+    stopped: () => boolean;
+    log: (line: string) => void;
+  },
+): Promise<NodeJS.Timeout[]> {
+  const timers: NodeJS.Timeout[] = [];
+  for (const mount of o.mounts) {
+    const volume = o.volumes.find((v) => v.name === mount.name);
+    const local = join(o.dir, mount.name);
+    let projected = false;
+    for (const src of volume?.projected?.sources ?? []) {
+      const p = src.serviceAccountToken;
+      if (!p) continue;
+      projected = true;
+      const file = join(local, p.path);
+      const renew = async () => {
+        const next = await projectedToken(kcp, o.namespace, o.serviceAccount, p, file).catch(
+          (err: unknown) => {
+            o.log(`projected token ${mount.name}: ${String(err)}`);
+            return 10_000;
+          },
+        );
+        if (!o.stopped()) timers.push(setTimeout(() => void renew(), next).unref());
+      };
+      const first = await projectedToken(kcp, o.namespace, o.serviceAccount, p, file);
+      timers.push(setTimeout(() => void renew(), first).unref());
+    }
+    if (!projected) continue;
+    const base = mount.mountPath.replace(/\/$/, '');
+    for (const [k, v] of Object.entries(o.env))
+      if (v === base || v.startsWith(`${base}/`)) o.env[k] = local + v.slice(base.length);
+  }
+  return timers;
 }

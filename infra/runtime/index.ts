@@ -16,10 +16,16 @@ import { startAdapter, type ReceiveAdapter } from './adapter.ts';
 import { ApiProxy } from './apiproxy.ts';
 import { Broker } from './broker.ts';
 import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
-import { loadRouting, pingSchedule } from './knative.ts';
+import { loadRouting, pingSchedule, type Routing } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
 
-import { DEFAULT_REPLICAS, type FunctionProc, type Runtime, type RuntimeOptions } from './types.ts';
+import {
+  DEFAULT_REPLICAS,
+  type AdapterProc,
+  type FunctionProc,
+  type Runtime,
+  type RuntimeOptions,
+} from './types.ts';
 
 export {
   DEFAULT_REPLICAS,
@@ -78,6 +84,54 @@ async function startFunction(
       proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined,
   );
   return { service, replica, url, port, proc };
+}
+
+/**
+ * startAdapterProcess starts one replica of a Deployment of knative.yaml (the SKR source) as
+ * its Pod would run: its env, POD_NAME and the like from its fieldRefs, its ServiceAccount's
+ * kubeconfig, K_SINK (the SinkBinding's), a port of its own.
+ */
+async function startAdapterProcess(
+  d: Routing['deployments'][number],
+  replica: number,
+  port: number,
+  opts: RuntimeOptions,
+  brokerUrl: string,
+  logDir: string,
+  kubeconfig: string | null,
+): Promise<AdapterProc> {
+  const pod = `${d.name}-${replica}`;
+  const fields: Record<string, string> = {
+    'metadata.name': pod,
+    'metadata.namespace': opts.namespace ?? 'kcp-system',
+  };
+  const processEnv: Record<string, string | undefined> = {
+    ...process.env,
+    ...d.env,
+    ...Object.fromEntries(Object.entries(d.fields).map(([k, path]) => [k, fields[path] ?? ''])),
+    ...(opts.namespace ? { SYNC_CONTROL_PLANE_NAMESPACES: opts.namespace } : {}),
+    ...opts.adapterEnv,
+    PORT: String(port),
+    K_SINK: brokerUrl,
+    KUBECONFIG: kubeconfig ?? undefined,
+  };
+  if (kubeconfig === null) delete processEnv.KUBECONFIG;
+  // The stand-in broker checks no sender identity: posts carry none.
+  delete processEnv.SYNC_SINK_TOKEN_FILE;
+  const proc = startProcess('adapter', pod, process.execPath, d.args, {
+    logDir,
+    cwd: root,
+    env: processEnv as Record<string, string>,
+  });
+  const url = `http://127.0.0.1:${port}/`;
+  await waitFor(
+    `adapter ${pod}`,
+    async () => (await fetch(`${url}healthz`)).ok,
+    30_000,
+    () =>
+      proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined,
+  );
+  return { name: d.name, pod, replica, url, port, proc };
 }
 
 /** startRuntime starts functions, broker and sources; stop() ends them. */
@@ -189,7 +243,20 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     for (const w of watches.splice(0)) w.stop();
     await Promise.all(adapters.splice(0).map((a) => killProcess(a.proc)));
   };
+  const skrSources: AdapterProc[] = [];
+  const startSkrSource = async (d: Routing['deployments'][number], replica: number) => {
+    const a = await startOnFreePort((port) =>
+      startAdapterProcess(d, replica, port, opts, brokerUrl, logDir, identities.get(d.name) ?? null),
+    );
+    skrSources.push(a);
+    return a;
+  };
+  const stopSkrSource = async (a: AdapterProc, graceful = false) => {
+    skrSources.splice(skrSources.indexOf(a), 1);
+    await (graceful ? stopProcess(a.proc) : killProcess(a.proc));
+  };
   const stop = async () => {
+    await Promise.all([...skrSources].map((a) => stopSkrSource(a, true)));
     await stopSources();
     await proxy?.close();
     for (const p of ping) p.stop();
@@ -221,6 +288,10 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     );
     functions.push(...started);
     await startSources();
+    for (const d of routing.deployments)
+      await Promise.all(
+        Array.from({ length: opts.skrSourceReplicas ?? d.replicas }, (_, r) => startSkrSource(d, r)),
+      );
     for (const p of routing.pingSources) {
       const { intervalMs, data } = pingSchedule(p, opts);
       const t = new PingTimer({
@@ -245,6 +316,24 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     stopSources,
     startSources,
     adapters,
+    skrSources,
+    async restartSkrSource(replica = 0, graceful = false) {
+      const a = skrSources.find((x) => x.replica === replica)!;
+      await stopSkrSource(a, graceful);
+      return startSkrSource(
+        routing.deployments.find((d) => d.name === a.name)!,
+        replica,
+      );
+    },
+    async stopSkrSource(replica = 0, graceful = false) {
+      await stopSkrSource(
+        skrSources.find((x) => x.replica === replica)!,
+        graceful,
+      );
+    },
+    async startSkrSource(replica = 0) {
+      return startSkrSource(routing.deployments[0]!, replica);
+    },
     ...(proxy ? { proxy } : {}),
     async restartFunction(service: string, replica = 0) {
       const i = functions.findIndex((f) => f.service === service && f.replica === replica);

@@ -56,6 +56,18 @@ export interface Routing {
     timeoutMs: number;
     serviceAccountName?: string;
   }[];
+  /**
+   * deployments are the product's own long-running adapters (the SKR source): the args of
+   * their command after "node", the env values (fieldRefs: fields, by path), replicas.
+   */
+  deployments: {
+    name: string;
+    args: string[];
+    env: Record<string, string>;
+    fields: Record<string, string>;
+    replicas: number;
+    serviceAccountName?: string;
+  }[];
   /** rbac holds the ServiceAccounts, Roles and RoleBindings of the file, as written. */
   rbac: Doc[];
 }
@@ -140,6 +152,24 @@ export async function loadRouting(file: string): Promise<Routing> {
           ? { serviceAccountName: s.spec.template.spec.serviceAccountName as string }
           : {}),
       })),
+    deployments: docs
+      .filter((d) => d.kind === 'Deployment' && d.apiVersion === 'apps/v1')
+      .map((d) => {
+        const pod = d.spec.template.spec;
+        const c = pod.containers[0];
+        type Env = { name: string; value?: string; valueFrom?: { fieldRef?: { fieldPath: string } } };
+        const env: Env[] = c.env ?? [];
+        return {
+          name: d.metadata.name,
+          args: (c.command ?? []).slice(1),
+          env: Object.fromEntries(env.filter((e) => e.value !== undefined).map((e) => [e.name, e.value!])),
+          fields: Object.fromEntries(
+            env.filter((e) => e.valueFrom?.fieldRef).map((e) => [e.name, e.valueFrom!.fieldRef!.fieldPath]),
+          ),
+          replicas: Number(d.spec.replicas ?? 1),
+          ...(pod.serviceAccountName ? { serviceAccountName: pod.serviceAccountName as string } : {}),
+        };
+      }),
     rbac: docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(d.kind)),
   };
 }
@@ -163,22 +193,13 @@ export function cronIntervalMs(schedule: string): number {
   );
 }
 
-/**
- * pingSchedule is a PingSource's local period: a seconds schedule (the recheck tick) keeps
- * its own unless recheckIntervalMs is given; a minutes one (the resync tick) takes
- * pingIntervalMs. Data that states the period (intervalSeconds) is made to say the local one.
- */
+/** pingSchedule is a PingSource's local period: its own schedule unless pingIntervalMs is given. */
 export function pingSchedule(
   p: { schedule: string; data?: string },
-  opts: { pingIntervalMs?: number; recheckIntervalMs?: number },
+  opts: { pingIntervalMs?: number },
 ): { intervalMs: number; data?: string } {
-  const seconds = p.schedule.trim().split(/\s+/).length === 6;
-  const intervalMs = (seconds ? opts.recheckIntervalMs : opts.pingIntervalMs) ?? cronIntervalMs(p.schedule);
-  let data = p.data;
-  if (data?.includes('intervalSeconds'))
-    data = JSON.stringify({
-      ...(JSON.parse(data) as object),
-      intervalSeconds: Math.max(1, Math.round(intervalMs / 1000)),
-    });
-  return { intervalMs, ...(data !== undefined ? { data } : {}) };
+  return {
+    intervalMs: opts.pingIntervalMs ?? cronIntervalMs(p.schedule),
+    ...(p.data !== undefined ? { data: p.data } : {}),
+  };
 }

@@ -18,14 +18,19 @@
 // cluster network routes by the kubelet's table, never by that address. A
 // process that exits is restarted with a back-off and its Pod is not ready meanwhile; a Pod
 // deleted is stopped.
+import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError } from '../../lib/kube/errors.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { freePort } from '../net.ts';
 import { killProcess, startProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
-import { mountedToken } from './identities.ts';
-import { informer } from './informer.ts';
+import { mountedToken, projectTokens, type TokenVolume } from './identities.ts';
+
+/** PRODUCT_COMMAND is what commandOf makes of the product's image (knative.yaml). */
+export const PRODUCT_COMMAND = 'kcp-sync-resource';
+const root = join(import.meta.dirname, '..', '..');
+import { informer } from '../../lib/kube/informer.ts';
 
 type EnvVar = {
   name: string;
@@ -43,6 +48,7 @@ type Container = {
   command?: string[];
   env?: EnvVar[];
   ports?: { name?: string; containerPort: number }[];
+  volumeMounts?: { name: string; mountPath: string }[];
   readinessProbe?: {
     httpGet?: {
       path?: string;
@@ -67,6 +73,7 @@ export type Pod = {
     serviceAccountName?: string;
     automountServiceAccountToken?: boolean;
     nodeName?: string;
+    volumes?: TokenVolume[];
   };
   status?: { phase?: string };
 };
@@ -85,6 +92,8 @@ const PORT_ENV: Record<string, Record<string, number>> = {
   mtping: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
   webhook: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008, WEBHOOK_PORT: 8443 },
   apiserver_receive_adapter: { KNATIVE_HEALTH_PROBES_PORT: 8080, PROFILING_PORT: 8008 },
+  // The product's own image (the SKR source): node runs the command's script from the repository.
+  [PRODUCT_COMMAND]: { PORT: 8080 },
 };
 
 /** commandOf returns the command an image stands for ("ko://knative.dev/eventing/cmd/broker/filter" → "filter"). */
@@ -233,6 +242,20 @@ export class Kubelet {
     this.paused.delete(command);
   }
 
+  /** pausePod stops one Pod's process (SIGKILL) and keeps it down until resumePod. */
+  async pausePod(pod: LocalPod): Promise<void> {
+    this.paused.add(pod.uid);
+    await this.kill(pod);
+  }
+
+  resumePod(pod: LocalPod): void {
+    this.paused.delete(pod.uid);
+  }
+
+  private isPaused(p: LocalPod): boolean {
+    return this.paused.has(p.command) || this.paused.has(p.uid);
+  }
+
   /** kill ends a Pod's process (SIGKILL), as a crash would; it is restarted like any container that exits. */
   async kill(pod: LocalPod): Promise<void> {
     if (pod.proc) await killProcess(pod.proc);
@@ -311,8 +334,26 @@ export class Kubelet {
       `kubeconfig-${pod.metadata.name}.yaml`,
     );
     if (kubeconfig) env.KUBECONFIG = kubeconfig;
+    const renewals = await projectTokens(this.opts.kcp, {
+      namespace: pod.metadata.namespace,
+      serviceAccount: pod.spec.serviceAccountName ?? 'default',
+      mounts: c.volumeMounts ?? [],
+      volumes: pod.spec.volumes ?? [],
+      dir: join(this.opts.tokenDir, pod.metadata.namespace, pod.metadata.name),
+      env,
+      stopped: () => local.stopped || this.stopped,
+      log: (line) => this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${line}`),
+    });
+    try {
+      await this.loop(local, c, env);
+    } finally {
+      for (const t of renewals) clearTimeout(t);
+    }
+  }
+
+  private async loop(local: LocalPod, c: Container, env: Record<string, string>): Promise<void> {
     for (let delay = 1_000; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 10_000)) {
-      while (this.paused.has(local.command) && !local.stopped && !this.stopped) await sleep(100);
+      while (this.isPaused(local) && !local.stopped && !this.stopped) await sleep(100);
       if (local.stopped || this.stopped) return;
       // Free ports for every start: all processes share the host's network here, and a port
       // found free may be taken by another process before this one binds it (it then exits,
@@ -330,7 +371,7 @@ export class Kubelet {
         `${local.namespace}-${local.name}`,
         this.opts.binaries[local.command]!,
         [...(c.command?.slice(1) ?? []), ...(c.args ?? [])],
-        { logDir: this.opts.logDir, env },
+        { logDir: this.opts.logDir, env, ...(local.command === PRODUCT_COMMAND ? { cwd: root } : {}) },
       );
       local.proc = proc;
       const started = Date.now();
@@ -347,7 +388,7 @@ export class Kubelet {
       await this.setStatus(local, false, started).catch(() => {});
       // As the kubelet's CrashLoopBackOff: quick at first, then longer; a long run resets it.
       if (Date.now() - started > 60_000) delay = 1_000;
-      if (!this.paused.has(local.command)) await sleep(delay);
+      if (!this.isPaused(local)) await sleep(delay);
     }
   }
 

@@ -13,6 +13,7 @@ import { CloudEvent, HTTP } from 'cloudevents';
 import { attributesOf, type BrokerStats, type Observed } from './broker.ts';
 import {
   DEFAULT_REPLICAS,
+  type AdapterProc,
   type EventBus,
   type FunctionProc,
   type Ping,
@@ -27,12 +28,13 @@ import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
 import { ensureKnativeBinaries, ensureServingBinaries } from '../binaries.ts';
 import { applyObjects } from '../kcp-setup.ts';
+import { waitFor } from '../net.ts';
 import { ApiProxy } from './apiproxy.ts';
 import { ClusterNet, type Passage } from './clusternet.ts';
 import { EVENTING_NAMESPACE, installEventing, waitEventingReady } from './eventing.ts';
 import { applyRbac } from './identities.ts';
 import { cronIntervalMs, loadRouting, pingSchedule, type Doc, type Routing } from './knative.ts';
-import { Kubelet, type LocalPod } from './kubelet.ts';
+import { Kubelet, PRODUCT_COMMAND, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
 import { oidcServiceAccountName } from '../../lib/policy/senders.ts';
 
@@ -55,6 +57,8 @@ export type KnativeOptions = Pick<
   | 'replicas'
   | 'log'
   | 'oidc'
+  | 'adapterEnv'
+  | 'skrSourceReplicas'
 >;
 
 /**
@@ -183,7 +187,8 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   kubelet = new Kubelet({
     kcp,
     namespaces: [EVENTING_NAMESPACE, namespace],
-    binaries: eventing.commands,
+    // The product's image runs the SKR source (its command names the script).
+    binaries: { ...eventing.commands, [PRODUCT_COMMAND]: process.execPath },
     net,
     apiServer,
     tokenDir: saDir,
@@ -233,6 +238,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
             'PingSource',
             'SinkBinding',
             'EventPolicy',
+            'Deployment',
           ].includes(d.kind) && d.apiVersion !== 'v1',
       )
       // Without sender identity an EventPolicy is never Ready (OIDCAuthenticationDisabled, in
@@ -241,6 +247,18 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
       .filter((d) => oidc || d.kind !== 'EventPolicy')
       .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
     for (const d of docs) {
+      if (d.kind === 'Deployment') {
+        const spec = (d as unknown as Doc).spec as {
+          replicas?: number;
+          template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
+        };
+        if (opts.skrSourceReplicas !== undefined) spec.replicas = opts.skrSourceReplicas;
+        const c = spec.template.spec.containers[0]!;
+        c.env = [
+          ...(c.env ?? []).filter((e) => !(e.name in (opts.adapterEnv ?? {}))),
+          ...Object.entries(opts.adapterEnv ?? {}).map(([name, value]) => ({ name, value: String(value) })),
+        ];
+      }
       if (d.kind === 'Broker' && opts.delivery)
         (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
       if (d.kind === 'PingSource') {
@@ -349,6 +367,28 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
       port: r.port,
       proc: r.proc,
     }));
+  const skrPods = () => k.kubelet.byCommand(PRODUCT_COMMAND).sort((a, b) => a.name.localeCompare(b.name));
+  const skrProc = (p: LocalPod, replica: number): AdapterProc => {
+    const port = p.ports.get(8080) ?? 0;
+    return {
+      name: 'sync-skr-source',
+      pod: p.name,
+      replica,
+      url: `http://127.0.0.1:${port}/`,
+      port,
+      proc: p.proc!,
+    };
+  };
+  // The SKR source runs once the SinkBinding gave its Deployment K_SINK (a new ReplicaSet).
+  const wanted = opts.skrSourceReplicas ?? 2;
+  await waitFor(
+    'the SKR source ready',
+    async () => skrPods().filter((p) => p.ready).length >= wanted,
+    120_000,
+  ).catch(async (err: unknown) => {
+    await k.stop();
+    throw err;
+  });
   const pingName = k.pingSource?.name ?? 'sync-resync';
   const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${pingName}`;
   // An extra tick goes as mtping sends it: with the PingSource's own OIDC identity.
@@ -406,6 +446,26 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
     ],
     async restartFunction(service, replica = 0) {
       await k.serving.restart(service, replica);
+    },
+    // The SKR source's Pods, numbered by name (the kubelet restarts one that exits).
+    get skrSources() {
+      return skrPods().map((p, replica) => skrProc(p, replica));
+    },
+    async restartSkrSource(replica = 0) {
+      const p = skrPods()[replica]!;
+      const before = p.restarts;
+      await k.kubelet.kill(p);
+      await waitFor('the SKR source restarted', async () => p.restarts > before && p.ready, 60_000);
+      return skrProc(p, replica);
+    },
+    async stopSkrSource(replica = 0) {
+      await k.kubelet.pausePod(skrPods()[replica]!);
+    },
+    async startSkrSource(replica = 0) {
+      const p = skrPods()[replica]!;
+      k.kubelet.resumePod(p);
+      await waitFor('the SKR source started', async () => p.ready, 60_000);
+      return skrProc(p, replica);
     },
     stopSources: () => k.kubelet.pause('apiserver_receive_adapter'),
     async startSources() {

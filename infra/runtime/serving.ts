@@ -22,8 +22,8 @@ import { freePort, waitFor } from '../net.ts';
 import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
 import { join } from 'node:path';
-import { mountedToken, projectedToken } from './identities.ts';
-import { informer } from './informer.ts';
+import { mountedToken, projectTokens } from './identities.ts';
+import { informer } from '../../lib/kube/informer.ts';
 
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
@@ -223,7 +223,16 @@ export class Serving {
       this.opts.tokenDir,
     );
     const pod = `${revision}-${replica}`;
-    const renewals = await this.projectTokens(s, pod, env);
+    const renewals = await projectTokens(this.opts.kcp, {
+      namespace: s.metadata.namespace,
+      serviceAccount: t.serviceAccountName ?? 'default',
+      mounts: t.containers[0]?.volumeMounts ?? [],
+      volumes: t.volumes ?? [],
+      dir: join(this.opts.tokenDir, s.metadata.namespace, pod),
+      env,
+      stopped: () => this.stopped,
+      log: (line) => this.opts.log?.(`serving: ${pod}: ${line}`),
+    });
     const [port, queuePort, queueTls, admin, metrics] = await Promise.all([
       freePort(),
       freePort(),
@@ -305,47 +314,6 @@ export class Serving {
       throw err;
     }
     return { service: name, revision, replica, port, queuePort, url, proc, queue, inFlight: 0, renewals };
-  }
-
-  /**
-   * projectTokens writes the projected serviceAccountToken volumes the container mounts
-   * (tokenDir/<namespace>/<pod>/<volume>/<path>), renews each as the kubelet would, and
-   * points env values under a mount path at the files. Returns the renewal timers.
-   */
-  private async projectTokens(
-    s: KService,
-    pod: string,
-    env: Record<string, string>,
-  ): Promise<NodeJS.Timeout[]> {
-    const t = s.spec.template.spec;
-    const { namespace } = s.metadata;
-    const sa = t.serviceAccountName ?? 'default';
-    const timers: NodeJS.Timeout[] = [];
-    for (const mount of t.containers[0]?.volumeMounts ?? []) {
-      const volume = t.volumes?.find((v) => v.name === mount.name);
-      const local = join(this.opts.tokenDir, namespace, pod, mount.name);
-      let projected = false;
-      for (const src of volume?.projected?.sources ?? []) {
-        const p = src.serviceAccountToken;
-        if (!p) continue;
-        projected = true;
-        const file = join(local, p.path);
-        const renew = async () => {
-          const next = await projectedToken(this.opts.kcp, namespace, sa, p, file).catch((err: unknown) => {
-            this.opts.log?.(`serving: ${pod}: projected token ${mount.name}: ${String(err)}`);
-            return 10_000;
-          });
-          if (!this.stopped) timers.push(setTimeout(() => void renew(), next).unref());
-        };
-        const first = await projectedToken(this.opts.kcp, namespace, sa, p, file);
-        timers.push(setTimeout(() => void renew(), first).unref());
-      }
-      if (!projected) continue;
-      const base = mount.mountPath.replace(/\/$/, '');
-      for (const [k, v] of Object.entries(env))
-        if (v === base || v.startsWith(`${base}/`)) env[k] = local + v.slice(base.length);
-    }
-    return timers;
   }
 
   /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */

@@ -16,8 +16,10 @@ export interface RuntimeOptions {
   knativeYaml?: string;
   /** pingIntervalMs overrides the resync PingSource's schedule (e.g. seconds in tests). */
   pingIntervalMs?: number;
-  /** recheckIntervalMs overrides the recheck PingSource's schedule (every 5 s). */
-  recheckIntervalMs?: number;
+  /** adapterEnv is added to the SKR source's environment. */
+  adapterEnv?: Record<string, string>;
+  /** skrSourceReplicas overrides the SKR source Deployment's replicas. */
+  skrSourceReplicas?: number;
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
   /** envFor adds per-process environment (e.g. a metrics port of its own), by Service and replica. */
@@ -66,6 +68,17 @@ export interface FunctionProc {
   proc: Proc;
 }
 
+/** AdapterProc is one running replica of the product's own adapter (the SKR source). */
+export interface AdapterProc {
+  name: string;
+  /** pod is the replica's name (its POD_NAME, its Lease's holder). */
+  pod: string;
+  replica: number;
+  url: string;
+  port: number;
+  proc: Proc;
+}
+
 /**
  * EventBus is what tests and the benchmark see of the Broker: the stand-in (broker.ts) or,
  * on Knative's own data plane, what passed through the cluster network (real.ts).
@@ -101,6 +114,12 @@ export interface Runtime {
   startSources(): Promise<void>;
   /** adapters are the running ApiServerSource adapter processes (one that exits is restarted, as by the kubelet). */
   adapters: ReceiveAdapter[];
+  /** skrSources are the SKR source's replicas (knative.yaml's Deployment sync-skr-source). */
+  skrSources: AdapterProc[];
+  /** restartSkrSource kills a replica (SIGKILL, or SIGTERM when graceful) and starts it again. */
+  restartSkrSource(replica?: number, graceful?: boolean): Promise<AdapterProc>;
+  stopSkrSource(replica?: number, graceful?: boolean): Promise<void>;
+  startSkrSource(replica?: number): Promise<AdapterProc>;
   /** processes lists further processes by group, for CPU figures (Knative's own parts, queue-proxies). */
   processes?: () => { group: string; pid: number }[];
   /** proxy carries the real adapters' API traffic (breakWatches cuts their watches). */

@@ -32,6 +32,8 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** connections caps concurrent connections to the API server. */
   connections?: number;
+  /** http2 multiplexes every request and watch over one connection (the SKR source's watches). */
+  http2?: boolean;
   /** keepAliveMs is how long an idle connection stays open (default 30 s). */
   keepAliveMs?: number;
   onRequest?: (info: RequestInfo) => void;
@@ -101,7 +103,8 @@ export class KubeClient {
         ...(creds.servername ? { servername: creds.servername } : {}),
         timeout: 10_000,
       },
-      connections: opts.connections ?? 16,
+      connections: opts.http2 ? 1 : (opts.connections ?? 16),
+      ...(opts.http2 ? { allowH2: true } : {}),
       keepAliveTimeout: opts.keepAliveMs ?? 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
@@ -184,6 +187,7 @@ export class KubeClient {
     path: string,
     query: Record<string, string | undefined>,
     signal: AbortSignal,
+    headers?: Record<string, string>,
   ): AsyncGenerator<{ type: string; object: T }> {
     checkPath(path);
     const url = new URL(this.server + path);
@@ -192,7 +196,7 @@ export class KubeClient {
     this.requests++;
     const res = await request(url, {
       method: 'GET',
-      headers: this.headers(),
+      headers: { ...this.headers(), ...headers },
       dispatcher: this.agent,
       signal,
       bodyTimeout: 0,

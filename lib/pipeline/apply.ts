@@ -4,10 +4,10 @@
 import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
-import { KYMA_NAME_LABEL, PROGRESSING_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
 import { TerminalError, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
-import { computeStatus, isMoving, sameStatus } from '../status.ts';
+import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue, mapLimit } from '../concurrency.ts';
 import { runGate, type Deps } from './deps.ts';
@@ -132,7 +132,8 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     config: deps.config,
     sources,
     resourceSources,
-    snapshots: data.trigger !== 'watch',
+    // Runs for a change seen in the KCP or the SKR read live state, never a snapshot.
+    snapshots: data.trigger !== 'watch' && data.trigger !== 'skr',
     ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}),
   });
   if (result.clusterError) {
@@ -164,7 +165,6 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
         generation: last.metadata.generation ?? 0,
         labelled: last.metadata.labels?.[KYMA_NAME_LABEL] === last.spec.kyma,
         ...(last.status ? { status } : {}),
-        ...(last.metadata.labels?.[PROGRESSING_LABEL] === 'true' ? { progressing: true } : {}),
       };
   const out: ItemsApplied = {
     namespace: data.namespace,
@@ -339,5 +339,5 @@ export function needsStatusStep(data: ItemsApplied): boolean {
     return true;
   if (r.changes.some((c) => c.action !== 'unchanged')) return true;
   const next = computeStatus(r, seen.status, new Date());
-  return !sameStatus(seen.status, next) || isMoving(next) !== (seen.progressing === true);
+  return !sameStatus(seen.status, next);
 }

@@ -6,9 +6,16 @@
 import { ResolutionError } from '../cluster/resolve.ts';
 import { outsideControlPlane } from '../policy/rules.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
-import type { ClusterResolved, ItemsApplied, KymaRequest, KymaResolved, SyncRef } from '../events.ts';
+import type {
+  ClusterResolved,
+  ItemsApplied,
+  KymaRequest,
+  KymaResolved,
+  SkrChanged,
+  SyncRef,
+} from '../events.ts';
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
-import { FINALIZER, KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { FINALIZER, KYMA_NAME_LABEL, objectKey, type SyncResource } from '../model.ts';
 import { forEachPage } from './resync.ts';
 import { PriorityGate } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
@@ -43,6 +50,13 @@ export function settled(sr: SyncResource): boolean {
 const REQUESTED_WINDOW_MS = 10_000;
 const requested = new Map<string, { uid: string; generation: number; at: number }>();
 
+/** holds tells whether sr is the SyncResource of the claim (uid) and its inventory holds one of the objects named. */
+export function holds(sr: SyncResource, held: NonNullable<ResolveOptions['held']>): boolean {
+  if (sr.metadata.uid !== held.uid) return false;
+  const inventory = new Set((sr.status?.synced ?? []).map(objectKey));
+  return held.changes.some((c) => inventory.has(objectKey(c)));
+}
+
 /** isEdit tells whether a watch event reports an edit or deletion of a SyncResource that has been reconciled before. */
 export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): boolean {
   const observed = sr.status?.observedGeneration;
@@ -73,12 +87,14 @@ export interface ResolveOptions {
   change?: boolean;
   /** since is a reconcile request's ReconcileRequest.since, passed on. */
   since?: string;
+  /** held is the SKR source's claim: the SyncResource's uid and objects its inventory should hold (checked, not trusted). */
+  held?: Pick<SkrChanged, 'uid' | 'changes'>;
 }
 
 /** resolveStep resolves the target cluster of ref. */
 export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
   return resolveGate(deps).run(opts.change === true, () =>
-    resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since),
+    resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since, opts.held),
   );
 }
 
@@ -88,6 +104,7 @@ async function resolveOnce(
   onlyIfUnsettled: boolean,
   trigger: ClusterResolved['trigger'],
   since: string | undefined,
+  held?: ResolveOptions['held'],
 ): Promise<ResolveOutcome> {
   const ignored = outsideControlPlane(ref.namespace, deps.config);
   if (ignored) {
@@ -103,6 +120,7 @@ async function resolveOnce(
   const sr = await deps.store.get(ref.namespace, ref.name);
   if (!sr) return { kind: 'none', why: 'gone' };
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
+  if (held && !holds(sr, held)) return { kind: 'none', why: 'not in its inventory' };
   const key = `${ref.namespace}/${ref.name}`;
   const last = requested.get(key);
   if (
@@ -140,7 +158,7 @@ async function resolveOnce(
         generation: sr.metadata.generation ?? 0,
         kyma,
         secret: secret.ref,
-        ...(isEdit(sr, trigger) ? { urgent: true } : {}),
+        ...(isEdit(sr, trigger) || trigger === 'skr' ? { urgent: true } : {}),
         ...(since ? { since } : {}),
       },
     };

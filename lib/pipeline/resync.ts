@@ -6,7 +6,7 @@ import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '
 import { METADATA_ONLY, secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
 import { isDnsSubdomain } from '../policy/identity.ts';
 import { mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
@@ -122,8 +122,7 @@ export async function resyncKyma(
 
 /**
  * resyncUsers posts reconcile requests for the SyncResources of namespace (pages of those
- * matching labelSelector, specs read) that uses: a changed source reaches only them, a
- * recheck only those due.
+ * matching labelSelector, specs read) that uses: a changed source reaches only them.
  */
 async function resyncUsers(
   deps: Deps,
@@ -169,43 +168,6 @@ export function resyncResourceSource(deps: Deps, namespace: string, name: string
   return resyncUsers(deps, namespace, KYMA_NAME_LABEL, (sr) =>
     (sr.spec.items ?? []).some((i) => i.resourceFrom?.configMapKeyRef?.name === name),
   );
-}
-
-/** RECHECK_OFFSETS_S are the checks after a SyncResource started progressing (seconds), then every RECHECK_MAX_S. */
-const RECHECK_OFFSETS_S = [2, 5, 10, 20];
-export const RECHECK_MAX_S = 30;
-
-/**
- * recheckDue tells whether a SyncResource that has been progressing for elapsedS seconds
- * has a check in the tick interval (elapsedS - tickS, elapsedS]: the schedule is a
- * function of the time alone, so that no check needs a write to be remembered.
- */
-export function recheckDue(elapsedS: number, tickS: number): boolean {
-  const from = elapsedS - tickS;
-  if (RECHECK_OFFSETS_S.some((o) => o > from && o <= elapsedS)) return true;
-  const last = RECHECK_OFFSETS_S.at(-1)!;
-  if (elapsedS < last + RECHECK_MAX_S) return false;
-  // Every RECHECK_MAX_S after the last offset: is a multiple of it in the interval?
-  return Math.floor((elapsedS - last) / RECHECK_MAX_S) > Math.floor(Math.max(0, from - last) / RECHECK_MAX_S);
-}
-
-/**
- * recheck posts reconcile requests for the SyncResources that are on their way (an object
- * rolling out, objects being deleted): those labelled progressing by the status step, each
- * when its schedule (recheckDue, from the Progressing condition's transition) says so. A
- * settled SyncResource costs nothing: the label-selected list does not return it.
- */
-export async function recheck(deps: Deps, tickS: number, now = Date.now()): Promise<number> {
-  const due = (sr: SyncResource) => {
-    const c = sr.status?.conditions?.find((x) => x.type === 'Progressing' && x.status === 'True');
-    const at = Date.parse(c?.lastTransitionTime ?? '');
-    // A label without a time (written by hand) is checked at the longest interval (counted from the epoch).
-    return recheckDue((now - (Number.isNaN(at) ? 0 : at)) / 1000, tickS);
-  };
-  let sent = 0;
-  for (const ns of deps.config.controlPlaneNamespaces)
-    sent += await resyncUsers(deps, ns, `${PROGRESSING_LABEL}=true`, due, 'resync');
-  return sent;
 }
 
 /** SecretOwner is the Kyma a changed Secret is labelled for, and whether it is a sync source (else an access Secret). */

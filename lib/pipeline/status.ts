@@ -11,9 +11,9 @@ import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { isConflict, isNotFound, KubeApiError } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
-import { KYMA_NAME_LABEL, PROGRESSING_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { describeHealth } from '../health.ts';
-import { computeStatus, isMoving, sameStatus } from '../status.ts';
+import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import { runGate, type Deps } from './deps.ts';
 import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
@@ -76,7 +76,6 @@ function seenObject(data: ItemsApplied, seen: Seen): SyncResource {
       generation: seen.generation,
       labels: {
         ...(seen.labelled ? { [KYMA_NAME_LABEL]: data.kyma } : {}),
-        ...(seen.progressing ? { [PROGRESSING_LABEL]: 'true' } : {}),
       },
       // Presence is what counts (no label repair while deleting); the run saw the SyncResource being deleted.
       ...(data.result.deleting ? { deletionTimestamp: data.result.observedAt } : {}),
@@ -144,18 +143,11 @@ async function nextStatus(
   return 'written';
 }
 
-/**
- * syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is
- * what counts then) and the progressing label on while the status says objects are on
- * their way (the recheck tick lists those), in one patch when either is off.
- */
+/** syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is what counts then). */
 async function syncLabel(deps: Deps, sr: SyncResource, status = sr.status): Promise<void> {
   const labels: Record<string, string | null> = {};
   if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma && !sr.metadata.deletionTimestamp)
     labels[KYMA_NAME_LABEL] = sr.spec.kyma;
-  const moving = isMoving(status);
-  if (moving !== (sr.metadata.labels?.[PROGRESSING_LABEL] === 'true'))
-    labels[PROGRESSING_LABEL] = moving ? 'true' : null;
   if (Object.keys(labels).length === 0) return;
   await deps.kcp.client
     .call('PATCH', resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name), {

@@ -1,0 +1,102 @@
+// informer.ts lists and watches one collection as client-go's reflector does: a list (every
+// object handed over), then a watch from its resourceVersion with bookmarks on. A watch that
+// ends or breaks is resumed from the last resourceVersion seen; only an expired one (410)
+// lists again. Failures back off exponentially (with jitter) up to maxBackoffMs, so an API
+// server that is down is not hammered; the first event after a break resets the back-off.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { KubeClient } from './client.ts';
+import { KubeApiError } from './errors.ts';
+
+type Obj = { metadata: { resourceVersion?: string } };
+
+/** Handlers receive each full list (the first and any after an expired watch) and every change between them. */
+export interface Handlers<T> {
+  list(items: T[]): void | Promise<void>;
+  event(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T): void;
+  /** error sees each failed list or watch before its back-off. */
+  error?(err: unknown): void;
+  /** watching is called each time a watch is open (after a list, and after each resume). */
+  watching?(): void;
+}
+
+/** InformerOptions narrow the collection and tune the back-off. */
+export interface InformerOptions {
+  query?: Record<string, string>;
+  headers?: Record<string, string>;
+  minBackoffMs?: number;
+  maxBackoffMs?: number;
+  /** retryFirstList keeps retrying the first list (the promise resolves once it succeeds); otherwise its failure rejects. */
+  retryFirstList?: boolean;
+}
+
+/** informer resolves once the first list is handled, and follows the collection until signal aborts. */
+export async function informer<T extends Obj>(
+  client: KubeClient,
+  path: string,
+  on: Handlers<T>,
+  signal: AbortSignal,
+  opts: InformerOptions = {},
+): Promise<void> {
+  const min = opts.minBackoffMs ?? 500;
+  const max = opts.maxBackoffMs ?? 30_000;
+  let delay = min;
+  const backoff = async (err: unknown) => {
+    on.error?.(err);
+    await sleep(delay * (0.75 + Math.random() / 2), undefined, { signal }).catch(() => {});
+    delay = Math.min(delay * 2, max);
+  };
+  const list = async (): Promise<string> => {
+    const l = await client.call<{ metadata: { resourceVersion: string }; items: T[] }>('GET', path, {
+      ...(opts.query ? { query: opts.query } : {}),
+      ...(opts.headers ? { headers: opts.headers } : {}),
+    });
+    await on.list(l.items);
+    return l.metadata.resourceVersion;
+  };
+  let rv: string | undefined;
+  for (;;) {
+    try {
+      rv = await list();
+      break;
+    } catch (err) {
+      if (!opts.retryFirstList || signal.aborted) throw err;
+      await backoff(err);
+    }
+  }
+  void (async () => {
+    while (!signal.aborted) {
+      try {
+        rv ??= await list();
+        const stream: AsyncGenerator<{ type: string; object: T & { code?: number } }> = client.watch<
+          T & { code?: number }
+        >(
+          path,
+          { ...opts.query, resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: '300' },
+          signal,
+          opts.headers,
+        );
+        on.watching?.();
+        const opened = performance.now();
+        let events = 0;
+        for await (const ev of stream as AsyncIterable<{ type: string; object: T & { code?: number } }>) {
+          delay = min;
+          events++;
+          if (ev.type === 'ERROR') {
+            // An expired resourceVersion (410 Gone) lists again at once; any other error resumes after a back-off.
+            if (ev.object.code !== 410) throw new Error(`watch error ${ev.object.code ?? ''}`);
+            rv = undefined;
+            break;
+          }
+          rv = ev.object.metadata.resourceVersion ?? rv;
+          if (ev.type !== 'BOOKMARK') on.event(ev.type as 'ADDED' | 'MODIFIED' | 'DELETED', ev.object);
+        }
+        // A watch the server ends at once, again and again, is a failure too.
+        if (events === 0 && performance.now() - opened < 1_000) throw new Error('watch ended at once');
+      } catch (err) {
+        if (signal.aborted) return;
+        if (err instanceof KubeApiError && err.code === 410) rv = undefined;
+        await backoff(err);
+      }
+    }
+  })();
+}

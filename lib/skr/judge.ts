@@ -1,0 +1,85 @@
+// judge.ts decides, for one SKR object and one SyncResource that holds it, whether what the
+// SKR source saw asks for a run of that SyncResource: the object is gone, a field its field
+// manager owns was changed by someone else (drift), or its health is not what the
+// SyncResource's status says. Pure: the inputs come from the KCP (inventory, spec, status)
+// and from the watched object; nothing the SKR user writes names the SyncResource.
+import { appliedDigest } from '../engine/drift.ts';
+import { managedFieldsOf } from '../fields.ts';
+import { healthOf, type CompiledRules } from '../health.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import type { HealthStatus, State, Strategy } from '../model.ts';
+
+/** Holder is one SyncResource's claim on a watched object, as the KCP says it. */
+export interface Holder {
+  /** sr is "<namespace>/<name>". */
+  sr: string;
+  /** manager is the SyncResource's field manager in the SKR. */
+  manager: string;
+  /** strategy is the strategy of the object's item; undefined once the item left the spec (the object is being pruned). */
+  strategy?: Strategy;
+  /** digest is the inventory's digest of what the manager owned right after its last apply. */
+  digest?: string;
+  /** health is the item's health as the status reports it (undefined: not reported). */
+  health?: HealthStatus;
+  /** itemReason is the item's reason in the status: drift of an item in Conflict (another SyncResource holds the field) is the resync's. */
+  itemReason?: string;
+  /** rules are the item's own health rules, compiled. */
+  rules?: CompiledRules;
+  /** state is the SyncResource's state. */
+  state?: State;
+  deleting: boolean;
+}
+
+/** Change is what a watch saw: the object gone, a field of ours changed by another, health moved. */
+export type Change = 'gone' | 'drift' | 'health';
+
+/** Verdict is a change and its mark: the same mark for the same (SyncResource, object) is posted once. */
+export interface Verdict {
+  change: Change;
+  mark: string;
+}
+
+/**
+ * ourStamp is what the product's field managers (prefix) last did to obj: their managedFields
+ * times. An event whose stamp differs from the one seen before is one of our own writes.
+ */
+export function ourStamp(obj: KubeObject, prefix: string): string {
+  let out = '';
+  for (const m of managedFieldsOf(obj))
+    if (m.manager?.startsWith(prefix)) out += `${m.manager}@${m.time ?? ''}${m.subresource ?? ''};`;
+  return out;
+}
+
+/** healthNow is obj's health status by the holder's rules (kstatus's by default). */
+export function healthNow(obj: KubeObject, rules?: CompiledRules): HealthStatus {
+  try {
+    return healthOf(obj, rules).status;
+  } catch {
+    return 'Unknown';
+  }
+}
+
+/**
+ * judge decides for one holder. obj is the live object (undefined: gone); ours says the
+ * event is our own write (our managers' stamp moved), so it is no drift.
+ */
+export function judge(h: Holder, obj: KubeObject | undefined, ours: boolean): Verdict | undefined {
+  if (!obj) {
+    // Gone: a deleting SyncResource waits for it, an item in the spec wants it back, and a
+    // prune still in progress (the status not settled) finishes. A prune done needs nothing.
+    const wanted = h.deleting || h.strategy !== undefined || (h.state !== 'Ready' && h.state !== undefined);
+    return wanted ? { change: 'gone', mark: 'gone' } : undefined;
+  }
+  if (h.deleting || h.strategy === undefined) return undefined;
+  if (!ours && h.strategy === 'CreateAndSync' && h.digest !== undefined && h.itemReason !== 'Conflict') {
+    // The digest of what we own does not tell one taken value from the next (a field taken is
+    // no longer ours): each version of the object is a finding of its own.
+    if (appliedDigest(obj, h.manager) !== h.digest)
+      return { change: 'drift', mark: `drift:${obj.metadata.resourceVersion ?? ''}` };
+  }
+  if (h.health !== undefined) {
+    const now = healthNow(obj, h.rules);
+    if (now !== h.health) return { change: 'health', mark: `health:${now}` };
+  }
+  return undefined;
+}

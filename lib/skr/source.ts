@@ -1,0 +1,683 @@
+// source.ts is the SKR source: for each Kyma this replica is given (shard.ts), it keeps
+// label-selected watches on the kinds that the Kyma's SyncResources hold in its SKR (their
+// KCP inventories say which) and posts one event per SyncResource when one of its objects
+// is gone, a field its manager owns was changed by someone else, or its health is not what
+// its status says (judge.ts), coalesced per SyncResource (coalesce.ts). Which SyncResource
+// holds an object comes from the KCP only; an SKR object no inventory names costs nothing
+// but its watch event. Memory per watched object is a few short strings.
+import type { CloudEvent } from 'cloudevents';
+import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
+import type { Config } from '../config.ts';
+import { managerOf } from '../engine/share.ts';
+import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events.ts';
+import { compileRules, type CompiledRules } from '../health.ts';
+import { KubeClient } from '../kube/client.ts';
+import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.ts';
+import { informer } from '../kube/informer.ts';
+import type { Cluster, KubeObject } from '../kube/objects.ts';
+import {
+  KYMA_NAME_LABEL,
+  MANAGED_BY_LABEL,
+  MANAGED_BY_VALUE,
+  objectKey,
+  SYNC_SOURCE_LABEL,
+  type HealthStatus,
+  type State,
+  type Strategy,
+  type SyncResource,
+} from '../model.ts';
+import type { Logger } from '../pipeline/deps.ts';
+import { validateKubeconfig } from '../policy/kubeconfig.ts';
+import { METADATA_ONLY } from '../cluster/resolve.ts';
+import { Coalescer } from './coalesce.ts';
+import { healthNow, judge, ourStamp, type Change, type Holder } from './judge.ts';
+
+/** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
+const MAX_CHANGES = 16;
+/** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
+const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
+
+interface Entry {
+  key: string;
+  gk: string;
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  item: string;
+  digest?: string;
+}
+
+/** SrView is what the source keeps of a SyncResource: no manifests, no status messages. */
+interface SrView {
+  key: string;
+  namespace: string;
+  name: string;
+  uid: string;
+  kyma: string;
+  manager: string;
+  deleting: boolean;
+  state?: State;
+  items: Map<string, { strategy: Strategy; rules?: CompiledRules }>;
+  health: Map<string, HealthStatus>;
+  /** reasons are the items' reasons in the status. */
+  reasons: Map<string, string>;
+  entries: Entry[];
+}
+
+interface Seen {
+  stamp: string;
+  health: HealthStatus;
+}
+
+interface KindWatch {
+  gk: string;
+  apiVersion: string;
+  kind: string;
+  abort: AbortController;
+  objects: Map<string, Seen>;
+  state: string;
+}
+
+interface KymaWatch {
+  key: string;
+  namespace: string;
+  kyma: string;
+  srs: Set<string>;
+  holders: Map<string, Set<string>>;
+  kinds: Map<string, KindWatch>;
+  client?: KubeClient;
+  mapper?: RestMapper;
+  secretVersion?: string;
+  abort: AbortController;
+  state: string;
+  retryMs: number;
+}
+
+/** Finding is one change of one object for one SyncResource, as posted. */
+interface Finding extends SkrChange {
+  key: string;
+}
+
+/** SourceOptions are what the source needs; emit posts an event to the broker. */
+export interface SourceOptions {
+  kcp: KubeClient;
+  config: Config;
+  emit(event: CloudEvent<unknown>): Promise<void>;
+  log: Logger;
+  /** qps and burst limit each SKR client (its lists; watches are long-lived). */
+  qps?: number;
+}
+
+const keyOf = (o: KubeObject): string =>
+  objectKey({
+    apiVersion: o.apiVersion,
+    kind: o.kind,
+    ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
+    name: o.metadata.name,
+  });
+
+const gkOf = (apiVersion: string, kind: string): string =>
+  `${kind}.${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}`;
+
+const rulesMemo = new Map<string, CompiledRules | undefined>();
+function rulesOf(item: SyncResource['spec']['items'][number]): CompiledRules | undefined {
+  if (!item.health) return undefined;
+  const text = JSON.stringify(item.health);
+  if (!rulesMemo.has(text)) {
+    if (rulesMemo.size > 1_000) rulesMemo.clear();
+    let compiled: CompiledRules | undefined;
+    try {
+      compiled = compileRules(item.health);
+    } catch {
+      compiled = undefined; // The run reports the item InvalidManifest; kstatus's rules meanwhile.
+    }
+    rulesMemo.set(text, compiled);
+  }
+  return rulesMemo.get(text);
+}
+
+/** viewOf keeps what the source needs of a SyncResource. */
+export function viewOf(sr: SyncResource, fieldManager: string): SrView {
+  const ns = sr.metadata.namespace ?? '';
+  const items = new Map<string, { strategy: Strategy; rules?: CompiledRules }>();
+  for (const i of Array.isArray(sr.spec?.items) ? sr.spec.items : []) {
+    if (typeof i?.name !== 'string') continue;
+    const rules = rulesOf(i);
+    items.set(i.name, { strategy: i.strategy, ...(rules ? { rules } : {}) });
+  }
+  const health = new Map<string, HealthStatus>();
+  const reasons = new Map<string, string>();
+  for (const i of sr.status?.items ?? []) {
+    if (i.health?.status) health.set(i.name, i.health.status);
+    if (i.reason) reasons.set(i.name, i.reason);
+  }
+  const entries: Entry[] = [];
+  for (const e of sr.status?.synced ?? []) {
+    if (typeof e?.apiVersion !== 'string' || typeof e.kind !== 'string' || typeof e.name !== 'string')
+      continue;
+    entries.push({
+      key: objectKey(e),
+      gk: gkOf(e.apiVersion, e.kind),
+      apiVersion: e.apiVersion,
+      kind: e.kind,
+      ...(e.namespace ? { namespace: e.namespace } : {}),
+      name: e.name,
+      item: e.item,
+      ...(e.digest ? { digest: e.digest } : {}),
+    });
+  }
+  return {
+    key: `${ns}/${sr.metadata.name}`,
+    namespace: ns,
+    name: sr.metadata.name,
+    uid: sr.metadata.uid ?? '',
+    kyma: `${ns}/${sr.spec?.kyma ?? ''}`,
+    manager: managerOf(fieldManager, { namespace: ns, name: sr.metadata.name }),
+    deleting: sr.metadata.deletionTimestamp !== undefined,
+    ...(sr.status?.state ? { state: sr.status.state } : {}),
+    items,
+    health,
+    reasons,
+    entries,
+  };
+}
+
+/** SkrSource watches the SKRs of the Kymas it is given. */
+export class SkrSource {
+  private readonly opts: SourceOptions;
+  private readonly kcp: Cluster;
+  private readonly srs = new Map<string, SrView>();
+  private readonly kymas = new Map<string, KymaWatch>();
+  /** access Secret versions by Kyma key ("<namespace>/<kyma>"). */
+  private readonly secrets = new Map<string, string>();
+  private readonly coalescer: Coalescer<Finding>;
+  /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
+  private readonly posted = new Map<string, string>();
+  private readonly abort = new AbortController();
+  private owns: (kyma: string) => boolean = () => true;
+  /** counters for metrics and tests. */
+  readonly stats = { events: 0, ignored: 0, findings: 0, posts: 0, watchErrors: 0 };
+
+  constructor(opts: SourceOptions) {
+    this.opts = opts;
+    this.kcp = { client: opts.kcp, mapper: new RestMapper(opts.kcp) };
+    this.coalescer = new Coalescer<Finding>({
+      post: (key, findings) => this.post(key, findings),
+      keep: (key, f) => this.stillHolds(key, f),
+    });
+  }
+
+  /** start lists and watches the SyncResources and access Secrets of the control-plane namespaces. */
+  async start(): Promise<void> {
+    const signal = this.abort.signal;
+    for (const ns of this.opts.config.controlPlaneNamespaces) {
+      await informer<SyncResource>(
+        this.opts.kcp,
+        `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`,
+        {
+          list: (items) => {
+            const seen = new Set(items.map((s) => `${ns}/${s.metadata.name}`));
+            for (const key of [...this.srs.keys()])
+              if (key.startsWith(`${ns}/`) && !seen.has(key)) this.dropSr(key);
+            for (const s of items) this.putSr(s);
+          },
+          event: (type, s) => (type === 'DELETED' ? this.dropSr(`${ns}/${s.metadata.name}`) : this.putSr(s)),
+          error: (err) =>
+            this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResource watch failed'),
+        },
+        signal,
+        { retryFirstList: true },
+      );
+      await informer<KubeObject>(
+        this.opts.kcp,
+        `/api/v1/namespaces/${ns}/secrets`,
+        {
+          list: (items) => {
+            for (const s of items) this.putSecret(ns, s);
+          },
+          event: (type, s) => this.putSecret(ns, s, type === 'DELETED'),
+        },
+        signal,
+        {
+          retryFirstList: true,
+          headers: METADATA_ONLY,
+          query: { labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}` },
+        },
+      );
+    }
+  }
+
+  /** shard sets which Kymas this replica watches ("<namespace>/<kyma>"); the others are let go. */
+  shard(owns: (kyma: string) => boolean): void {
+    this.owns = owns;
+    for (const k of [...this.kymas.keys()]) if (!owns(k)) this.stopKyma(k);
+    const wanted = new Set([...this.srs.values()].map((v) => v.kyma));
+    for (const k of wanted) if (owns(k)) this.ensureKyma(k);
+  }
+
+  /** status lists what this replica watches, per Kyma. */
+  status(): { kyma: string; state: string; kinds: { kind: string; state: string; objects: number }[] }[] {
+    return [...this.kymas.values()].map((k) => ({
+      kyma: k.key,
+      state: k.state,
+      kinds: [...k.kinds.values()].map((w) => ({ kind: w.gk, state: w.state, objects: w.objects.size })),
+    }));
+  }
+
+  /** watched counts Kymas, kind watches and objects held. */
+  watched(): { kymas: number; watches: number; objects: number } {
+    let watches = 0;
+    let objects = 0;
+    for (const k of this.kymas.values())
+      for (const w of k.kinds.values()) {
+        watches++;
+        objects += w.objects.size;
+      }
+    return { kymas: this.kymas.size, watches, objects };
+  }
+
+  async stop(): Promise<void> {
+    this.abort.abort();
+    this.coalescer.stop();
+    for (const k of [...this.kymas.keys()]) this.stopKyma(k);
+  }
+
+  private putSecret(ns: string, s: KubeObject, deleted = false): void {
+    const kyma = s.metadata.labels?.[KYMA_NAME_LABEL];
+    if (!kyma) return;
+    const key = `${ns}/${kyma}`;
+    const version = deleted ? '' : `${s.metadata.uid}/${s.metadata.resourceVersion}`;
+    if (this.secrets.get(key) === version) return;
+    this.secrets.set(key, version);
+    const w = this.kymas.get(key);
+    // A rotated (or removed) access Secret: connect afresh; the watches list again and resume.
+    if (w && w.secretVersion !== undefined && w.secretVersion !== version) this.reconnect(w);
+  }
+
+  private putSr(sr: SyncResource): void {
+    const view = viewOf(sr, this.opts.config.fieldManager);
+    const old = this.srs.get(view.key);
+    this.srs.set(view.key, view);
+    if (old && old.kyma !== view.kyma) this.unhold(old);
+    if (old) this.unhold(old, view);
+    this.hold(view);
+    if (old) this.recheck(old, view);
+  }
+
+  private dropSr(key: string): void {
+    const old = this.srs.get(key);
+    if (!old) return;
+    this.srs.delete(key);
+    this.unhold(old);
+    for (const k of [...this.posted.keys()]) if (k.startsWith(`${key}|`)) this.posted.delete(k);
+  }
+
+  /** hold records view's entries in its Kyma's index and starts what is now needed. */
+  private hold(view: SrView): void {
+    if (!this.owns(view.kyma)) return;
+    const w = this.ensureKyma(view.kyma);
+    w.srs.add(view.key);
+    for (const e of view.entries) {
+      let set = w.holders.get(e.key);
+      if (!set) w.holders.set(e.key, (set = new Set()));
+      set.add(view.key);
+    }
+    this.syncKinds(w);
+  }
+
+  /** unhold removes old's entries (those next no longer has) from its Kyma's index. */
+  private unhold(old: SrView, next?: SrView): void {
+    const w = this.kymas.get(old.kyma);
+    if (!w) return;
+    const keep = new Set(next && next.kyma === old.kyma ? next.entries.map((e) => e.key) : []);
+    for (const e of old.entries) {
+      if (keep.has(e.key)) continue;
+      const set = w.holders.get(e.key);
+      set?.delete(old.key);
+      if (set?.size === 0) w.holders.delete(e.key);
+    }
+    if (!next || next.kyma !== old.kyma) w.srs.delete(old.key);
+    if (w.srs.size === 0) this.stopKyma(w.key);
+    else this.syncKinds(w);
+  }
+
+  /**
+   * recheck compares a SyncResource's new status with what its objects look like now: a
+   * status written from a read older than the last watch event would otherwise stay wrong
+   * until the next resync.
+   */
+  private recheck(old: SrView, view: SrView): void {
+    if (old.state === view.state && sameMap(old.health, view.health) && old.deleting === view.deleting)
+      return;
+    const w = this.kymas.get(view.kyma);
+    if (!w) return;
+    for (const e of view.entries) {
+      const watch = w.kinds.get(e.gk);
+      if (!watch || watch.state === 'listing') continue;
+      const seen = watch.objects.get(e.key);
+      const h = this.holderOf(view, e);
+      if (!seen) {
+        if (h) this.consider(h, e, undefined, false);
+        continue;
+      }
+      if (!h || h.health === undefined || h.rules || seen.health === h.health) continue;
+      this.found(h.sr, e, { change: 'health', mark: `health:${seen.health}` });
+    }
+  }
+
+  private ensureKyma(key: string): KymaWatch {
+    let w = this.kymas.get(key);
+    if (w) return w;
+    const [namespace, kyma] = key.split('/') as [string, string];
+    w = {
+      key,
+      namespace,
+      kyma,
+      srs: new Set(),
+      holders: new Map(),
+      kinds: new Map(),
+      abort: new AbortController(),
+      state: 'connecting',
+      retryMs: 5_000,
+    };
+    this.kymas.set(key, w);
+    for (const v of this.srs.values()) if (v.kyma === key && v !== undefined) w.srs.add(v.key);
+    for (const k of w.srs) {
+      const v = this.srs.get(k)!;
+      for (const e of v.entries) {
+        let set = w.holders.get(e.key);
+        if (!set) w.holders.set(e.key, (set = new Set()));
+        set.add(v.key);
+      }
+    }
+    void this.connect(w);
+    return w;
+  }
+
+  private stopKyma(key: string): void {
+    const w = this.kymas.get(key);
+    if (!w) return;
+    this.kymas.delete(key);
+    w.abort.abort();
+    for (const k of w.kinds.values()) k.abort.abort();
+    void w.client?.close().catch(() => {});
+  }
+
+  private reconnect(w: KymaWatch): void {
+    w.abort.abort();
+    for (const k of w.kinds.values()) k.abort.abort();
+    void w.client?.close().catch(() => {});
+    delete w.client;
+    delete w.mapper;
+    w.abort = new AbortController();
+    for (const k of w.kinds.values()) k.abort = new AbortController();
+    w.state = 'connecting';
+    void this.connect(w);
+  }
+
+  /** connect resolves the Kyma's access Secret and starts its watches; a failure is retried with a growing back-off. */
+  private async connect(w: KymaWatch): Promise<void> {
+    const signal = w.abort.signal;
+    try {
+      const secret = await findAccessSecret(this.kcp, w.namespace, w.kyma);
+      const creds = validateKubeconfig(secret.kubeconfig, {
+        allowInsecure: this.opts.config.allowInsecureKubeconfigs,
+      });
+      if (signal.aborted) return;
+      w.client = KubeClient.create(creds, {
+        name: w.kyma,
+        http2: true,
+        qps: this.opts.qps ?? 5,
+        burst: (this.opts.qps ?? 5) * 2,
+        keepAliveMs: 60_000,
+      });
+      w.mapper = new RestMapper(w.client);
+      w.secretVersion = `${secret.ref.uid}/${secret.ref.resourceVersion}`;
+      this.secrets.set(w.key, w.secretVersion);
+      w.state = 'connected';
+      w.retryMs = 5_000;
+      for (const k of w.kinds.values()) void this.watchKind(w, k);
+      this.syncKinds(w);
+    } catch (err) {
+      if (signal.aborted) return;
+      w.state = `failed: ${err instanceof ResolutionError ? err.message : 'cannot connect'}`;
+      this.opts.log.warn({ cluster: w.kyma, reason: w.state }, 'SKR not watched');
+      await new Promise((r) => setTimeout(r, w.retryMs).unref());
+      w.retryMs = Math.min(w.retryMs * 2, 300_000);
+      if (!signal.aborted) void this.connect(w);
+    }
+  }
+
+  /** syncKinds starts a watch for each kind the Kyma's inventories hold and stops the rest. */
+  private syncKinds(w: KymaWatch): void {
+    const wanted = new Map<string, Entry>();
+    for (const k of w.srs)
+      for (const e of this.srs.get(k)?.entries ?? []) if (!wanted.has(e.gk)) wanted.set(e.gk, e);
+    for (const [gk, k] of w.kinds)
+      if (!wanted.has(gk)) {
+        k.abort.abort();
+        w.kinds.delete(gk);
+      }
+    for (const [gk, e] of wanted) {
+      if (w.kinds.has(gk)) continue;
+      const k: KindWatch = {
+        gk,
+        apiVersion: e.apiVersion,
+        kind: e.kind,
+        abort: new AbortController(),
+        objects: new Map(),
+        state: 'listing',
+      };
+      w.kinds.set(gk, k);
+      if (w.client) void this.watchKind(w, k);
+    }
+  }
+
+  private async watchKind(w: KymaWatch, k: KindWatch): Promise<void> {
+    const client = w.client!;
+    const signal = k.abort.signal;
+    let info: ResourceInfo | undefined;
+    for (let delay = 2_000; !signal.aborted; delay = Math.min(delay * 2, 300_000)) {
+      try {
+        info = await w.mapper!.find(k.apiVersion, k.kind);
+        if (info) break;
+        k.state = 'not served';
+      } catch {
+        k.state = 'discovery failed';
+      }
+      await new Promise((r) => setTimeout(r, delay).unref());
+    }
+    if (!info || signal.aborted) return;
+    const listed = new Set<string>();
+    await informer<KubeObject>(
+      client,
+      resourcePath(info),
+      {
+        list: (items) => {
+          listed.clear();
+          for (const o of items) {
+            // List items of built-in kinds come without apiVersion and kind.
+            o.apiVersion ??= info.apiVersion;
+            o.kind ??= info.kind;
+            const key = keyOf(o);
+            listed.add(key);
+            this.observe(w, k, o);
+          }
+          // Objects held but not there: gone while nobody watched (or before this list).
+          for (const [key, holders] of w.holders) {
+            if (listed.has(key) || holders.size === 0) continue;
+            const e = this.entryOf(w, key, k.gk);
+            if (!e) continue;
+            k.objects.delete(key);
+            for (const sr of holders) {
+              const h = this.holderOf(this.srs.get(sr), e);
+              if (h) this.consider(h, e, undefined, false);
+            }
+          }
+          k.state = 'watching';
+        },
+        event: (type, o) => (type === 'DELETED' ? this.gone(w, k, o) : this.observe(w, k, o)),
+        error: (err) => {
+          this.stats.watchErrors++;
+          k.state = `failing: ${err instanceof Error ? err.message.slice(0, 200) : 'error'}`;
+        },
+        watching: () => {
+          k.state = 'watching';
+        },
+      },
+      signal,
+      {
+        retryFirstList: true,
+        minBackoffMs: 1_000,
+        maxBackoffMs: 60_000,
+        query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
+      },
+    ).catch(() => {});
+  }
+
+  private entryOf(w: KymaWatch, key: string, gk?: string): Entry | undefined {
+    for (const sr of w.holders.get(key) ?? []) {
+      const e = this.srs.get(sr)?.entries.find((x) => x.key === key && (gk === undefined || x.gk === gk));
+      if (e) return e;
+    }
+    return undefined;
+  }
+
+  private holderOf(view: SrView | undefined, e: Entry): Holder | undefined {
+    if (!view) return undefined;
+    const own = view.entries.find((x) => x.key === e.key) ?? e;
+    const item = view.items.get(own.item);
+    const health = view.health.get(own.item);
+    const itemReason = view.reasons.get(own.item);
+    return {
+      sr: view.key,
+      manager: view.manager,
+      deleting: view.deleting,
+      ...(item ? { strategy: item.strategy } : {}),
+      ...(item?.rules ? { rules: item.rules } : {}),
+      ...(own.digest ? { digest: own.digest } : {}),
+      ...(health ? { health } : {}),
+      ...(itemReason ? { itemReason } : {}),
+      ...(view.state ? { state: view.state } : {}),
+    };
+  }
+
+  private observe(w: KymaWatch, k: KindWatch, o: KubeObject): void {
+    this.stats.events++;
+    const key = keyOf(o);
+    const holders = w.holders.get(key);
+    if (!holders || holders.size === 0) {
+      // Our label on an object no inventory names (a customer's, or one being pruned): not ours to judge.
+      k.objects.delete(key);
+      this.stats.ignored++;
+      return;
+    }
+    const stamp = ourStamp(o, this.opts.config.fieldManager);
+    const prev = k.objects.get(key);
+    const ours = prev !== undefined && prev.stamp !== stamp;
+    const health = healthNow(o);
+    k.objects.set(key, { stamp, health });
+    const e = this.entryOf(w, key, k.gk);
+    if (!e) return;
+    for (const sr of holders) {
+      const h = this.holderOf(this.srs.get(sr), e);
+      if (h) this.consider(h, e, o, ours);
+    }
+    // A CRD established may let the Kyma's waiting SyncResources go on.
+    if (k.kind === 'CustomResourceDefinition' && health === 'Current' && prev?.health !== 'Current')
+      for (const sr of w.srs) {
+        const v = this.srs.get(sr);
+        if (v && v.state === 'Processing' && !holders.has(sr))
+          this.found(sr, e, { change: 'health', mark: `crd:${o.metadata.resourceVersion}` });
+      }
+  }
+
+  private gone(w: KymaWatch, k: KindWatch, o: KubeObject): void {
+    this.stats.events++;
+    const key = keyOf(o);
+    k.objects.delete(key);
+    const e = this.entryOf(w, key, k.gk);
+    if (!e) return;
+    for (const sr of w.holders.get(key) ?? []) {
+      const h = this.holderOf(this.srs.get(sr), e);
+      if (h) this.consider(h, e, undefined, false);
+    }
+  }
+
+  private consider(h: Holder, e: Entry, o: KubeObject | undefined, ours: boolean): void {
+    const v = judge(h, o, ours);
+    const pk = `${h.sr}|${e.key}`;
+    if (!v) {
+      this.posted.delete(pk);
+      return;
+    }
+    this.found(h.sr, e, v);
+  }
+
+  private found(sr: string, e: Entry, v: { change: Change; mark: string }): void {
+    const pk = `${sr}|${e.key}`;
+    if (this.posted.get(pk) === v.mark) return;
+    this.posted.set(pk, v.mark);
+    this.stats.findings++;
+    this.coalescer.add(
+      sr,
+      {
+        key: e.key,
+        apiVersion: e.apiVersion,
+        kind: e.kind,
+        ...(e.namespace ? { namespace: e.namespace } : {}),
+        name: e.name,
+        change: v.change,
+      },
+      DELAY_MS[v.change],
+    );
+  }
+
+  /** stillHolds drops a health finding that the status has caught up with while it waited. */
+  private stillHolds(sr: string, f: Finding): boolean {
+    if (f.change !== 'health') return true;
+    const view = this.srs.get(sr);
+    const w = view && this.kymas.get(view.kyma);
+    const e = view?.entries.find((x) => x.key === f.key);
+    if (!view || !w || !e) return true;
+    const seen = w.kinds.get(e.gk)?.objects.get(f.key);
+    const h = this.holderOf(view, e);
+    if (!seen || !h || h.rules || h.health === undefined || seen.health !== h.health) return true;
+    this.posted.delete(`${sr}|${f.key}`);
+    return false;
+  }
+
+  private async post(key: string, findings: Finding[]): Promise<void> {
+    const view = this.srs.get(key);
+    if (!view) return;
+    const data: SkrChanged = {
+      namespace: view.namespace,
+      name: view.name,
+      uid: view.uid,
+      kyma: view.kyma.split('/')[1]!,
+      // One change per object (the latest), at most MAX_CHANGES.
+      changes: [...new Map(findings.map((f) => [f.key, f])).values()]
+        .slice(0, MAX_CHANGES)
+        .map(({ key: _k, ...c }) => c),
+    };
+    await this.opts.emit(makeEvent('skr-source', EventTypes.skrChanged, data));
+    this.stats.posts++;
+    this.opts.log.info(
+      {
+        syncResource: key,
+        cluster: data.kyma,
+        changes: data.changes.map(
+          (c) => `${c.change} ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}`,
+        ),
+      },
+      'SKR changed',
+    );
+  }
+}
+
+function sameMap<K, V>(a: Map<K, V>, b: Map<K, V>): boolean {
+  if (a.size !== b.size) return false;
+  for (const [k, v] of a) if (b.get(k) !== v) return false;
+  return true;
+}

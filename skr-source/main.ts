@@ -1,0 +1,78 @@
+// The SKR source: a long-running adapter, as Knative's ApiServerSource adapter is for the
+// KCP (knative.yaml: the Deployment sync-skr-source, K_SINK from a SinkBinding). It watches
+// the SKRs of the Kymas this replica is given (lib/skr/shard.ts) for the objects the
+// SyncResources hold there and posts skr.changed events to the broker (lib/skr/source.ts).
+// Served on PORT: /healthz (ready once the KCP is listed), /watches (what it watches).
+import { createServer } from 'node:http';
+import { hostname } from 'node:os';
+import { emitterFor } from 'cloudevents';
+import { parseConfig } from '../lib/config.ts';
+import { KubeClient } from '../lib/kube/client.ts';
+import { credentialsFromFile, inClusterCredentials } from '../lib/kube/credentials.ts';
+import type { Logger } from '../lib/pipeline/deps.ts';
+import { sinkTransport } from '../lib/pipeline/setup.ts';
+import { Membership, ownerOf } from '../lib/skr/shard.ts';
+import { SkrSource } from '../lib/skr/source.ts';
+
+const env = process.env;
+const line = (level: string) => (fields: Record<string, unknown>, msg: string) =>
+  process.stdout.write(`${JSON.stringify({ level, time: new Date().toISOString(), msg, ...fields })}\n`);
+const log: Logger = { info: line('info'), warn: line('warn'), error: line('error') };
+
+async function main(): Promise<void> {
+  const config = parseConfig(env);
+  if (!env.K_SINK) throw new Error('K_SINK is not set (the SinkBinding gives it)');
+  const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
+  const kcp = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst });
+  const emit = emitterFor(sinkTransport(env.K_SINK, env));
+  const source = new SkrSource({ kcp, config, emit: async (e) => void (await emit(e)), log });
+  const identity = env.POD_NAME || env.HOSTNAME || hostname();
+  const namespace = config.controlPlaneNamespaces[0]!;
+  let ready = false;
+  const server = createServer((req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'starting');
+    } else if (req.url === '/watches') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(JSON.stringify({ identity, ...source.watched(), stats: source.stats, kymas: source.status() }));
+    } else res.writeHead(404).end();
+  });
+  await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
+  // Nothing is watched until this replica knows its share.
+  source.shard(() => false);
+  const membership = new Membership({
+    kcp,
+    namespace,
+    identity,
+    log,
+    onChange: (members) => {
+      const mine = new Map<string, boolean>();
+      source.shard((kyma) => {
+        let m = mine.get(kyma);
+        if (m === undefined) mine.set(kyma, (m = ownerOf(kyma, members) === identity));
+        return m;
+      });
+    },
+    watching: () => {
+      const w = source.watched();
+      return `${w.kymas} Kymas, ${w.watches} watches, ${w.objects} objects`;
+    },
+  });
+  await source.start();
+  await membership.start();
+  ready = true;
+  log.info({ identity, namespace }, 'SKR source started');
+  const shutdown = async () => {
+    await membership.stop().catch(() => {});
+    await source.stop();
+    server.close();
+    process.exit(0);
+  };
+  process.once('SIGTERM', () => void shutdown());
+  process.once('SIGINT', () => void shutdown());
+}
+
+main().catch((err: unknown) => {
+  log.error({ error: err instanceof Error ? err.message : String(err) }, 'SKR source failed to start');
+  process.exit(1);
+});
