@@ -94,7 +94,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
   },
   {
     type: EventTypes.skrChanged,
-    from: { sources: ['sync-skr-source'] },
+    from: { steps: ['skr-source'] },
     to: ['sync-resolve-cluster'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',

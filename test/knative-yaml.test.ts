@@ -68,7 +68,7 @@ describe('knative.yaml', () => {
     expect(code).not.toBe(0);
   });
 
-  it('deploys what the pipeline needs: four function Services of one image, a trigger per step, sources, a sink binding', async () => {
+  it('deploys what the pipeline needs: four function Services and the SKR source of one image, a trigger per step, sources, sink bindings', async () => {
     const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[]).filter(Boolean);
     const of = (kind: string) => docs.filter((d) => d.kind === kind);
     const services = of('Service').filter((d) => d.apiVersion === 'serving.knative.dev/v1');
@@ -80,7 +80,21 @@ describe('knative.yaml', () => {
         ),
       ),
     );
+    // The SKR source runs the same image, as a Deployment with a SinkBinding of its own.
+    const [skrSource, ...more] = of('Deployment');
+    expect(more).toEqual([]);
+    expect(skrSource?.metadata.name).toBe('sync-skr-source');
+    const pod = (
+      skrSource!.spec as {
+        template: {
+          spec: { serviceAccountName: string; containers: { image: string; command: string[] }[] };
+        };
+      }
+    ).template.spec;
+    images.add(JSON.stringify(pod.containers[0]!.image));
     expect(images.size).toBe(1);
+    expect(pod.containers[0]!.command).toEqual(['node', 'skr-source/main.ts']);
+    expect(pod.serviceAccountName).toBe('sync-skr-source');
     expect(services.map((s) => s.metadata.name).sort()).toEqual([
       'sync-apply-items',
       'sync-dead-letter',
@@ -95,7 +109,12 @@ describe('knative.yaml', () => {
     ).toEqual(['sync-apply-items', 'sync-resolve-cluster', 'sync-resync', 'sync-write-status']);
     for (const s of of('ApiServerSource')) expect(s.spec!.mode).toBe('Reference');
     expect(of('PingSource')[0]!.spec!.schedule).toBe('*/5 * * * *');
-    expect(of('SinkBinding')).toHaveLength(1);
+    expect(
+      of('SinkBinding')
+        .map((b) => (b.spec as { subject: { kind: string } }).subject.kind)
+        .sort(),
+    ).toEqual(['Deployment', 'Service']);
+    expect(of('PingSource')).toHaveLength(1);
     const text = await readFile(knativeYaml, 'utf8');
     for (const t of [EventTypes.reconcile, EventTypes.clusterResolved, EventTypes.itemsApplied])
       expect(text).toContain(t);
@@ -113,7 +132,7 @@ describe('knative.yaml', () => {
     const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[]).filter(Boolean);
     const policies = docs.filter((d) => d.kind === 'EventPolicy') as Policy[];
     expect(policies.length).toBeGreaterThan(0);
-    const steps = ['resync', 'resolve-cluster', 'apply-items', 'write-status'];
+    const steps = ['resync', 'resolve-cluster', 'apply-items', 'write-status', 'skr-source'];
     // A sender is a source (by name) or a step: its own ServiceAccount (posts) or its Trigger's identity (replies).
     const senderOf = (f: Policy['spec']['from'][number]): string => {
       if (f.ref) {
