@@ -157,6 +157,19 @@ describe('fault suite', () => {
       const live = [...(await ours(skrs[0]!)).keys()].filter((n) => n.startsWith(`${p}-`)).sort();
       expect(live).toEqual(recorded);
       expect(live).toHaveLength(2 * A);
+      // The SKR source's watches on skr-1 resumed (after their back-off): an object deleted
+      // there now is back with no resync tick.
+      const cmPath = `/api/v1/namespaces/default/configmaps/${p}-a0-0`;
+      const gone = await skrs[0]!.client.call<{ metadata: { uid: string } }>('GET', cmPath);
+      await skrs[0]!.client.call('DELETE', cmPath);
+      await eventually(
+        async () => {
+          const back = await skrs[0]!.client.call<{ metadata: { uid: string } }>('GET', cmPath);
+          expect(back.metadata.uid).not.toBe(gone.metadata.uid);
+        },
+        90_000,
+        250,
+      );
     },
     FAULT_TIMEOUT_MS,
   );

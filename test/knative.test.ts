@@ -13,9 +13,11 @@ import { ClusterSet } from '../infra/clusters.ts';
 import { controlPlaneNamespace, setupKcp } from '../infra/kcp-setup.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import { QUEUE_PROBE } from '../infra/runtime/serving.ts';
+import { EventTypes } from '../lib/events.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
 import { senderAttacks } from './sender-identity.ts';
+import { PRODUCT_COMMAND } from '../infra/runtime/kubelet.ts';
 import { DEFAULT_REPLICAS } from '../infra/runtime/types.ts';
 import { freePort } from '../infra/net.ts';
 import { eventually, uniqueName } from './helpers.ts';
@@ -173,6 +175,34 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     items[1] = { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '2' }) };
     await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
     await eventually(async () => expect(await skrData('synced', target)).toEqual({ a: '2' }), 60_000);
+  });
+
+  it('the SKR source, as its own OIDC identity through its EventPolicy: an object deleted in the SKR is back at once', async () => {
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const items = [
+      {
+        name: 'ns',
+        strategy: 'CreateAndSync',
+        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+      },
+      { name: 'cm', strategy: 'CreateAndSync', resource: cm('watched', target, { a: '1' }) },
+    ];
+    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
+    // Its Pods run the product's image with the SinkBinding's K_SINK and its own token.
+    await eventually(async () => {
+      const pods = rt.kubelet.byCommand(PRODUCT_COMMAND).filter((p) => p.ready);
+      expect(pods.length).toBe(2);
+    }, 120_000);
+    const skrChanged = () =>
+      rt.broker.deliveries.get('sync-resolve-cluster')?.filter((t) => t === EventTypes.skrChanged).length ??
+      0;
+    const before = skrChanged();
+    await kubectl(skr, ['delete', 'configmap', 'watched', '-n', target]);
+    await eventually(async () => expect(await skrData('watched', target)).toEqual({ a: '1' }), 30_000, 100);
+    // The Broker took the source's event (its EventPolicy) and delivered it to resolve-cluster.
+    expect(skrChanged()).toBeGreaterThan(before);
   });
 
   it('the real ApiServerSource adapters killed and kept down while a SyncResource changes: the next ping catches it up', async () => {

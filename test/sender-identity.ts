@@ -89,6 +89,14 @@ function forged(ns: string, sr: SyncResource): CloudEvent<unknown>[] {
       secret: { name: 'kyma-1-kubeconfig', resourceVersion: '1' },
     }),
     mk(EventTypes.itemsApplied, `${SOURCE_PREFIX}/apply-items`, lie),
+    // The SKR source's: a claim that the SyncResource's object is gone.
+    mk(EventTypes.skrChanged, `${SOURCE_PREFIX}/skr-source`, {
+      namespace: ns,
+      name,
+      uid,
+      kyma: 'kyma-1',
+      changes: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns, name: 'kept', change: 'gone' }],
+    }),
   ];
 }
 

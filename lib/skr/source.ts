@@ -530,7 +530,7 @@ export class SkrSource {
       {
         retryFirstList: true,
         minBackoffMs: 1_000,
-        maxBackoffMs: 60_000,
+        maxBackoffMs: 30_000,
         query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
       },
     ).catch(() => {});
