@@ -13,8 +13,9 @@
 //   - no-op resync: requests to source (KCP) and target (SKR) per resource over one
 //     resync (product: one tick fired; GRM: one syncPeriod of a minute, its metrics), and
 //     writes among them;
-//   - drift of 1 % of the objects (deleted in the SKR) until recreated (product: a resync
-//     tick fired at once; GRM: its own one-minute resync, there is nothing to fire);
+//   - drift of 1 % of the objects, deleted in the SKR, each until recreated, and edited,
+//     each until reverted, with nothing fired (product: its SKR source; GRM: its watches,
+//     else its one-minute resync);
 //   - health: Deployments whose Pods wait for a Node label; from each turning Available
 //     (kstatus, polled) until its resource reports it (product: Ready; GRM:
 //     ResourcesHealthy True and ResourcesProgressing False);
@@ -107,8 +108,6 @@ interface Side {
   between(): Promise<void>;
   /** resync runs one resync with nothing changed: requests per resource to KCP and SKR, and writes. */
   resync(): Promise<{ kcp: number; skr: number; writes: number }>;
-  /** kick makes the side look for drift now, where it can be asked. */
-  kick(): void;
   cpu(): Promise<number>;
   pids(): number[];
 }
@@ -282,7 +281,6 @@ function productSide(ctx: PeerContext, topo: Topology): Side {
       await ctx.settle();
       return perResource(diff(await ctx.requests(), r0), all);
     },
-    kick: () => ctx.rt.ping[0]!.fire(),
     cpu: ctx.productCpu,
     pids: ctx.productPids,
   };
@@ -444,8 +442,6 @@ function peerSide(
       await sleep((SYNC_PERIOD_S + 5) * 1000);
       return perResource(diff(await requests(), r0), n);
     },
-    // Nothing to ask: its own resync (syncPeriod) finds drift.
-    kick: () => {},
     cpu: async () => sum(await Promise.all(peers.map((p) => cpuSeconds(p.proc.pid)))),
     pids: () => peers.map((p) => p.proc.pid),
   };
@@ -464,7 +460,10 @@ function figures(topo: Topology, drifted: number): Record<string, [string, strin
     noopKcp: ['no-op resync: source (KCP) requests per resource', ''],
     noopSkr: ['no-op resync: target (SKR) requests per resource', ''],
     noopWrites: ['no-op resync: writes', ''],
-    drift: [`drift of 1 % (${drifted} objects deleted) until recreated`, 's'],
+    drift50: [`drift, nothing fired: 1 % (${drifted} objects) deleted, each until recreated: p50`, 's'],
+    drift99: ['drift, deleted: p99', 's'],
+    edited50: [`drift, nothing fired: 1 % edited, each until reverted (90 s at most): p50`, 's'],
+    edited99: ['drift, edited: p99', 's'],
     health50: [`health (${topo.health} Deployments): object Available until reported, p50`, 's'],
     health99: ['health: p99', 's'],
     delete: ['deletion of all until their objects are gone', 's'],
@@ -609,22 +608,58 @@ async function runSide(
   figure('noopSkr', r.skr);
   figure('noopWrites', r.writes);
 
-  // Drift: 1 % of the objects deleted in the SKRs, until recreated.
-  t0 = performance.now();
-  for (const i of drifted) await skrOf(i).client.call('DELETE', resourcePath(cmInfo, nsOf(i), `b${i}-a`));
-  side.kick();
-  await Promise.all(
-    drifted.map((i) =>
-      waitFor(
-        'drift',
-        async () => (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`)) !== undefined,
-        600_000,
-        undefined,
-        50,
-      ),
-    ),
+  // Drift, with nothing fired (each side's own watch, or its own resync): 1 % of the objects
+  // deleted in the SKRs, each until recreated; then 1 % edited (a field both apply), each
+  // until reverted, or 90 s.
+  const latency = async (
+    what: string,
+    act: (i: number) => Promise<void>,
+    done: (o: KubeObject | undefined, i: number) => boolean,
+  ) =>
+    Promise.all(
+      drifted.map(async (i) => {
+        const t = performance.now();
+        await act(i);
+        const ok = await waitFor(
+          what,
+          async () => done(await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`), i),
+          90_000,
+          undefined,
+          50,
+        ).then(
+          () => true,
+          () => false,
+        );
+        return ok ? (performance.now() - t) / 1000 : Infinity;
+      }),
+    );
+  const uids = new Map<number, string | undefined>();
+  for (const i of drifted) uids.set(i, (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`))?.metadata.uid);
+  const recreated = await latency(
+    'drift: recreated',
+    (i) =>
+      skrOf(i)
+        .client.call('DELETE', resourcePath(cmInfo, nsOf(i), `b${i}-a`))
+        .then(() => undefined),
+    (o, i) => o !== undefined && o.metadata.uid !== uids.get(i),
   );
-  figure('drift', (performance.now() - t0) / 1000);
+  figure('drift50', pct(recreated, 50));
+  figure('drift99', pct(recreated, 99));
+  await side.quiet();
+  const edited = await latency(
+    'drift: reverted',
+    (i) =>
+      skrOf(i)
+        .client.call('PATCH', resourcePath(cmInfo, nsOf(i), `b${i}-a`), {
+          body: { data: { k: 'edited' } },
+          contentType: 'application/merge-patch+json',
+          query: { fieldManager: 'bench-user' },
+        })
+        .then(() => undefined),
+    (o) => (o?.data as { k?: string } | undefined)?.k === 'v'.repeat(64),
+  );
+  figure('edited50', pct(edited, 50));
+  figure('edited99', pct(edited, 99));
   await side.quiet();
 
   if (topo.health > 0) {
@@ -644,7 +679,6 @@ async function runSide(
       250,
     );
     await side.quiet();
-    await sleep(25_000); // Past the first rechecks, as a slow rollout would be.
     const start = Date.now();
     for (const skr of ctx.skrs)
       await skr.client.call('PATCH', `/api/v1/nodes/${ctx.nodeName}`, {
