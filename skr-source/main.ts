@@ -55,7 +55,7 @@ async function main(): Promise<void> {
     },
     watching: () => {
       const w = source.watched();
-      return `${w.kymas} Kymas, ${w.watches} watches, ${w.objects} objects`;
+      return `${w.kymas} Kymas, ${w.watches} watches, ${w.objects} objects${w.unwatched ? `, ${w.unwatched} Kymas over capacity` : ''}`;
     },
   });
   await source.start();

@@ -196,6 +196,8 @@ export class SkrSource {
   private readonly posted = new Map<string, string>();
   private readonly abort = new AbortController();
   private owns: (kyma: string) => boolean = () => true;
+  /** over are the Kymas of this replica's share it has no room to watch. */
+  private readonly over = new Set<string>();
   /** counters for metrics and tests. */
   readonly stats = { events: 0, ignored: 0, findings: 0, posts: 0, watchErrors: 0 };
 
@@ -251,9 +253,10 @@ export class SkrSource {
   /** shard sets which Kymas this replica watches ("<namespace>/<kyma>"); the others are let go. */
   shard(owns: (kyma: string) => boolean): void {
     this.owns = owns;
+    this.over.clear();
     for (const k of [...this.kymas.keys()]) if (!owns(k)) this.stopKyma(k);
     const wanted = new Set([...this.srs.values()].map((v) => v.kyma));
-    for (const k of wanted) if (owns(k)) this.ensureKyma(k);
+    for (const k of wanted) if (this.watchable(k)) this.ensureKyma(k);
   }
 
   /** status lists what this replica watches, per Kyma. */
@@ -265,8 +268,8 @@ export class SkrSource {
     }));
   }
 
-  /** watched counts Kymas, kind watches and objects held. */
-  watched(): { kymas: number; watches: number; objects: number } {
+  /** watched counts Kymas, kind watches and objects held, and the Kymas of its share left unwatched for want of room. */
+  watched(): { kymas: number; watches: number; objects: number; unwatched: number } {
     let watches = 0;
     let objects = 0;
     for (const k of this.kymas.values())
@@ -274,7 +277,7 @@ export class SkrSource {
         watches++;
         objects += w.objects.size;
       }
-    return { kymas: this.kymas.size, watches, objects };
+    return { kymas: this.kymas.size, watches, objects, unwatched: this.over.size };
   }
 
   async stop(): Promise<void> {
@@ -313,9 +316,27 @@ export class SkrSource {
     for (const k of [...this.posted.keys()]) if (k.startsWith(`${key}|`)) this.posted.delete(k);
   }
 
+  /**
+   * watchable tells whether this replica watches kyma: its share, and room for it. At most
+   * SYNC_MAX_CLUSTER_CLIENTS SKRs are watched per replica (memory stays bounded); the rest
+   * are left to the resync tick, counted in the Lease and /watches, and taken up as room frees.
+   */
+  private watchable(kyma: string): boolean {
+    if (!this.owns(kyma)) return false;
+    if (this.kymas.has(kyma) || this.kymas.size < this.opts.config.maxClusterClients) return true;
+    if (!this.over.has(kyma)) {
+      this.over.add(kyma);
+      this.opts.log.warn(
+        { cluster: kyma, limit: this.opts.config.maxClusterClients },
+        'SKR not watched: over capacity',
+      );
+    }
+    return false;
+  }
+
   /** hold records view's entries in its Kyma's index and starts what is now needed. */
   private hold(view: SrView): void {
-    if (!this.owns(view.kyma)) return;
+    if (!this.watchable(view.kyma)) return;
     const w = this.ensureKyma(view.kyma);
     w.srs.add(view.key);
     for (const e of view.entries) {
@@ -399,6 +420,15 @@ export class SkrSource {
     const w = this.kymas.get(key);
     if (!w) return;
     this.kymas.delete(key);
+    // Room freed: a Kyma left unwatched for want of it is taken up.
+    const next = this.over.values().next();
+    if (!next.done && this.owns(next.value)) {
+      this.over.delete(next.value);
+      queueMicrotask(() => {
+        if (this.watchable(next.value) && [...this.srs.values()].some((v) => v.kyma === next.value))
+          this.ensureKyma(next.value);
+      });
+    } else if (!next.done) this.over.delete(next.value);
     w.abort.abort();
     for (const k of w.kinds.values()) k.abort.abort();
     void w.client?.close().catch(() => {});
