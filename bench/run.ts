@@ -37,6 +37,8 @@ const { values: args } = parseArgs({
     quick: { type: 'boolean', default: false },
     /** --scale runs scenario 10 alone at S=10,000 SyncResources over K=1,000 Kymas (with --quick: 1,000 over 100; bench/scale.ts). */
     scale: { type: 'boolean', default: false },
+    /** --kymas N runs the scale scenario with one SyncResource per Kyma over N Kymas (the SKR source's cost per watched SKR). */
+    kymas: { type: 'string' },
     /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
     broker: { type: 'string', default: 'channel' },
     /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
@@ -510,7 +512,10 @@ try {
   };
   if (scaleOnly) {
     await rt.broker.idle(60_000);
-    await scaleScenario(scaleCtx, quick ? 1_000 : 10_000, quick ? 100 : 1_000);
+    const kymas = args.kymas !== undefined ? Number(args.kymas) : undefined;
+    if (kymas !== undefined && !(Number.isInteger(kymas) && kymas >= 100))
+      throw new Error(`--kymas is a number of at least 100, not ${args.kymas}`);
+    await scaleScenario(scaleCtx, kymas ?? (quick ? 1_000 : 10_000), kymas ?? (quick ? 100 : 1_000));
   } else if (peerMode !== 'only') {
     // 1. Bulk create. First the runtime's start settles: its sources report every existing
     // Kyma and access Secret as added, and each fans out a resync of its SyncResources;
