@@ -144,9 +144,34 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     catchUpTicks += await ctx.waitReady(`${batch}-`, n, 3_600_000);
     return performance.now() - t0;
   };
+  // What the SKR source posted and holds, summed over its replicas.
+  const source = async () => {
+    let posts = 0;
+    const out: { kymas: number; watches: number; objects: number; rss: number }[] = [];
+    for (const a of rt.skrSources) {
+      const w = (await (await fetch(`${a.url}watches`)).json()) as {
+        kymas: unknown[];
+        watches: number;
+        objects: number;
+        stats: { posts: number };
+      };
+      posts += w.stats.posts;
+      const rss =
+        Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${a.proc.pid}/status`, 'utf8'))![1]) / 1024;
+      out.push({ kymas: w.kymas.length, watches: w.watches, objects: w.objects, rss });
+    }
+    return { posts, replicas: out };
+  };
   // Bulk create: 100 first, then S.
   const small = await bulk(100, 'scalesmall');
+  const posts0 = (await source()).posts;
   const large = await bulk(S, 'scale');
+  await settle(rt);
+  row(
+    SCENARIO,
+    `bulk create S=${S}: events the SKR source posted (the product's own writes are not posted)`,
+    String((await source()).posts - posts0),
+  );
   row(SCENARIO, 'bulk create S=100: time per SyncResource', `${(small / 100).toFixed(1)} ms`);
   row(SCENARIO, `bulk create S=${S}: time per SyncResource`, `${(large / S).toFixed(1)} ms`);
   row(
@@ -263,23 +288,6 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
 
   // A settled system: a minute with nothing to do. The SKR source posts nothing, nothing is
   // written, and the product's own processes (functions and the SKR source) use little CPU.
-  const source = async () => {
-    let posts = 0;
-    const out: { kymas: number; watches: number; objects: number; rss: number }[] = [];
-    for (const a of rt.skrSources) {
-      const w = (await (await fetch(`${a.url}watches`)).json()) as {
-        kymas: unknown[];
-        watches: number;
-        objects: number;
-        stats: { posts: number };
-      };
-      posts += w.stats.posts;
-      const rss =
-        Number(/VmRSS:\s+(\d+)/.exec(await readFile(`/proc/${a.proc.pid}/status`, 'utf8'))![1]) / 1024;
-      out.push({ kymas: w.kymas.length, watches: w.watches, objects: w.objects, rss });
-    }
-    return { posts, replicas: out };
-  };
   const rest0 = { m: await metrics(ctx), cpu: await ctx.cpu(), src: await source(), at: performance.now() };
   await sleep(60_000);
   const rest1 = { m: await metrics(ctx), cpu: await ctx.cpu(), src: await source(), at: performance.now() };
