@@ -169,7 +169,7 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
   await settle(rt);
   row(
     SCENARIO,
-    `bulk create S=${S}: events the SKR source posted (the product's own writes are not posted)`,
+    `bulk create S=${S}: events the SKR source posted meanwhile (its own writes come back as watch events: none should be posted but health moving on)`,
     String((await source()).posts - posts0),
   );
   row(SCENARIO, 'bulk create S=100: time per SyncResource', `${(small / 100).toFixed(1)} ms`);
