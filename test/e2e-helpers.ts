@@ -139,6 +139,23 @@ export async function waitSr(
   );
 }
 
+/** kubeEvents lists the Kubernetes Events about one object of the stack's namespace (reason and note), with kubectl. */
+export async function kubeEvents(s: Stack, name: string): Promise<{ reason: string; note: string }[]> {
+  const out = JSON.parse(
+    await kubectl(s.kcp, [
+      'get',
+      'events.events.k8s.io',
+      '-n',
+      s.ns,
+      '-o',
+      'json',
+      '--field-selector',
+      `regarding.name=${name}`,
+    ]),
+  ) as { items: { reason: string; note: string }[] };
+  return out.items.map(({ reason, note }) => ({ reason, note }));
+}
+
 /** syncResourceYaml renders a SyncResource for kubectl apply. */
 export function syncResourceYaml(
   ns: string,

@@ -10,7 +10,7 @@ import { join } from 'node:path';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
-import { kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
+import { kubeEvents, kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
 import { uniqueName } from './helpers.ts';
 
 let s: Stack;
@@ -54,21 +54,7 @@ const healthOf = (x: SyncResource | undefined, name: string) =>
 const condition = (x: SyncResource | undefined, type: string) =>
   x?.status?.conditions?.find((c) => c.type === type);
 
-async function events(name: string): Promise<{ reason: string; note: string }[]> {
-  const out = JSON.parse(
-    await kubectl(s.kcp, [
-      'get',
-      'events.events.k8s.io',
-      '-n',
-      s.ns,
-      '-o',
-      'json',
-      '--field-selector',
-      `regarding.name=${name}`,
-    ]),
-  ) as { items: { reason: string; note: string }[] };
-  return out.items.map(({ reason, note }) => ({ reason, note }));
-}
+const events = (name: string) => kubeEvents(s, name);
 
 beforeAll(async () => {
   // The resync tick is held for the whole file: what changes comes from KCP events and the SKR source.

@@ -61,6 +61,23 @@ async function skrData(name: string, target: string): Promise<Record<string, str
   return out.trim() ? ((JSON.parse(out) as { data?: Record<string, string> }).data ?? {}) : undefined;
 }
 
+/** readyConfigMap applies a SyncResource of a Namespace and a ConfigMap cmName ({a: "1"}) in it, and waits until it is Ready. */
+async function readyConfigMap(cmName: string) {
+  const name = uniqueName('sr');
+  const target = uniqueName('target');
+  const items = [
+    {
+      name: 'ns',
+      strategy: 'CreateAndSync',
+      resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+    },
+    { name: 'cm', strategy: 'CreateAndSync', resource: cm(cmName, target, { a: '1' }) },
+  ];
+  await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+  await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
+  return { name, target, items };
+}
+
 describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
   beforeAll(async () => {
     stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-knative-'));
@@ -154,18 +171,7 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
   });
 
   it('a SyncResource applied with kubectl goes through the real broker to the SKR, and its status comes back', async () => {
-    const name = uniqueName('sr');
-    const target = uniqueName('target');
-    const items = [
-      {
-        name: 'ns',
-        strategy: 'CreateAndSync',
-        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
-      },
-      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { a: '1' }) },
-    ];
-    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
-    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
+    const { name, target, items } = await readyConfigMap('synced');
     expect(await skrData('synced', target)).toEqual({ a: '1' });
     // Each step was reached through the broker's filter, at a Service's address.
     for (const svc of ['sync-resolve-cluster', 'sync-apply-items', 'sync-write-status']) {
@@ -178,18 +184,7 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
   });
 
   it('the SKR source, as its own OIDC identity through its EventPolicy: an object deleted in the SKR is back at once', async () => {
-    const name = uniqueName('sr');
-    const target = uniqueName('target');
-    const items = [
-      {
-        name: 'ns',
-        strategy: 'CreateAndSync',
-        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
-      },
-      { name: 'cm', strategy: 'CreateAndSync', resource: cm('watched', target, { a: '1' }) },
-    ];
-    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
-    await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
+    const { target } = await readyConfigMap('watched');
     // Its Pods run the product's image with the SinkBinding's K_SINK and its own token.
     await eventually(async () => {
       const pods = rt.kubelet.byCommand(PRODUCT_COMMAND).filter((p) => p.ready);

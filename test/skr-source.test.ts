@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '../lib/kube/objects.ts';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
 import { EventTypes } from '../lib/events.ts';
-import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import { kubeEvents, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
 let s: Stack;
@@ -98,23 +98,14 @@ describe('the SKR source', () => {
       30_000,
     );
     // The correction's Event names the manager that changed the field.
-    await eventually(async () => {
-      const events = JSON.parse(
-        await kubectl(s.kcp, [
-          'get',
-          'events.events.k8s.io',
-          '-n',
-          s.ns,
-          '-o',
-          'json',
-          '--field-selector',
-          `regarding.name=${P}-a,reason=DriftCorrected`,
-        ]),
-      ) as { items: { note: string }[] };
-      expect(events.items.map((e) => e.note)).toContain(
-        `ConfigMap ${P}/${P}-sync: data.k changed by kubectl-patch; reverted`,
-      );
-    }, 30_000);
+    await eventually(
+      async () =>
+        expect(await kubeEvents(s, `${P}-a`)).toContainEqual({
+          reason: 'DriftCorrected',
+          note: `ConfigMap ${P}/${P}-sync: data.k changed by kubectl-patch; reverted`,
+        }),
+      30_000,
+    );
     await s.runtime.broker.idle();
     expect((await getCm(s.skr[0]!, `${P}-ignore`))?.data).toEqual({ k: 'mine' });
     await waitSr(s, `${P}-a`, ready);

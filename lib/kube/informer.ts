@@ -9,9 +9,13 @@ import { KubeApiError } from './errors.ts';
 
 type Obj = { metadata: { resourceVersion?: string } };
 
-/** Handlers receive each full list (the first and any after an expired watch) and every change between them. */
+/**
+ * Handlers receive each full list (the first and any after an expired watch) and every
+ * change between them. With pageSize, a list comes page by page (last: the final page), so
+ * that a big collection is never held whole.
+ */
 export interface Handlers<T> {
-  list(items: T[]): void | Promise<void>;
+  list(items: T[], last: boolean): void | Promise<void>;
   event(type: 'ADDED' | 'MODIFIED' | 'DELETED', object: T): void;
   /** error sees each failed list or watch before its back-off. */
   error?(err: unknown): void;
@@ -25,6 +29,8 @@ export interface InformerOptions {
   headers?: Record<string, string>;
   minBackoffMs?: number;
   maxBackoffMs?: number;
+  /** pageSize lists in pages of this many (limit and continue). */
+  pageSize?: number;
   /** retryFirstList keeps retrying the first list (the promise resolves once it succeeds); otherwise its failure rejects. */
   retryFirstList?: boolean;
 }
@@ -46,12 +52,24 @@ export async function informer<T extends Obj>(
     delay = Math.min(delay * 2, max);
   };
   const list = async (): Promise<string> => {
-    const l = await client.call<{ metadata: { resourceVersion: string }; items: T[] }>('GET', path, {
-      ...(opts.query ? { query: opts.query } : {}),
-      ...(opts.headers ? { headers: opts.headers } : {}),
-    });
-    await on.list(l.items);
-    return l.metadata.resourceVersion;
+    let next: string | undefined;
+    for (;;) {
+      const l = await client.call<{ metadata: { resourceVersion: string; continue?: string }; items: T[] }>(
+        'GET',
+        path,
+        {
+          query: {
+            ...opts.query,
+            ...(opts.pageSize ? { limit: opts.pageSize } : {}),
+            ...(next ? { continue: next } : {}),
+          },
+          ...(opts.headers ? { headers: opts.headers } : {}),
+        },
+      );
+      next = l.metadata.continue || undefined;
+      await on.list(l.items, next === undefined);
+      if (next === undefined) return l.metadata.resourceVersion;
+    }
   };
   let rv: string | undefined;
   for (;;) {

@@ -214,22 +214,28 @@ export class SkrSource {
   async start(): Promise<void> {
     const signal = this.abort.signal;
     for (const ns of this.opts.config.controlPlaneNamespaces) {
+      // Listed in pages: only the views are kept, never the SyncResources themselves.
+      const seen = new Set<string>();
       await informer<SyncResource>(
         this.opts.kcp,
         `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`,
         {
-          list: (items) => {
-            const seen = new Set(items.map((s) => `${ns}/${s.metadata.name}`));
+          list: (items, last) => {
+            for (const s of items) {
+              seen.add(`${ns}/${s.metadata.name}`);
+              this.putSr(s);
+            }
+            if (!last) return;
             for (const key of [...this.srs.keys()])
               if (key.startsWith(`${ns}/`) && !seen.has(key)) this.dropSr(key);
-            for (const s of items) this.putSr(s);
+            seen.clear();
           },
           event: (type, s) => (type === 'DELETED' ? this.dropSr(`${ns}/${s.metadata.name}`) : this.putSr(s)),
           error: (err) =>
             this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResource watch failed'),
         },
         signal,
-        { retryFirstList: true },
+        { retryFirstList: true, pageSize: 250 },
       );
       await informer<KubeObject>(
         this.opts.kcp,
@@ -302,7 +308,6 @@ export class SkrSource {
     const view = viewOf(sr, this.opts.config.fieldManager);
     const old = this.srs.get(view.key);
     this.srs.set(view.key, view);
-    if (old && old.kyma !== view.kyma) this.unhold(old);
     if (old) this.unhold(old, view);
     this.hold(view);
     if (old) this.recheck(old, view);
