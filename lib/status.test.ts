@@ -76,7 +76,7 @@ describe('computeStatus with health', () => {
     );
   });
 
-  it('does not recheck what cannot move by itself: suspended, or the SKR unreachable', () => {
+  it('says nothing is on its way when nothing can move by itself: suspended, or the SKR unreachable', () => {
     const previous = computeStatus(run([item('a', 'InProgress')]), undefined, now);
     expect(isMoving(previous)).toBe(true);
     expect(isMoving(computeStatus(run([], { suspended: true }), previous, now))).toBe(false);
