@@ -255,6 +255,8 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     await w.skr.client.call('PATCH', resourcePath(cmInfo, w.ns, w.name), {
       body: { data: { rev: 'drifted' } },
       contentType: 'application/merge-patch+json',
+      // A user's edit (the client's own user agent would name the product's former manager).
+      query: { fieldManager: 'bench-user' },
     });
   });
   const corrected = async () =>

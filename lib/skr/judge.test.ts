@@ -3,7 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { appliedDigest } from '../engine/drift.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { judge, ourStamp, type Holder } from './judge.ts';
+import { judge, ourStamp, ownWrite, type Holder } from './judge.ts';
 
 const MANAGER = 'kcp-sync-resource/kcp-system/a';
 const cm = (
@@ -91,9 +91,37 @@ describe('judge', () => {
   });
 });
 
-describe('ourStamp', () => {
-  it('is what our managers last did, blind to the others', () => {
+describe('ourStamp and ownWrite', () => {
+  it('see what our managers last did, blind to the others, even one named like the product', () => {
     expect(ourStamp(applied, 'kcp-sync-resource')).toBe(`${MANAGER}@2026-12-03T10:00:00Z;`);
     expect(ourStamp(edited, 'kcp-sync-resource')).toBe(ourStamp(applied, 'kcp-sync-resource'));
+    // A client whose user agent is the product's (the default manager of an Update) is not one of ours.
+    const impostor = cm('3', { k: 'x' }, [
+      { manager: MANAGER, time: '2026-12-03T10:00:00Z', keys: [] },
+      { manager: 'kcp-sync-resource', time: '2026-12-03T10:00:09Z', keys: ['k'] },
+    ]);
+    expect(ourStamp(impostor, 'kcp-sync-resource')).toBe(ourStamp(applied, 'kcp-sync-resource'));
+  });
+
+  it("tells a holder's own write by its own manager's time, not another SyncResource's", () => {
+    const before = ourStamp(applied, 'kcp-sync-resource');
+    const again = cm('4', { k: 'v' }, [
+      { manager: MANAGER, time: '2026-12-03T10:01:00Z', keys: ['k'] },
+      { manager: 'kcp-sync-resource/kcp-system/b', time: '2026-12-03T10:01:00Z', keys: ['k'] },
+    ]);
+    const now = ourStamp(again, 'kcp-sync-resource');
+    expect(ownWrite(before, now, MANAGER)).toBe(true);
+    expect(ownWrite(now, now, MANAGER)).toBe(false);
+    expect(ownWrite(undefined, now, MANAGER)).toBe(false);
+    // b wrote (its entry is new), a did not.
+    const onlyB = ourStamp(
+      cm('5', { k: 'v' }, [
+        { manager: MANAGER, time: '2026-12-03T10:00:00Z', keys: ['k'] },
+        { manager: 'kcp-sync-resource/kcp-system/b', time: '2026-12-03T10:02:00Z', keys: ['k'] },
+      ]),
+      'kcp-sync-resource',
+    );
+    expect(ownWrite(before, onlyB, MANAGER)).toBe(false);
+    expect(ownWrite(before, onlyB, 'kcp-sync-resource/kcp-system/b')).toBe(true);
   });
 });

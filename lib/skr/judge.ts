@@ -40,14 +40,25 @@ export interface Verdict {
 }
 
 /**
- * ourStamp is what the product's field managers (prefix) last did to obj: their managedFields
- * times. An event whose stamp differs from the one seen before is one of our own writes.
+ * ourStamp is what the product's field managers (`<prefix>/<namespace>/<name>`) last did to
+ * obj: their managedFields times. A holder's own write is an event whose stamp moved its
+ * manager's time (ownWrite).
  */
 export function ourStamp(obj: KubeObject, prefix: string): string {
   let out = '';
   for (const m of managedFieldsOf(obj))
-    if (m.manager?.startsWith(prefix)) out += `${m.manager}@${m.time ?? ''}${m.subresource ?? ''};`;
+    if (m.manager?.startsWith(`${prefix}/`) && !m.subresource) out += `${m.manager}@${m.time ?? ''};`;
   return out;
+}
+
+/** ownWrite tells whether manager's time moved from stamp before to stamp now (it wrote the object). */
+export function ownWrite(before: string | undefined, now: string, manager: string): boolean {
+  if (before === undefined) return false;
+  const at = (stamp: string) => {
+    const i = stamp.indexOf(`${manager}@`);
+    return i < 0 ? '' : stamp.slice(i, stamp.indexOf(';', i));
+  };
+  return at(before) !== at(now);
 }
 
 /** healthNow is obj's health status by the holder's rules (kstatus's by default). */
@@ -61,7 +72,7 @@ export function healthNow(obj: KubeObject, rules?: CompiledRules): HealthStatus 
 
 /**
  * judge decides for one holder. obj is the live object (undefined: gone); ours says the
- * event is our own write (our managers' stamp moved), so it is no drift.
+ * event is the holder's own write (ownWrite), so it is no drift.
  */
 export function judge(h: Holder, obj: KubeObject | undefined, ours: boolean): Verdict | undefined {
   if (!obj) {

@@ -30,7 +30,7 @@ import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import { METADATA_ONLY } from '../cluster/resolve.ts';
 import { Coalescer } from './coalesce.ts';
-import { healthNow, judge, ourStamp, type Change, type Holder } from './judge.ts';
+import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
 
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
 const MAX_CHANGES = 16;
@@ -381,13 +381,11 @@ export class SkrSource {
     for (const e of view.entries) {
       const watch = w.kinds.get(e.gk);
       if (!watch || watch.state === 'listing') continue;
+      // Not seen (yet): an object just created whose watch event is still on its way. Gone
+      // is decided from the watch alone (a deletion, a relist), never from the KCP's news.
       const seen = watch.objects.get(e.key);
       const h = this.holderOf(view, e);
-      if (!seen) {
-        if (h) this.consider(h, e, undefined, false);
-        continue;
-      }
-      if (!h || h.health === undefined || h.rules || seen.health === h.health) continue;
+      if (!seen || !h || h.health === undefined || h.rules || seen.health === h.health) continue;
       this.found(h.sr, e, { change: 'health', mark: `health:${seen.health}` });
     }
   }
@@ -610,14 +608,13 @@ export class SkrSource {
     }
     const stamp = ourStamp(o, this.opts.config.fieldManager);
     const prev = k.objects.get(key);
-    const ours = prev !== undefined && prev.stamp !== stamp;
     const health = healthNow(o);
     k.objects.set(key, { stamp, health });
     const e = this.entryOf(w, key, k.gk);
     if (!e) return;
     for (const sr of holders) {
       const h = this.holderOf(this.srs.get(sr), e);
-      if (h) this.consider(h, e, o, ours);
+      if (h) this.consider(h, e, o, ownWrite(prev?.stamp, stamp, h.manager));
     }
     // A CRD established may let the Kyma's waiting SyncResources go on.
     if (k.kind === 'CustomResourceDefinition' && health === 'Current' && prev?.health !== 'Current')
