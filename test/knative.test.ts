@@ -61,8 +61,8 @@ async function skrData(name: string, target: string): Promise<Record<string, str
   return out.trim() ? ((JSON.parse(out) as { data?: Record<string, string> }).data ?? {}) : undefined;
 }
 
-/** readyConfigMap applies a SyncResource of a Namespace and a ConfigMap cmName ({a: "1"}) in it, and waits until it is Ready. */
-async function readyConfigMap(cmName: string) {
+/** readyConfigMap applies a SyncResource of a Namespace and a ConfigMap cmName (data) in it, and waits until it is Ready. */
+async function readyConfigMap(cmName: string, data: Record<string, string> = { a: '1' }) {
   const name = uniqueName('sr');
   const target = uniqueName('target');
   const items = [
@@ -71,7 +71,7 @@ async function readyConfigMap(cmName: string) {
       strategy: 'CreateAndSync',
       resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
     },
-    { name: 'cm', strategy: 'CreateAndSync', resource: cm(cmName, target, { a: '1' }) },
+    { name: 'cm', strategy: 'CreateAndSync', resource: cm(cmName, target, data) },
   ];
   await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
   await eventually(async () => expect((await sr(name))?.status?.state).toBe('Ready'), 60_000);
@@ -201,18 +201,8 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
   });
 
   it('the real ApiServerSource adapters killed and kept down while a SyncResource changes: the next ping catches it up', async () => {
-    const name = uniqueName('sr');
-    const target = uniqueName('target');
-    const items = [
-      {
-        name: 'ns',
-        strategy: 'CreateAndSync',
-        resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
-      },
-      { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '1' }) },
-    ];
-    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
-    await eventually(async () => expect(await skrData('synced', target)).toEqual({ v: '1' }), 60_000);
+    const { name, target, items } = await readyConfigMap('synced', { v: '1' });
+    expect(await skrData('synced', target)).toEqual({ v: '1' });
     // Settled: Ready for its generation, and nothing in flight that names it (events carry
     // identity only: a late event for the old spec, its status write's, would apply the new one).
     await eventually(async () => {
