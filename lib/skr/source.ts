@@ -29,6 +29,7 @@ import {
 import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import { METADATA_ONLY } from '../cluster/resolve.ts';
+import { PriorityGate } from '../concurrency.ts';
 import { Coalescer } from './coalesce.ts';
 import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
 
@@ -198,6 +199,11 @@ export class SkrSource {
   private owns: (kyma: string) => boolean = () => true;
   /** over are the Kymas of this replica's share it has no room to watch. */
   private readonly over = new Set<string>();
+  /**
+   * listing paces first lists: a replica given hundreds of Kymas at once (a start, a
+   * takeover) lists them a few at a time, so their responses are never all in memory.
+   */
+  private readonly listing = new PriorityGate(8, { braked: 8, headroom: 0 });
   /** counters for metrics and tests. */
   readonly stats = { events: 0, ignored: 0, findings: 0, posts: 0, watchErrors: 0 };
 
@@ -523,50 +529,54 @@ export class SkrSource {
     }
     if (!info || signal.aborted) return;
     const listed = new Set<string>();
-    await informer<KubeObject>(
-      client,
-      resourcePath(info),
-      {
-        list: (items) => {
-          listed.clear();
-          for (const o of items) {
-            // List items of built-in kinds come without apiVersion and kind.
-            o.apiVersion ??= info.apiVersion;
-            o.kind ??= info.kind;
-            const key = keyOf(o);
-            listed.add(key);
-            this.observe(w, k, o);
-          }
-          // Objects held but not there: gone while nobody watched (or before this list).
-          for (const [key, holders] of w.holders) {
-            if (listed.has(key) || holders.size === 0) continue;
-            const e = this.entryOf(w, key, k.gk);
-            if (!e) continue;
-            k.objects.delete(key);
-            for (const sr of holders) {
-              const h = this.holderOf(this.srs.get(sr), e);
-              if (h) this.consider(h, e, undefined, false);
-            }
-          }
-          k.state = 'watching';
-        },
-        event: (type, o) => (type === 'DELETED' ? this.gone(w, k, o) : this.observe(w, k, o)),
-        error: (err) => {
-          this.stats.watchErrors++;
-          k.state = `failing: ${err instanceof Error ? err.message.slice(0, 200) : 'error'}`;
-        },
-        watching: () => {
-          k.state = 'watching';
-        },
-      },
-      signal,
-      {
-        retryFirstList: true,
-        minBackoffMs: 1_000,
-        maxBackoffMs: 30_000,
-        query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
-      },
-    ).catch(() => {});
+    await this.listing
+      .run(false, () =>
+        informer<KubeObject>(
+          client,
+          resourcePath(info),
+          {
+            list: (items) => {
+              listed.clear();
+              for (const o of items) {
+                // List items of built-in kinds come without apiVersion and kind.
+                o.apiVersion ??= info.apiVersion;
+                o.kind ??= info.kind;
+                const key = keyOf(o);
+                listed.add(key);
+                this.observe(w, k, o);
+              }
+              // Objects held but not there: gone while nobody watched (or before this list).
+              for (const [key, holders] of w.holders) {
+                if (listed.has(key) || holders.size === 0) continue;
+                const e = this.entryOf(w, key, k.gk);
+                if (!e) continue;
+                k.objects.delete(key);
+                for (const sr of holders) {
+                  const h = this.holderOf(this.srs.get(sr), e);
+                  if (h) this.consider(h, e, undefined, false);
+                }
+              }
+              k.state = 'watching';
+            },
+            event: (type, o) => (type === 'DELETED' ? this.gone(w, k, o) : this.observe(w, k, o)),
+            error: (err) => {
+              this.stats.watchErrors++;
+              k.state = `failing: ${err instanceof Error ? err.message.slice(0, 200) : 'error'}`;
+            },
+            watching: () => {
+              k.state = 'watching';
+            },
+          },
+          signal,
+          {
+            retryFirstList: true,
+            minBackoffMs: 1_000,
+            maxBackoffMs: 30_000,
+            query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
+          },
+        ),
+      )
+      .catch(() => {});
   }
 
   private entryOf(w: KymaWatch, key: string, gk?: string): Entry | undefined {
