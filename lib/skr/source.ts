@@ -349,12 +349,7 @@ export class SkrSource {
   private hold(view: SrView): void {
     if (!this.watchable(view.kyma)) return;
     const w = this.ensureKyma(view.kyma);
-    w.srs.add(view.key);
-    for (const e of view.entries) {
-      let set = w.holders.get(e.key);
-      if (!set) w.holders.set(e.key, (set = new Set()));
-      set.add(view.key);
-    }
+    this.index(w, view);
     this.syncKinds(w);
   }
 
@@ -412,17 +407,26 @@ export class SkrSource {
       retryMs: 5_000,
     };
     this.kymas.set(key, w);
-    for (const v of this.srs.values()) if (v.kyma === key && v !== undefined) w.srs.add(v.key);
-    for (const k of w.srs) {
-      const v = this.srs.get(k)!;
-      for (const e of v.entries) {
-        let set = w.holders.get(e.key);
-        if (!set) w.holders.set(e.key, (set = new Set()));
-        set.add(v.key);
-      }
-    }
+    for (const v of this.srs.values()) if (v.kyma === key) this.index(w, v);
     void this.connect(w);
     return w;
+  }
+
+  /** index records view and its inventory entries in its Kyma's watch. */
+  private index(w: KymaWatch, view: SrView): void {
+    w.srs.add(view.key);
+    for (const e of view.entries) {
+      let set = w.holders.get(e.key);
+      if (!set) w.holders.set(e.key, (set = new Set()));
+      set.add(view.key);
+    }
+  }
+
+  /** disconnect ends a Kyma's watches and closes its client. */
+  private disconnect(w: KymaWatch): void {
+    w.abort.abort();
+    for (const k of w.kinds.values()) k.abort.abort();
+    void w.client?.close().catch(() => {});
   }
 
   private stopKyma(key: string): void {
@@ -438,15 +442,11 @@ export class SkrSource {
           this.ensureKyma(next.value);
       });
     } else if (!next.done) this.over.delete(next.value);
-    w.abort.abort();
-    for (const k of w.kinds.values()) k.abort.abort();
-    void w.client?.close().catch(() => {});
+    this.disconnect(w);
   }
 
   private reconnect(w: KymaWatch): void {
-    w.abort.abort();
-    for (const k of w.kinds.values()) k.abort.abort();
-    void w.client?.close().catch(() => {});
+    this.disconnect(w);
     delete w.client;
     delete w.mapper;
     w.abort = new AbortController();
