@@ -22,9 +22,6 @@ type Slot<T> = { findings: T[]; timer?: NodeJS.Timeout; lastAt: number; gap: num
 export class Coalescer<T> {
   private readonly slots = new Map<string, Slot<T>>();
   private readonly opts: Required<Omit<CoalesceOptions<T>, 'keep'>> & Pick<CoalesceOptions<T>, 'keep'>;
-  /** posts and merged count what was posted and what was folded into a post, for metrics and tests. */
-  posts = 0;
-  merged = 0;
 
   constructor(opts: CoalesceOptions<T>) {
     this.opts = { minGapMs: 500, maxGapMs: 60_000, retryMs: 1_000, ...opts };
@@ -36,10 +33,7 @@ export class Coalescer<T> {
     let s = this.slots.get(key);
     if (!s) this.slots.set(key, (s = { findings: [], lastAt: -Infinity, gap: 0, busy: false }));
     s.findings.push(finding);
-    if (s.timer || s.busy) {
-      this.merged++;
-      return;
-    }
+    if (s.timer || s.busy) return;
     this.schedule(key, s, now, delayMs);
   }
 
@@ -62,7 +56,6 @@ export class Coalescer<T> {
       s.busy = true;
       s.lastAt = performance.now();
       try {
-        this.posts++;
         await this.opts.post(key, findings);
       } catch {
         s.findings.unshift(...findings);
@@ -84,13 +77,6 @@ export class Coalescer<T> {
     for (const [k, s] of this.slots)
       if (!s.timer && !s.busy && now - s.lastAt > 2 * Math.max(s.gap, this.opts.minGapMs))
         this.slots.delete(k);
-  }
-
-  /** pending is the number of keys with findings waiting. */
-  get pending(): number {
-    let n = 0;
-    for (const s of this.slots.values()) if (s.findings.length > 0) n++;
-    return n;
   }
 
   /** stop cancels every timer. */
