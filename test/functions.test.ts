@@ -367,6 +367,43 @@ describe('functions', () => {
     expect(sr?.status?.conditions?.[0]).toMatchObject({ status: 'False', reason: 'KymaNotFound' });
   });
 
+  it('a run that loses a race to another replica (its guarded write refused) starts over from what that replica wrote, without a 503', async () => {
+    const name = uniqueName('race');
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
+    const resolved = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
+    expect(resolved.type).toBe(EventTypes.clusterResolved);
+    // Another replica's run of the same SyncResource writes it just before this run removes
+    // the finalizer: this run's write, guarded by the resourceVersion it read, is refused.
+    let raced = 0;
+    const store = Object.create(deps.store) as KcpStore;
+    store.removeFinalizer = async (sr) => {
+      if (raced++ === 0)
+        await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+          body: { metadata: { annotations: { 'other-replica': 'wrote' } } },
+          contentType: 'application/merge-patch+json',
+        });
+      return deps.store.removeFinalizer(sr);
+    };
+    setDeps({ ...deps, store });
+    try {
+      const applied = (await applyItems(ctx, resolved)) as CloudEvent<unknown>;
+      expect((applied.data as ItemsApplied).result.deleting).toMatchObject({ finalizerRemoved: true });
+    } finally {
+      setDeps(deps);
+    }
+    expect(raced).toBe(2);
+    expect(await deps.store.get(ns, name)).toBeUndefined();
+    // The deletion went through: the object it created in the SKR is gone.
+    const skr = await cluster(0);
+    const code = await skr.client
+      .call('GET', `/api/v1/namespaces/default/configmaps/${name}`)
+      .then(() => 200)
+      .catch((e: { code?: number }) => e.code);
+    expect(code).toBe(404);
+  });
+
   it('releases a SyncResource being deleted whose cluster is gone, with a Warning event', async () => {
     const name = uniqueName('gone');
     await applyObjects(kcp, kymaObjects('kyma-tmp', inject('clusters').skrs[0]!.kubeconfig, ns));

@@ -144,13 +144,34 @@ describe('observability', () => {
   });
 
   it('sends every event as the CloudEvents contract (lib/events.ts) says: type, source, subject, data fields', async () => {
-    // A resync tick, so that a ping and the Kyma fan-out are among what the broker saw.
+    // An object deleted in the SKR, so that the SKR source's event and the run it starts
+    // are among what the broker saw; then a resync tick, for a ping and the Kyma fan-out.
+    const name = uniqueName('contract');
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [
+        {
+          name: 'one',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${name}, namespace: default}\n`,
+        },
+      ]),
+    );
+    await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
+    await kubectl(s.skr[0]!, ['delete', 'configmap', name, '-n', 'default']);
     s.runtime.ping[0]!.fire();
     await eventually(
       async () => {
-        const types = s.runtime.broker.observed.map((o) => o.attributes.type);
-        expect(types).toContain(PING_TYPE);
-        expect(types).toContain(EventTypes.kymaResolved);
+        const seen = s.runtime.broker.observed.map((o) => ({
+          type: o.attributes.type,
+          trigger: ((typeof o.data === 'string' ? JSON.parse(o.data) : o.data) as { trigger?: string })
+            ?.trigger,
+        }));
+        expect(seen.map((o) => o.type)).toContain(PING_TYPE);
+        expect(seen.map((o) => o.type)).toContain(EventTypes.kymaResolved);
+        expect(seen.map((o) => o.type)).toContain(EventTypes.skrChanged);
+        expect(seen).toContainEqual({ type: EventTypes.clusterResolved, trigger: 'skr' });
       },
       20_000,
       250,
@@ -179,6 +200,7 @@ describe('observability', () => {
     for (const t of [
       'dev.knative.apiserver.ref.add',
       PING_TYPE,
+      EventTypes.skrChanged,
       EventTypes.reconcileKyma,
       EventTypes.kymaResolved,
       EventTypes.clusterResolved,

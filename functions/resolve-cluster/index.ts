@@ -92,9 +92,10 @@ export async function handle(
  */
 function skrChanged(context: Context, event: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
   const req = checkData(() => checkSkrChanged(event.data));
+  const ref = { namespace: req.namespace, name: req.name };
   return run(context, event, 'resolve-cluster', async (d, log) => {
-    const out = await resolveStep(d, req, { trigger: 'skr', change: true, held: req });
-    return answer(d, log, event, req, out);
+    const out = await resolveStep(d, ref, { trigger: 'skr', change: true, held: req });
+    return answer(d, log, event, ref, out);
   });
 }
 

@@ -80,6 +80,17 @@ export const isNotFound = (err: unknown): boolean => err instanceof KubeApiError
 /** isConflict tells whether err is a 409 from the API server. */
 export const isConflict = (err: unknown): boolean => err instanceof KubeApiError && err.code === 409;
 
+/**
+ * lostRace tells whether err, or the error it wraps, is a guarded write that another
+ * writer beat: a 409, or a JSON patch whose test of the resourceVersion failed (422).
+ */
+export function lostRace(err: unknown): boolean {
+  for (let e = err; e instanceof Error; e = e.cause) {
+    if (e instanceof KubeApiError) return e.code === 409 || e.code === 422;
+  }
+  return false;
+}
+
 function describeCause(cause: unknown): string {
   if (cause instanceof Error) {
     const code = (cause as { code?: string }).code;

@@ -5,7 +5,7 @@ import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
-import { TerminalError, TransientError } from '../kube/errors.ts';
+import { lostRace, TerminalError, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
@@ -64,7 +64,7 @@ function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
   if (!q) {
     const gate = runGate(deps);
     const work = (data: RunRequest) =>
-      isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyOnce(deps, data));
+      isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyRaced(deps, data));
     queues.set(deps, (q = new KeyedQueue(work, mergeRequests)));
   }
   return q;
@@ -80,6 +80,21 @@ function isEcho(data: ClusterResolved): boolean {
     last.generation === data.generation &&
     Date.now() - last.at < ECHO_WINDOW_MS
   );
+}
+
+/**
+ * applyRaced runs once more, from the SyncResource as it is now, a run whose guarded KCP
+ * write another run (another replica's, for the same SyncResource) beat: what that run
+ * wrote is the new starting point, not a failure to redeliver. A second loss is.
+ */
+async function applyRaced(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
+  try {
+    return await applyOnce(deps, data);
+  } catch (err) {
+    if (!(err instanceof TransientError) || !lostRace(err)) throw err;
+    const { listed: _listed, ...live } = data;
+    return applyOnce(deps, live);
+  }
 }
 
 async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {

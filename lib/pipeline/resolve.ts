@@ -152,7 +152,8 @@ async function resolveOnce(
     return {
       kind: 'resolved',
       data: {
-        ...ref,
+        namespace: ref.namespace,
+        name: ref.name,
         trigger,
         uid: sr.metadata.uid!,
         generation: sr.metadata.generation ?? 0,

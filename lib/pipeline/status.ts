@@ -9,7 +9,7 @@ import { describeCorrection } from '../changeset.ts';
 import type { ItemsApplied, Seen } from '../events.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
-import { isConflict, isNotFound, KubeApiError } from '../kube/errors.ts';
+import { isNotFound, lostRace } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { describeHealth } from '../health.ts';
@@ -132,8 +132,7 @@ async function nextStatus(
     );
   } catch (err) {
     if (isNotFound(err)) return 'gone';
-    const refused = isConflict(err) || (err instanceof KubeApiError && err.code === 422);
-    if (refused && (tentative || !last)) return 'read again';
+    if (lostRace(err) && (tentative || !last)) return 'read again';
     throw err;
   }
   Metrics.statusWrites.add(1, { state: next.state! });
