@@ -26,6 +26,7 @@ import {
   settle as settleBroker,
   type ScaleContext,
 } from './scale.ts';
+import { costScenario } from './cost.ts';
 import { writeRun } from './record.ts';
 import { benchCrd, objectsFor, syncResourceFor } from './workload.ts';
 import { pipelineVerify, verifyCost } from './senders.ts';
@@ -39,6 +40,8 @@ const { values: args } = parseArgs({
     scale: { type: 'boolean', default: false },
     /** --kymas N runs the scale scenario with one SyncResource per Kyma over N Kymas (the SKR source's cost per watched SKR). */
     kymas: { type: 'string' },
+    /** --cost runs the cost scenario alone: KCP requests and CPU per SyncResource created, RSS of each function at rest (bench/cost.ts). */
+    cost: { type: 'boolean', default: false },
     /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
     broker: { type: 'string', default: 'channel' },
     /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
@@ -96,6 +99,7 @@ const startedAt = new Date();
 const runOptions = () => ({
   quick,
   scale: scaleOnly,
+  cost: args.cost,
   broker: brokerMode,
   knative,
   oidc: oidc ? 'on' : 'off',
@@ -105,6 +109,14 @@ const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
 console.log(
   `bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${S} K=${K}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`,
 );
+if (args.cost) {
+  await costScenario(row);
+  console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
+  for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
+  await save(true);
+  await rm(stateDir, { recursive: true, force: true });
+  process.exit(0);
+}
 const set = await ClusterSet.start({ skrs: K, stateDir });
 let runtime: Runtime | undefined;
 try {

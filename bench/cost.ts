@@ -1,0 +1,185 @@
+// cost.ts is the benchmark's cost scenario (issue 38): what one SyncResource created
+// costs the KCP, counted by the KCP API server itself (apiserver_request_total), and what
+// each function process holds at rest. Runs alone, in a few minutes:
+//   npm run bench -- --cost [--json FILE]
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { promisify } from 'node:util';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ClusterSet } from '../infra/clusters.ts';
+import { connect, setupKcp } from '../infra/kcp-setup.ts';
+import { startRuntime } from '../infra/runtime/index.ts';
+import { mapLimit } from '../lib/concurrency.ts';
+import { syncResourceInfo } from '../lib/kcp.ts';
+import { resourcePath } from '../lib/kube/discovery.ts';
+import type { SyncResource } from '../lib/model.ts';
+import { cpuSeconds, rssOf } from './procs.ts';
+
+const SCENARIO = '15 cost';
+const run = promisify(execFile);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/** Requests are apiserver_request_total samples summed by "resource[/subresource] VERB". */
+type Requests = Record<string, number>;
+
+/** kcpRequests reads the KCP API server's request counter, by resource, subresource and verb. */
+export async function kcpRequests(kubeconfigFile: string): Promise<Requests> {
+  const { stdout: text } = await run(
+    'kubectl',
+    ['--kubeconfig', kubeconfigFile, 'get', '--raw', '/metrics'],
+    {
+      maxBuffer: 256 * 2 ** 20,
+    },
+  );
+  const out: Requests = {};
+  for (const m of text.matchAll(/^apiserver_request_total\{([^}]*)\} ([\d.e+]+)/gm)) {
+    const l = Object.fromEntries([...m[1]!.matchAll(/(\w+)="([^"]*)"/g)].map((x) => [x[1], x[2]]));
+    if (!l.resource) continue;
+    const key = `${l.resource}${l.subresource ? `/${l.subresource}` : ''} ${l.verb}`;
+    out[key] = (out[key] ?? 0) + Number(m[2]);
+  }
+  return out;
+}
+
+const minus = (a: Requests, b: Requests): Requests =>
+  Object.fromEntries(
+    Object.entries(a)
+      .map(([k, v]) => [k, v - (b[k] ?? 0)] as const)
+      .filter(([, v]) => v > 0),
+  );
+
+/** The product's own requests: what the benchmark's client and the sources' long watches do is not counted. */
+const PRODUCT_RESOURCES = ['syncresources', 'secrets', 'kymas', 'configmaps', 'events'];
+const isWrite = (key: string) => !/ (GET|LIST|WATCH)$/.test(key);
+
+export async function costScenario(
+  row: (scenario: string, figure: string, value: string, target?: string) => void,
+  n = 100,
+): Promise<void> {
+  const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-cost-'));
+  const set = await ClusterSet.start({ skrs: 1, stateDir });
+  try {
+    await setupKcp(set);
+    const kcp = await connect(set.kcp.kubeconfig, 'kcp');
+    const rt = await startRuntime({
+      kubeconfig: set.kcp.kubeconfigFile,
+      stateDir,
+      pingIntervalMs: 24 * 3600_000,
+    });
+    try {
+      const fns = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
+      const rss = async () => {
+        const by: Record<string, number[]> = {};
+        for (const f of fns()) (by[f.svc] ??= []).push(await rssOf(f.pid, 'VmRSS'));
+        return by;
+      };
+      await sleep(5_000);
+      for (const [svc, xs] of Object.entries(await rss()))
+        row(SCENARIO, `${svc}: RSS after start (MiB, per replica)`, xs.map((x) => x.toFixed(0)).join(', '));
+
+      const ns = 'kcp-system';
+      const cpuPids = () => [
+        set.kcp.apiserver.pid,
+        set.etcd.pid,
+        ...set.skrs.map((s) => s.apiserver.pid),
+        ...fns().map((f) => f.pid),
+        ...rt.adapters.map((a) => a.proc.pid),
+        ...rt.skrSources.map((a) => a.proc.pid),
+        process.pid,
+      ];
+      const cpu = async () => (await Promise.all(cpuPids().map(cpuSeconds))).reduce((a, b) => a + b, 0);
+      const before = await kcpRequests(set.kcp.kubeconfigFile);
+      const cpu0 = await cpu();
+      const t0 = performance.now();
+      await mapLimit(
+        Array.from({ length: n }, (_, i) => i),
+        8,
+        async (i) => {
+          await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), {
+            body: {
+              apiVersion: 'operator.kyma-project.io/v1alpha1',
+              kind: 'SyncResource',
+              metadata: { name: `cost-${i}`, namespace: ns, labels: { 'bench-batch': 'cost' } },
+              spec: {
+                kyma: 'kyma-1',
+                items: [
+                  {
+                    name: 'cm',
+                    strategy: 'CreateAndSync',
+                    resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cost-${i}, namespace: default}\ndata: {i: "${i}"}\n`,
+                  },
+                ],
+              },
+            },
+          });
+        },
+      );
+      // Ready, then quiet: the echoes of the last writes are part of the cost.
+      for (;;) {
+        const list = await kcp.client.call<{ items: SyncResource[] }>(
+          'GET',
+          resourcePath(syncResourceInfo, ns),
+          {
+            query: { labelSelector: 'bench-batch=cost', resourceVersion: '0' },
+          },
+        );
+        const ready = list.items.filter(
+          (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
+        ).length;
+        if (ready >= n) break;
+        if (performance.now() - t0 > 300_000) throw new Error(`only ${ready} of ${n} Ready after 300 s`);
+        await sleep(500);
+      }
+      const took = performance.now() - t0;
+      let quiet = rt.broker.stats.received;
+      for (;;) {
+        await sleep(3_000);
+        if (rt.broker.stats.received === quiet && rt.broker.pending === 0) break;
+        quiet = rt.broker.stats.received;
+      }
+      const cpu1 = await cpu();
+      const spent = minus(await kcpRequests(set.kcp.kubeconfigFile), before);
+      // Not the product's: the benchmark's creates and its polling LISTs.
+      delete spent['syncresources POST'];
+      delete spent['syncresources LIST'];
+      const product = Object.entries(spent).filter(([k]) => PRODUCT_RESOURCES.includes(k.split(/[ /]/)[0]!));
+      const per = (xs: [string, number][]) => xs.reduce((a, [, v]) => a + v, 0) / n;
+      row(SCENARIO, `${n} SyncResources created, Ready in (s)`, (took / 1000).toFixed(1));
+      row(SCENARIO, 'KCP requests per SyncResource created', per(product).toFixed(2), '<= 5');
+      row(
+        SCENARIO,
+        'KCP writes per SyncResource created',
+        per(product.filter(([k]) => isWrite(k))).toFixed(2),
+        '<= 3',
+      );
+      row(
+        SCENARIO,
+        'KCP requests per SyncResource created, by kind',
+        product
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([k, v]) => `${k} ${(v / n).toFixed(2)}`)
+          .join(', '),
+      );
+      row(
+        SCENARIO,
+        'CPU per SyncResource created, all processes (ms)',
+        (((cpu1 - cpu0) / n) * 1000).toFixed(0),
+        '<= 150',
+      );
+      await sleep(10_000);
+      for (const [svc, xs] of Object.entries(await rss()))
+        row(
+          SCENARIO,
+          `${svc}: RSS at rest (MiB, per replica)`,
+          xs.map((x) => x.toFixed(0)).join(', '),
+          '<= 90',
+        );
+    } finally {
+      await rt.stop();
+    }
+  } finally {
+    await set.stop();
+    await rm(stateDir, { recursive: true, force: true });
+  }
+}
