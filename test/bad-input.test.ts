@@ -3,6 +3,7 @@
 // with a message, an item Error/Warning with a reason, or a cluster-level reason. Each
 // runs through the real KCP, the function handlers and the real SKR; nothing crashes and
 // nothing else is affected.
+import { ProcessState } from '../lib/pipeline/process.ts';
 import { mkdtemp, readdir, readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -79,6 +80,7 @@ describe('bad-input corpus', async () => {
       cache: new ClientCache(config),
       lookups: new Lookups(kcp),
       recorder: new Recorder(kcp, 'test'),
+      process: new ProcessState(config),
       send: async (e) => {
         sent.push(e);
       },

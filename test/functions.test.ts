@@ -1,6 +1,7 @@
 // The function handlers called directly (as the Knative Functions template tests
 // do) against the real KCP and SKR: replies, error mapping, idempotency under
 // duplicate and reordered delivery, stale results, cluster gone, foreign namespaces.
+import { ProcessState } from '../lib/pipeline/process.ts';
 import { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -77,7 +78,11 @@ async function listInNs(): Promise<SyncResource[]> {
  * fresh Deps (so with fresh per-process gates and queues), and restores the Deps after.
  */
 async function readingThrough<T>(get: KcpStore['get'], body: () => Promise<T>): Promise<T> {
-  setDeps({ ...deps, store: Object.assign(Object.create(deps.store) as KcpStore, { get }) });
+  setDeps({
+    ...deps,
+    store: Object.assign(Object.create(deps.store) as KcpStore, { get }),
+    process: new ProcessState(deps.config),
+  });
   try {
     return await body();
   } finally {
@@ -101,6 +106,7 @@ describe('functions', () => {
       cache: new ClientCache(config),
       lookups: new Lookups(kcp),
       recorder: new Recorder(kcp, 'test'),
+      process: new ProcessState(config),
       send: async (e) => {
         sent.push(e);
       },

@@ -5,6 +5,7 @@
 // apply-items) and one SKR request per kind and namespace of its objects; nothing is
 // written anywhere and nothing goes to the status step. Two "replicas" (two sets of
 // per-process state) share the Kymas and keep to the same budget.
+import { ProcessState } from '../lib/pipeline/process.ts';
 import { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
@@ -62,6 +63,7 @@ async function replica(): Promise<Counted> {
     cache,
     lookups: new Lookups(kcp),
     recorder: new Recorder(kcp, 'test'),
+    process: new ProcessState(config),
     send: async (e) => {
       sent.push(e);
     },

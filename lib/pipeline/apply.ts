@@ -10,7 +10,7 @@ import type { Cluster } from '../kube/objects.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue, mapLimit } from '../concurrency.ts';
-import { runGate, type Deps } from './deps.ts';
+import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { forEachPage } from './resync.ts';
 import { claimRefusal, inControlPlane, mayUseResolvedSecret } from '../policy/rules.ts';
@@ -18,14 +18,6 @@ import { claimRefusal, inControlPlane, mayUseResolvedSecret } from '../policy/ru
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome =
   { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
-
-// Runs that left a SyncResource fully Ready, by key: a watch event that follows such a
-// run for the same generation (as resolve-cluster read it) is the echo of our own
-// writes (finalizer, inventory) and needs no second run, not even a read. Reconcile
-// requests (resync, Kyma or Secret change) always run; so does a new generation
-// (deletion bumps it too).
-const ECHO_WINDOW_MS = 2_000;
-const recent = new Map<string, { uid: string; generation: number; at: number }>();
 
 /**
  * RunRequest is a run's request in this process: a cluster.resolved event's data, and
@@ -53,32 +45,40 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
  * serialized in this process, and requests arriving during a run share the next one.
  */
 export function applyStep(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
-  return queueFor(deps).run(`${data.namespace}/${data.name}`, data);
+  return queueFor(deps).run(`${data.namespace}/${data.name}`, { deps, request: data });
 }
 
-// Per process: one queue of runs per SyncResource, and one gate that bounds the runs
-// in progress and starts urgent ones (edits) first.
-const queues = new WeakMap<Deps, KeyedQueue<RunRequest, ApplyOutcome>>();
-function queueFor(deps: Deps): KeyedQueue<RunRequest, ApplyOutcome> {
-  let q = queues.get(deps);
-  if (!q) {
-    const gate = runGate(deps);
-    const work = (data: RunRequest) =>
-      isEcho(data) ? Promise.resolve(echo) : gate.run(data.urgent === true, () => applyRaced(deps, data));
-    queues.set(deps, (q = new KeyedQueue(work, mergeRequests)));
-  }
-  return q;
+// Per process (process.ts): one queue of runs per SyncResource, and the gate that bounds
+// the runs in progress and starts urgent ones (edits) first. A queued run carries the
+// Deps it was asked with.
+type Queued = { deps: Deps; request: RunRequest };
+function queueFor(deps: Deps): KeyedQueue<Queued, ApplyOutcome> {
+  return deps.process.queue(
+    () =>
+      new KeyedQueue<Queued, ApplyOutcome>(
+        ({ deps: d, request }) =>
+          isEcho(d, request)
+            ? Promise.resolve(echo)
+            : d.process.runs.run(request.urgent === true, () => applyRaced(d, request)),
+        (queued, incoming) => ({
+          deps: incoming.deps,
+          request: mergeRequests(queued.request, incoming.request),
+        }),
+      ),
+  );
 }
 
 const echo: ApplyOutcome = { kind: 'none', why: 'echo of our own writes' };
-function isEcho(data: ClusterResolved): boolean {
-  const last = recent.get(`${data.namespace}/${data.name}`);
+/**
+ * isEcho tells whether a watch event follows a run that left its SyncResource fully Ready
+ * for the same generation (as resolve-cluster read it): the echo of our own writes, which
+ * needs no second run, not even a read. Reconcile requests (resync, Kyma or Secret change)
+ * always run; so does a new generation (deletion bumps it too).
+ */
+function isEcho(deps: Deps, data: ClusterResolved): boolean {
   return (
     data.trigger === 'watch' &&
-    last !== undefined &&
-    last.uid === data.uid &&
-    last.generation === data.generation &&
-    Date.now() - last.at < ECHO_WINDOW_MS
+    deps.process.echoes.isReadyEcho(`${data.namespace}/${data.name}`, data.uid, data.generation)
   );
 }
 
@@ -160,9 +160,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     !result.deleting &&
     result.pending.length === 0 &&
     result.items.every((i) => i.state === 'Ready');
-  if (allReady) recent.set(key, { uid: sr.metadata.uid!, generation: result.generation, at: Date.now() });
-  else recent.delete(key);
-  if (recent.size > 50_000) recent.clear();
+  deps.process.echoes.leftReady(key, sr.metadata.uid!, result.generation, allReady);
   const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
   for (const i of result.items)
     Metrics.items.add(1, { strategy: strategies.get(i.name) ?? '', reason: i.reason, state: i.state });
@@ -318,7 +316,7 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
     };
     let run: ApplyOutcome;
     try {
-      run = await q.run(`${ref.namespace}/${ref.name}`, request);
+      run = await q.run(`${ref.namespace}/${ref.name}`, { deps, request });
     } catch (err) {
       // KCP trouble or a changed SyncResource: its own request retries it, with the broker's back-off.
       deps.log.warn(

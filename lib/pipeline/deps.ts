@@ -6,7 +6,7 @@ import type { Config } from '../config.ts';
 import type { KcpStore } from '../kcp.ts';
 import type { Cluster } from '../kube/objects.ts';
 import type { Recorder } from '../kube/recorder.ts';
-import { PriorityGate } from '../concurrency.ts';
+import type { ProcessState } from './process.ts';
 
 /** Logger is the structured logger of the handler context: a constant message plus fields. */
 export interface Logger {
@@ -27,13 +27,6 @@ export interface Deps {
   /** send posts an event to the broker (K_SINK). */
   send: (event: CloudEvent<unknown>) => Promise<void>;
   log: Logger;
-}
-
-const gates = new WeakMap<Deps, PriorityGate>();
-
-/** runGate returns the gate that bounds a process's runs (apply-items) or status writes (write-status). */
-export function runGate(deps: Deps): PriorityGate {
-  let g = gates.get(deps);
-  if (!g) gates.set(deps, (g = new PriorityGate(deps.config.reconcileConcurrency)));
-  return g;
+  /** process is what this process keeps between deliveries (process.ts). */
+  process: ProcessState;
 }

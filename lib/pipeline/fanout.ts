@@ -8,30 +8,17 @@
 // runs it once more afterwards (coalesced). A fan-out cut short (the process ends, the
 // broker stays unreachable after retries) is caught up by the next resync tick.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { PriorityGate } from '../concurrency.ts';
+import type { FanOut } from './process.ts';
 import type { Deps, Logger } from './deps.ts';
 
 const ATTEMPTS = 3;
 
-/**
- * POSTS bounds the posts of one process held by the broker at once: each is a request in
- * flight at the next step until its run is done, and a bulk create of thousands would
- * otherwise put thousands in flight there at once (memory). Urgent posts (an edit) pass
- * the bound.
- */
-const POSTS = 32;
-const postGates = new WeakMap<Deps, PriorityGate>();
-
 /** post sends event through the process's bound of posts in flight; urgent ones go first and may exceed it. */
 export function post(deps: Deps, event: Parameters<Deps['send']>[0], urgent: boolean): Promise<void> {
-  let g = postGates.get(deps);
-  if (!g) postGates.set(deps, (g = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity })));
-  return g.run(urgent, () => deps.send(event));
+  return deps.process.posts.run(urgent, () => deps.send(event));
 }
 
 type Job = () => Promise<number>;
-
-const running = new WeakMap<Deps, Map<string, { again?: Job; done: Promise<void> }>>();
 
 /**
  * background runs job (which posts and returns how many) after the caller answered; a
@@ -44,14 +31,13 @@ export function background(
   job: Job,
   opts: { quiet?: boolean } = {},
 ): void {
-  let jobs = running.get(deps);
-  if (!jobs) running.set(deps, (jobs = new Map()));
+  const jobs = deps.process.fanOuts;
   const current = jobs.get(key);
   if (current) {
     current.again = job;
     return;
   }
-  const entry: { again?: Job; done: Promise<void> } = { done: Promise.resolve() };
+  const entry: FanOut = { done: Promise.resolve() };
   jobs.set(key, entry);
   entry.done = (async () => {
     let next: Job | undefined = job;
@@ -86,7 +72,7 @@ async function runOnce(log: Logger, key: string, job: Job, quiet: boolean): Prom
 /** fanoutsDone resolves when every fan-out of deps has finished (tests, shutdown). */
 export async function fanoutsDone(deps: Deps): Promise<void> {
   for (;;) {
-    const jobs = [...(running.get(deps)?.values() ?? [])];
+    const jobs = [...deps.process.fanOuts.values()];
     if (jobs.length === 0) return;
     await Promise.all(jobs.map((j) => j.done));
   }

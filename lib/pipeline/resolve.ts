@@ -17,7 +17,6 @@ import type {
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
 import { FINALIZER, KYMA_NAME_LABEL, objectKey, type SyncResource } from '../model.ts';
 import { forEachPage } from './resync.ts';
-import { PriorityGate } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
 
 /** ResolveOutcome is what the step replies with. */
@@ -43,13 +42,6 @@ export function settled(sr: SyncResource): boolean {
   );
 }
 
-// Runs requested per SyncResource: a watch event for the same generation soon after,
-// while that run's status is not written yet, is the echo of the run's own writes
-// (finalizer, inventory) and needs no second request; apply-items also recognizes
-// echoes, this saves the delivery.
-const REQUESTED_WINDOW_MS = 10_000;
-const requested = new Map<string, { uid: string; generation: number; at: number }>();
-
 /** holds tells whether sr is the SyncResource of the claim (uid) and its inventory holds one of the objects named. */
 export function holds(sr: SyncResource, held: NonNullable<ResolveOptions['held']>): boolean {
   if (sr.metadata.uid !== held.uid) return false;
@@ -61,21 +53,6 @@ export function holds(sr: SyncResource, held: NonNullable<ResolveOptions['held']
 export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): boolean {
   const observed = sr.status?.observedGeneration;
   return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
-}
-
-// Per process: runs that come in bulk (creations, resync and rotation fan-out) start
-// at most BULK_RUNS at a time (each is one or two reads; twelve keep apply-items fed
-// under load), changes of existing SyncResources (an edit, a deletion, the echo of a
-// write) start at once. A burst of hundreds of new SyncResources or a resync then
-// waits here, where a change passes it, instead of at the KCP, where an edit's read
-// would compete with all of it at once.
-const BULK_RUNS = 12;
-const gates = new WeakMap<Deps, PriorityGate>();
-/** resolveGate is the gate of one process's resolutions (BULK_RUNS at a time, changes at once). */
-function resolveGate(deps: Deps): PriorityGate {
-  let g = gates.get(deps);
-  if (!g) gates.set(deps, (g = new PriorityGate(BULK_RUNS, { braked: BULK_RUNS, headroom: Infinity })));
-  return g;
 }
 
 /** ResolveOptions describe the request being resolved. */
@@ -93,7 +70,7 @@ export interface ResolveOptions {
 
 /** resolveStep resolves the target cluster of ref. */
 export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
-  return resolveGate(deps).run(opts.change === true, () =>
+  return deps.process.resolutions.run(opts.change === true, () =>
     resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since, opts.held),
   );
 }
@@ -122,14 +99,10 @@ async function resolveOnce(
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   if (held && !holds(sr, held)) return { kind: 'none', why: 'not in its inventory' };
   const key = `${ref.namespace}/${ref.name}`;
-  const last = requested.get(key);
   if (
     onlyIfUnsettled &&
-    last &&
-    last.uid === sr.metadata.uid &&
-    last.generation === sr.metadata.generation &&
     sr.status?.observedGeneration !== sr.metadata.generation &&
-    performance.now() - last.at < REQUESTED_WINDOW_MS
+    deps.process.echoes.wasRequested(key, sr.metadata.uid, sr.metadata.generation ?? 0)
   ) {
     // The echo of a write (finalizer, inventory) made by the run this process requested
     // for this generation, before its status is written. Once a status that is not Ready
@@ -143,12 +116,7 @@ async function resolveOnce(
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
     const secret = await deps.lookups.resolve(ref.namespace, kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
-    if (requested.size > 50_000) requested.clear();
-    requested.set(key, {
-      uid: sr.metadata.uid!,
-      generation: sr.metadata.generation ?? 0,
-      at: performance.now(),
-    });
+    deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
     return {
       kind: 'resolved',
       data: {
@@ -184,7 +152,7 @@ export type KymaOutcome =
  * being deleted, is released).
  */
 export function resolveKymaStep(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
-  return resolveGate(deps).run(false, () => resolveKymaOnce(deps, req));
+  return deps.process.resolutions.run(false, () => resolveKymaOnce(deps, req));
 }
 
 async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {

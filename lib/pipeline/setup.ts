@@ -15,6 +15,7 @@ import { Recorder } from '../kube/recorder.ts';
 import { yieldToUrgent } from '../concurrency.ts';
 import { recordRequest } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
+import { ProcessState } from './process.ts';
 
 /**
  * sinkTransport posts a CloudEvent message to url and fails on a non-2xx answer (the SDK's
@@ -85,5 +86,6 @@ export async function depsFromEnv(opts: SetupOptions = {}): Promise<Deps> {
       await emit(event);
     },
     log: opts.log ?? { info() {}, warn() {}, error() {} },
+    process: new ProcessState(config),
   };
 }

@@ -15,7 +15,7 @@ import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.t
 import { describeHealth } from '../health.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
-import { runGate, type Deps } from './deps.ts';
+import type { Deps } from './deps.ts';
 import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
@@ -36,7 +36,7 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
 
 /** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
 export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Promise<StatusOutcome> {
-  return runGate(deps).run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
+  return deps.process.runs.run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
 }
 
 /**
@@ -168,7 +168,8 @@ async function recordEvents(
 ): Promise<void> {
   const r = data.result;
   const previous = sr.status?.state;
-  if (previous !== state) {
+  // A change of state is news; a new SyncResource Ready at once is not (its status says so).
+  if (previous !== state && !(previous === undefined && state === 'Ready')) {
     await deps.recorder.event(
       sr,
       state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
