@@ -3,14 +3,12 @@
 // Knative's own data plane, how long each hop held its caller. Figures only.
 //   npm run bench:burst                        # N=200, 3 rounds, Knative's own eventing
 //   npm run bench:burst -- --n 100 --rounds 5 --knative emulated
-//   npm run bench:burst -- --one-source        # knative.yaml with one ApiServerSource for all SyncResources
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { dump, loadAll } from 'js-yaml';
 import { ClusterSet } from '../infra/clusters.ts';
-import { connect, controlPlaneNamespace as ns, knativeYaml, setupKcp } from '../infra/kcp-setup.ts';
+import { connect, controlPlaneNamespace as ns, setupKcp } from '../infra/kcp-setup.ts';
 import { waitFor } from '../infra/net.ts';
 import type { Passage } from '../infra/runtime/clusternet.ts';
 import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
@@ -23,26 +21,11 @@ const { values } = parseArgs({
     n: { type: 'string', default: '200' },
     rounds: { type: 'string', default: '3' },
     knative: { type: 'string', default: 'real' },
-    'one-source': { type: 'boolean', default: false },
   },
 });
 const N = Number(values.n);
 const ROUNDS = Number(values.rounds);
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-burst-'));
-
-/** oneSource is knative.yaml as it was before the SyncResources' source was split: one source, no selector. */
-async function oneSource(): Promise<string> {
-  type Doc = { kind: string; metadata: { name: string }; spec: { resources: { selector?: unknown }[] } };
-  const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[])
-    .filter(Boolean)
-    .filter((d) => !(d.kind === 'ApiServerSource' && d.metadata.name === 'sync-new-resources'));
-  for (const d of docs)
-    if (d.kind === 'ApiServerSource' && d.metadata.name === 'sync-resources')
-      delete d.spec.resources[0]!.selector;
-  const file = join(stateDir, 'knative-one-source.yaml');
-  await writeFile(file, docs.map((d) => dump(d)).join('---\n'));
-  return file;
-}
 
 const set = await ClusterSet.start({ skrs: 1, stateDir });
 const passages: Passage[] = [];
@@ -53,7 +36,6 @@ try {
     kubeconfig: set.kcp.kubeconfigFile,
     stateDir,
     pingIntervalMs: 3_600_000,
-    ...(values['one-source'] ? { knativeYaml: await oneSource() } : {}),
   };
   if (values.knative === 'real') {
     const k = await startKnative(opts);
@@ -92,7 +74,7 @@ try {
     100,
   );
   console.log(
-    `burst: ${N} SyncResources created at once, then one edit of an established one; ${ROUNDS} rounds; ${values.knative === 'real' ? "Knative's own eventing" : 'the stand-in'}${values['one-source'] ? ', one ApiServerSource for all SyncResources' : ''}`,
+    `burst: ${N} SyncResources created at once, then one edit of an established one; ${ROUNDS} rounds; ${values.knative === 'real' ? "Knative's own eventing" : 'the stand-in'}`,
   );
   const edits: number[] = [];
   const bursts: number[] = [];

@@ -29,6 +29,8 @@ export const EventTypes = {
   itemsApplied: 'io.kyma-project.syncresource.items.applied',
   /** skrChanged says that objects a SyncResource holds in its SKR are gone, drifted or moved in health (the SKR source). */
   skrChanged: 'io.kyma-project.syncresource.skr.changed',
+  /** changed says that a SyncResource needs a run: new, its spec edited, or its deletion begun (the SKR source, from the KCP). */
+  changed: 'io.kyma-project.syncresource.changed',
 } as const;
 
 /** SOURCE_PREFIX prefixes the source attribute of emitted events: /kcp-sync-resource/<step>. */
@@ -54,14 +56,7 @@ export interface EventContract {
   what: string;
 }
 
-const ADAPTERS = [
-  'sync-resources',
-  'sync-new-resources',
-  'sync-kymas',
-  'sync-access-secrets',
-  'sync-source-secrets',
-  'sync-source-configmaps',
-];
+const ADAPTERS = ['sync-kymas', 'sync-access-secrets', 'sync-source-secrets', 'sync-source-configmaps'];
 const apiServerRef = (type: string): EventContract => ({
   type,
   from: { sources: ADAPTERS },
@@ -69,7 +64,7 @@ const apiServerRef = (type: string): EventContract => ({
   source: 'the KCP API server URL',
   subject: '/apis/<apiVersion>/namespaces/<ns>/<kind>s/<name>',
   data: ['apiVersion', 'kind', 'name', 'namespace'],
-  what: 'a SyncResource, Kyma, access Secret, source Secret or ConfigMap changed (Reference mode: identity only)',
+  what: 'a Kyma, access Secret, source Secret or ConfigMap changed (Reference mode: identity only)',
 });
 
 export const EVENT_CONTRACT: readonly EventContract[] = [
@@ -100,6 +95,15 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     subject: '<namespace>/<name>',
     data: ['namespace', 'name', 'uid', 'kyma', 'changes'],
     what: 'objects of one SyncResource gone, drifted or moved in health in its SKR: reconcile it',
+  },
+  {
+    type: EventTypes.changed,
+    from: { steps: ['skr-source'] },
+    to: ['sync-resolve-cluster'],
+    source: `${SOURCE_PREFIX}/skr-source`,
+    subject: '<namespace>/<name>',
+    data: ['namespace', 'name', 'uid', 'generation', 'kyma', 'change?', 'deleting?'],
+    what: 'a SyncResource is new, edited or being deleted: reconcile it (not sent for its own writes)',
   },
   {
     type: EventTypes.reconcileKyma,
@@ -169,6 +173,21 @@ export interface SkrChanged extends SyncRef {
   kyma: string;
   /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
   changes: SkrChange[];
+}
+
+/**
+ * SyncResourceChanged is the data of a syncresource.changed event: the SyncResource as the
+ * source saw it (uid, generation, Kyma), whether it had been reconciled before (change: an
+ * edit or a deletion, ahead of bulk) and whether it is being deleted. A claim that saves
+ * resolve-cluster a read; apply-items reads the SyncResource and writes only under its
+ * preconditions.
+ */
+export interface SyncResourceChanged extends SyncRef {
+  uid: string;
+  generation: number;
+  kyma: string;
+  change?: true;
+  deleting?: true;
 }
 
 /**
@@ -314,6 +333,25 @@ export function checkSkrChanged(data: unknown): SkrChanged {
     };
   });
   return { ...ref, uid, kyma, changes };
+}
+
+/** checkSyncResourceChanged validates a syncresource.changed event's data and returns a copy of exactly its fields. */
+export function checkSyncResourceChanged(data: unknown): SyncResourceChanged {
+  const ref = checkRef(data);
+  const d = data as Record<string, unknown>;
+  const flag = (key: string): boolean => {
+    if (d[key] === undefined) return false;
+    if (d[key] !== true) throw new EventDataError(`data.${key} is not true`);
+    return true;
+  };
+  return {
+    ...ref,
+    uid: str(d, 'uid', undefined, 64),
+    generation: count(d, 'generation'),
+    kyma: str(d, 'kyma', isDnsSubdomain),
+    ...(flag('change') ? { change: true } : {}),
+    ...(flag('deleting') ? { deleting: true } : {}),
+  };
 }
 
 /** checkClusterResolved validates a cluster.resolved event's data: identity, generation and Secret reference. */

@@ -69,18 +69,29 @@ export class KcpStore {
   }
 
   /**
-   * claim adds our finalizer (a 409 if the object changed since sr was read). The
-   * kyma-name label is the status step's, written after the first status: until then the
-   * SyncResource's events come through the source for new ones (knative.yaml).
+   * claim adds our finalizer and the kyma-name label (the resync lists a Kyma's
+   * SyncResources by it) in one patch, guarded by sr's resourceVersion (refused if the
+   * object changed since sr was read); nothing to add, no request.
    */
   async claim(sr: SyncResource): Promise<SyncResource> {
-    if (sr.metadata.finalizers?.includes(FINALIZER)) return sr;
-    const ops = [
+    const finalized = sr.metadata.finalizers?.includes(FINALIZER) === true;
+    const labelled = sr.metadata.labels?.[KYMA_NAME_LABEL] === sr.spec.kyma;
+    if (finalized && labelled) return sr;
+    const ops: unknown[] = [
       { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
-      sr.metadata.finalizers
-        ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
-        : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
     ];
+    if (!finalized)
+      ops.push(
+        sr.metadata.finalizers
+          ? { op: 'add', path: '/metadata/finalizers/-', value: FINALIZER }
+          : { op: 'add', path: '/metadata/finalizers', value: [FINALIZER] },
+      );
+    if (!labelled)
+      ops.push(
+        sr.metadata.labels
+          ? { op: 'add', path: `/metadata/labels/${KYMA_NAME_LABEL.replace('/', '~1')}`, value: sr.spec.kyma }
+          : { op: 'add', path: '/metadata/labels', value: { [KYMA_NAME_LABEL]: sr.spec.kyma } },
+      );
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), {
       body: ops,
       contentType: PatchType.json,

@@ -165,3 +165,20 @@ export interface FeedbackValue {
   value?: string;
   message?: string;
 }
+
+/**
+ * settled tells whether a SyncResource has a final status for its current generation
+ * (Ready, or Error/Warning: what is wrong stays wrong until its spec, its cluster or the
+ * SKR changes), so that a watch event (our own status, label or inventory write) needs no
+ * run; resync, Kyma and Secret changes, and spec changes (a new generation; deletion
+ * bumps it too) always run. Processing (waiting for a CRD, a pruned object still being
+ * deleted) is run again by what it waits for (the SKR source) or the resync.
+ */
+export function settled(sr: SyncResource): boolean {
+  const state = sr.status?.state;
+  return (
+    !sr.metadata.deletionTimestamp &&
+    (state === 'Ready' || state === 'Error' || state === 'Warning') &&
+    sr.status!.observedGeneration === sr.metadata.generation
+  );
+}

@@ -1,7 +1,8 @@
 // The SKR source: a long-running adapter, as Knative's ApiServerSource adapter is for the
 // KCP (knative.yaml: the Deployment sync-skr-source, K_SINK from a SinkBinding). It watches
 // the SKRs of the Kymas this replica is given (lib/skr/shard.ts) for the objects the
-// SyncResources hold there and posts skr.changed events to the broker (lib/skr/source.ts).
+// SyncResources hold there and posts skr.changed events to the broker (lib/skr/source.ts);
+// from the SyncResources it watches anyway it posts their changes (lib/skr/changes.ts).
 // Served on PORT: /healthz (ready once the KCP is listed), /watches (what it watches).
 import { createServer } from 'node:http';
 import { hostname } from 'node:os';
@@ -12,6 +13,7 @@ import { credentialsFromFile, inClusterCredentials } from '../lib/kube/credentia
 import type { Logger } from '../lib/pipeline/deps.ts';
 import { sinkTransport } from '../lib/pipeline/setup.ts';
 import { Membership, ownerOf } from '../lib/skr/shard.ts';
+import { Changes } from '../lib/skr/changes.ts';
 import { SkrSource } from '../lib/skr/source.ts';
 
 const env = process.env;
@@ -25,7 +27,10 @@ async function main(): Promise<void> {
   const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
   const kcp = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst });
   const emit = emitterFor(sinkTransport(env.K_SINK, env));
-  const source = new SkrSource({ kcp, config, emit: async (e) => void (await emit(e)), log });
+  const post = async (e: Parameters<typeof emit>[0]) => void (await emit(e));
+  // The SyncResources it lists for the SKR watches are the source of their own changes too.
+  const changes = new Changes(post, log);
+  const source = new SkrSource({ kcp, config, emit: post, log, syncResources: changes });
   const identity = env.POD_NAME || env.HOSTNAME || hostname();
   const namespace = config.controlPlaneNamespaces[0]!;
   let ready = false;
@@ -34,7 +39,14 @@ async function main(): Promise<void> {
       res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'starting');
     } else if (req.url === '/watches') {
       res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ identity, ...source.watched(), stats: source.stats, kymas: source.status() }));
+      res.end(
+        JSON.stringify({
+          identity,
+          ...source.watched(),
+          stats: { ...source.stats, changes: changes.stats },
+          kymas: source.status(),
+        }),
+      );
     } else res.writeHead(404).end();
   });
   await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
@@ -47,11 +59,13 @@ async function main(): Promise<void> {
     log,
     onChange: (members) => {
       const mine = new Map<string, boolean>();
-      source.shard((kyma) => {
+      const owns = (kyma: string) => {
         let m = mine.get(kyma);
         if (m === undefined) mine.set(kyma, (m = ownerOf(kyma, members) === identity));
         return m;
-      });
+      };
+      source.shard(owns);
+      changes.shard(owns);
     },
     watching: () => {
       const w = source.watched();

@@ -6,6 +6,7 @@ import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { dump } from 'js-yaml';
+import { EventTypes } from '../lib/events.ts';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
 import type { SyncResource } from '../lib/model.ts';
@@ -143,9 +144,9 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     );
   });
 
-  it('the real ApiServerSource adapter killed mid-change: nothing is sent for what changed while it was down, one resync catches up; a broken watch resumes without loss', async () => {
-    expect(s.runtime.proxy, 'runs the real adapter').toBeDefined();
-    const names = Array.from({ length: 5 }, () => uniqueName('adapter'));
+  it('the source killed mid-change: what changed while it was down runs once it is back, with no tick; a broken watch resumes without loss', async () => {
+    expect(s.runtime.proxy, 'the source reaches the KCP through the proxy').toBeDefined();
+    const names = Array.from({ length: 5 }, () => uniqueName('source'));
     const target = 'default';
     const item = (n: string, v: string) => [
       { name: 'cm', strategy: 'CreateAndSync', resource: cm(n, target, { v }) },
@@ -161,23 +162,23 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
         60_000,
         250,
       );
-    // The resync timer is held: every catch-up below is caused by the one tick the test fires.
+    const replicas = s.runtime.skrSources.map((a) => a.replica);
+    expect(replicas.length).toBeGreaterThan(0);
+    // The resync timer is held: nothing below is caught up by a tick.
     for (const p of s.runtime.ping) p.stop();
     try {
       await Promise.all(names.map((n) => apply(n, '1')));
       await converged('1');
-      // The adapters die while a burst of edits is under way, and one more edit happens while they are down.
+      // Every replica dies while a burst of edits is under way, and one more edit happens while they are down.
       const burst = Promise.all(names.map((n) => apply(n, '2')));
-      await s.runtime.stopSources();
+      for (const r of replicas) await s.runtime.stopSkrSource(r);
       await burst;
       await s.runtime.broker.idle();
       await apply(names[0]!, '3');
-      await s.runtime.startSources();
       await s.runtime.broker.idle();
-      // The real adapter sends nothing for it: the last edit is not reconciled ...
       expect((await getSr(s, names[0]!))?.status?.observedGeneration).toBeLessThan(3);
-      // ... until one resync tick (the documented bound: one PingSource interval plus one run).
-      s.runtime.ping[0]!.fire();
+      // Back, the source lists the SyncResources and posts each one not settled.
+      for (const r of replicas) await s.runtime.startSkrSource(r);
       await eventually(
         async () => {
           expect((await skrGet(s.skr[0]!, 'configmap', names[0]!, target))?.data).toEqual({ v: '3' });
@@ -188,31 +189,19 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
         250,
       );
       for (const n of names) await waitSr(s, n, ready);
-      // A broken watch (the connection cut, the adapter alive) resumes from its last
+      // A broken watch (the connection cut, the source alive) resumes from its last
       // resourceVersion: the edits made meanwhile arrive as events, no tick needed.
       expect(s.runtime.proxy!.breakWatches()).toBeGreaterThan(0);
       await Promise.all(names.map((n) => apply(n, '4')));
       await converged('4');
-      // An adapter that crashes is started again (as the kubelet restarts its container), and events flow again.
-      const crashed = s.runtime.adapters.find((a) => a.name === 'sync-resources')!;
-      process.kill(crashed.proc.pid, 'SIGKILL');
-      await eventually(
-        async () =>
-          expect(
-            s.runtime.adapters.find((a) => a.name === 'sync-resources')?.proc.pid ?? crashed.proc.pid,
-          ).not.toBe(crashed.proc.pid),
-        30_000,
-      );
-      await Promise.all(names.map((n) => apply(n, '5')));
-      await converged('5');
     } finally {
       for (const p of s.runtime.ping) p.start();
     }
   });
 
-  it('an edit of an established SyncResource is not queued behind new ones: their events come through an adapter of their own', async () => {
-    const established = uniqueName('est');
-    const fresh = uniqueName('new');
+  it('an edit of an established SyncResource is not queued behind new ones: the source posts it first', async () => {
+    // Named to be listed after the new ones: in the order it finds them, it would come last.
+    const established = `zz-${uniqueName('est')}`;
     const apply = (n: string, v: string) =>
       kubectl(
         s.kcp,
@@ -222,39 +211,46 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
         ]),
       );
     await apply(established, '1');
-    // The status step labels a SyncResource once its first run is over: from then on it is sync-resources'.
     await waitSr(s, established, readyFor('kyma-1'));
-    // The adapter of new SyncResources stands still (SIGSTOP: its watch stays open, what it
-    // would send waits), and no resync tick comes.
-    const held = s.runtime.adapters.find((a) => a.name === 'sync-new-resources')!;
-    expect(held, 'an adapter for new SyncResources').toBeDefined();
+    // The source stands still (its watch stays open, what it would post waits) while forty
+    // SyncResources are created and then the established one is edited.
+    const fresh = Array.from({ length: 40 }, () => uniqueName('new'));
     for (const p of s.runtime.ping) p.stop();
-    process.kill(held.proc.pid, 'SIGSTOP');
+    const replicas = s.runtime.skrSources.map((a) => a.replica);
     try {
-      // A tick sent just before the stop (every 2 s here) lists the SyncResources once it is
-      // delivered; let that be over before the new one exists, or it would run it.
-      await sleep(3000);
-      await apply(fresh, '1');
-      await apply(established, '2');
-      await eventually(async () =>
-        expect((await skrGet(s.skr[0]!, 'configmap', established, 'default'))?.data).toEqual({ v: '2' }),
+      for (const r of replicas) await s.runtime.stopSkrSource(r);
+      await kubectl(
+        s.kcp,
+        ['apply', '-f', '-'],
+        fresh
+          .map((n) =>
+            syncResourceYaml(s.ns, n, 'kyma-1', [
+              { name: 'cm', strategy: 'CreateAndSync', resource: cm(n, 'default', { v: '1' }) },
+            ]),
+          )
+          .join('\n'),
       );
+      await apply(established, '2');
+      s.runtime.broker.observe = true;
+      for (const r of replicas) await s.runtime.startSkrSource(r);
       await waitSr(s, established, (x) => {
         ready(x);
         expect(x?.metadata.generation).toBe(2);
       });
-      // The new one's creation is still with the stopped adapter: nothing has run for it.
-      expect((await getSr(s, fresh))?.status).toBeUndefined();
-      expect(await skrGet(s.skr[0]!, 'configmap', fresh, 'default')).toBeUndefined();
+      for (const n of fresh) await waitSr(s, n, readyFor('kyma-1'));
+      // The edit was posted at once, not after the creations it was found with (at most the
+      // sixteen the source posts at a time went before it).
+      const posted = s.runtime.broker.observed
+        .filter((o) => o.attributes.type === EventTypes.changed)
+        .map((o) => (o.data as { name: string }).name);
+      expect(posted).toContain(established);
+      expect(posted.indexOf(established)).toBeLessThanOrEqual(16);
     } finally {
-      process.kill(held.proc.pid, 'SIGCONT');
+      s.runtime.broker.observe = false;
       for (const p of s.runtime.ping) p.start();
     }
-    // Going on (the adapter sends what it held; ticks come again), the new SyncResource runs.
-    await waitSr(s, fresh, readyFor('kyma-1'));
-    expect((await skrGet(s.skr[0]!, 'configmap', fresh, 'default'))?.data).toEqual({ v: '1' });
-    await kubectl(s.kcp, ['delete', 'syncresource', established, fresh, '-n', s.ns, '--wait=false']);
-    await waitSr(s, fresh, (x) => expect(x).toBeUndefined());
+    await kubectl(s.kcp, ['delete', 'syncresource', established, ...fresh, '-n', s.ns, '--wait=false']);
+    for (const n of fresh) await waitSr(s, n, (x) => expect(x).toBeUndefined());
   });
 
   it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {

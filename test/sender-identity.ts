@@ -97,6 +97,15 @@ function forged(ns: string, sr: SyncResource): CloudEvent<unknown>[] {
       kyma: 'kyma-1',
       changes: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns, name: 'kept', change: 'gone' }],
     }),
+    // The SKR source's: a claim that the SyncResource was edited.
+    mk(EventTypes.changed, `${SOURCE_PREFIX}/skr-source`, {
+      namespace: ns,
+      name,
+      uid,
+      generation: sr.metadata.generation,
+      kyma: 'kyma-1',
+      change: true,
+    }),
   ];
 }
 

@@ -1,5 +1,5 @@
-// resolve-cluster: a SyncResource reference (ApiServerSource) or a reconcile request
-// in; "cluster resolved" posted (not replied: see below), or the resolution failure for
+// resolve-cluster: a SyncResource change (the source's), a reconcile request or an SKR
+// change in; "cluster resolved" posted (not replied: see below), or the resolution failure for
 // the status step. A Kyma's request is resolved once for all its SyncResources and
 // answered with "kyma resolved". A changed access Secret is mapped to its Kyma and
 // requests its reconcile (rotation); a changed source Secret (dataFrom) the
@@ -10,6 +10,7 @@ import { outsideControlPlane } from '../../lib/policy/rules.ts';
 import {
   checkKymaRequest,
   checkSkrChanged,
+  checkSyncResourceChanged,
   EventTypes,
   makeEvent,
   refFromEvent,
@@ -30,6 +31,7 @@ export async function handle(
   if (!event) throw new HttpError(400, 'a CloudEvent is required');
   if (event.type === EventTypes.reconcileKyma) return resolveKyma(context, event);
   if (event.type === EventTypes.skrChanged) return skrChanged(context, event);
+  if (event.type === EventTypes.changed) return changed(context, event);
   const ref = refFromEvent(event);
   if (!ref) throw new HttpError(400, 'event data names no SyncResource');
   const kind = (event as unknown as { kind?: string }).kind;
@@ -95,6 +97,20 @@ function skrChanged(context: Context, event: CloudEvent<unknown>): Promise<Cloud
   const ref = { namespace: req.namespace, name: req.name };
   return run(context, event, 'resolve-cluster', async (d, log) => {
     const out = await resolveStep(d, ref, { trigger: 'skr', change: true, held: req });
+    return answer(d, log, event, ref, out);
+  });
+}
+
+/**
+ * changed runs a SyncResource the source saw new, edited or being deleted (never for its
+ * own writes), from the source's account of it: no read here; an edit or a deletion ahead
+ * of bulk work.
+ */
+function changed(context: Context, event: CloudEvent<unknown>): Promise<CloudEvent<unknown> | undefined> {
+  const seen = checkData(() => checkSyncResourceChanged(event.data));
+  const ref = { namespace: seen.namespace, name: seen.name };
+  return run(context, event, 'resolve-cluster', async (d, log) => {
+    const out = await resolveStep(d, ref, { trigger: 'watch', change: seen.change === true, seen });
     return answer(d, log, event, ref, out);
   });
 }

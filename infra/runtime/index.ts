@@ -244,9 +244,32 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     await Promise.all(adapters.splice(0).map((a) => killProcess(a.proc)));
   };
   const skrSources: AdapterProc[] = [];
+  // With the real adapters, the SKR source reaches the KCP through the same proxy, so that
+  // breakWatches cuts its watches too; its own ServiceAccount's token either way.
+  const sourceKubeconfigs = new Map<string, Promise<string | null>>();
+  const sourceKubeconfig = (d: Routing['deployments'][number]) => {
+    let k = sourceKubeconfigs.get(d.name);
+    if (!k) {
+      const own = identities.get(d.name) ?? null;
+      k =
+        proxy && own && d.serviceAccountName
+          ? tokenKubeconfig(
+              kcp,
+              routing.namespace,
+              d.serviceAccountName,
+              { url: proxy.url, caFile: proxy.caFile },
+              join(saDir, routing.namespace),
+              `kubeconfig-${d.name}-proxied.yaml`,
+            )
+          : Promise.resolve(own);
+      sourceKubeconfigs.set(d.name, k);
+    }
+    return k;
+  };
   const startSkrSource = async (d: Routing['deployments'][number], replica: number) => {
+    const kubeconfig = await sourceKubeconfig(d);
     const a = await startOnFreePort((port) =>
-      startAdapterProcess(d, replica, port, opts, brokerUrl, logDir, identities.get(d.name) ?? null),
+      startAdapterProcess(d, replica, port, opts, brokerUrl, logDir, kubeconfig),
     );
     skrSources.push(a);
     return a;

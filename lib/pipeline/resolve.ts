@@ -13,9 +13,17 @@ import type {
   KymaResolved,
   SkrChanged,
   SyncRef,
+  SyncResourceChanged,
 } from '../events.ts';
 import { KubeApiError, TerminalError } from '../kube/errors.ts';
-import { FINALIZER, KYMA_NAME_LABEL, objectKey, type SyncResource } from '../model.ts';
+import {
+  FINALIZER,
+  KYMA_NAME_LABEL,
+  objectKey,
+  settled,
+  SYNC_API_VERSION,
+  type SyncResource,
+} from '../model.ts';
 import { forEachPage } from './resync.ts';
 import type { Deps } from './deps.ts';
 
@@ -24,23 +32,6 @@ export type ResolveOutcome =
   | { kind: 'resolved'; data: ClusterResolved }
   | { kind: 'failed'; data: ItemsApplied }
   | { kind: 'none'; why: string };
-
-/**
- * settled tells whether a SyncResource has a final status for its current generation
- * (Ready, or Error/Warning: what is wrong stays wrong until its spec, its cluster or the
- * SKR changes), so that a watch event (our own status, label or inventory write) needs no
- * run; resync, Kyma and Secret changes, and spec changes (a new generation; deletion
- * bumps it too) always run. Processing (waiting for a CRD, a pruned object still being
- * deleted) runs again on watch events.
- */
-export function settled(sr: SyncResource): boolean {
-  const state = sr.status?.state;
-  return (
-    !sr.metadata.deletionTimestamp &&
-    (state === 'Ready' || state === 'Error' || state === 'Warning') &&
-    sr.status!.observedGeneration === sr.metadata.generation
-  );
-}
 
 /** holds tells whether sr is the SyncResource of the claim (uid) and its inventory holds one of the objects named. */
 export function holds(sr: SyncResource, held: NonNullable<ResolveOptions['held']>): boolean {
@@ -66,23 +57,24 @@ export interface ResolveOptions {
   since?: string;
   /** held is the SKR source's claim: the SyncResource's uid and objects its inventory should hold (checked, not trusted). */
   held?: Pick<SkrChanged, 'uid' | 'changes'>;
+  /**
+   * seen is the source's account of a SyncResource change (uid, generation, Kyma): it saves
+   * the read here. apply-items reads the SyncResource and acts only if it is that uid at no
+   * older generation, and uses the Secret resolved here only if it is the one that resolves
+   * for its spec.kyma now; a failed resolution reads it (the status names it).
+   */
+  seen?: SyncResourceChanged;
 }
 
 /** resolveStep resolves the target cluster of ref. */
 export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
-  return deps.process.resolutions.run(opts.change === true, () =>
-    resolveOnce(deps, ref, opts.onlyIfUnsettled === true, opts.trigger ?? 'resync', opts.since, opts.held),
-  );
+  return deps.process.resolutions.run(opts.change === true, () => resolveOnce(deps, ref, opts));
 }
 
-async function resolveOnce(
-  deps: Deps,
-  ref: SyncRef,
-  onlyIfUnsettled: boolean,
-  trigger: ClusterResolved['trigger'],
-  since: string | undefined,
-  held?: ResolveOptions['held'],
-): Promise<ResolveOutcome> {
+async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Promise<ResolveOutcome> {
+  const { held, since, seen } = opts;
+  const onlyIfUnsettled = opts.onlyIfUnsettled === true;
+  const trigger = opts.trigger ?? 'resync';
   const ignored = outsideControlPlane(ref.namespace, deps.config);
   if (ignored) {
     // Where the function's Role allows it, the SyncResource gets a Warning event; a refusal
@@ -94,7 +86,7 @@ async function resolveOnce(
     if (sr) await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve', ignored);
     return { kind: 'none', why: 'namespace not allowed' };
   }
-  const sr = await deps.store.get(ref.namespace, ref.name);
+  const sr = seen ? seenObject(ref, seen) : await deps.store.get(ref.namespace, ref.name);
   if (!sr) return { kind: 'none', why: 'gone' };
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   if (held && !holds(sr, held)) return { kind: 'none', why: 'not in its inventory' };
@@ -127,15 +119,34 @@ async function resolveOnce(
         generation: sr.metadata.generation ?? 0,
         kyma,
         secret: secret.ref,
-        ...(isEdit(sr, trigger) || trigger === 'skr' ? { urgent: true } : {}),
+        ...(isEdit(sr, trigger) || trigger === 'skr' || seen?.change ? { urgent: true } : {}),
         ...(since ? { since } : {}),
       },
     };
   } catch (err) {
     if (!(err instanceof TerminalError)) throw err;
-    if (sr.metadata.deletionTimestamp) return letGoOfDeleted(deps, sr, err);
-    return { kind: 'failed', data: failure(sr, err) };
+    // What is written for a failure is written on the SyncResource as it is.
+    const live = seen ? await deps.store.get(ref.namespace, ref.name) : sr;
+    if (!live || live.metadata.uid !== sr.metadata.uid) return { kind: 'none', why: 'gone or replaced' };
+    if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
+    return { kind: 'failed', data: failure(live, err) };
   }
+}
+
+/** seenObject is a SyncResource as the source's event describes it: identity, generation, Kyma, deletion. */
+function seenObject(ref: SyncRef, seen: SyncResourceChanged): SyncResource {
+  return {
+    apiVersion: SYNC_API_VERSION,
+    kind: 'SyncResource',
+    metadata: {
+      namespace: ref.namespace,
+      name: ref.name,
+      uid: seen.uid,
+      generation: seen.generation,
+      ...(seen.deleting ? { deletionTimestamp: 'seen' } : {}),
+    },
+    spec: { kyma: seen.kyma, items: [] },
+  };
 }
 
 /** KymaOutcome is what resolving a Kyma's request comes to: its cluster, or the failure of each of its SyncResources. */

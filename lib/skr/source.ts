@@ -108,6 +108,8 @@ export interface SourceOptions {
   log: Logger;
   /** qps and burst limit each SKR client (its lists; watches are long-lived). */
   qps?: number;
+  /** syncResources is told every SyncResource listed or watched, and every one gone (changes.ts). */
+  syncResources?: { put(sr: SyncResource): void; drop(key: string): void };
 }
 
 const keyOf = (o: KubeObject): string =>
@@ -311,6 +313,7 @@ export class SkrSource {
   }
 
   private putSr(sr: SyncResource): void {
+    this.opts.syncResources?.put(sr);
     const view = viewOf(sr, this.opts.config.fieldManager);
     const old = this.srs.get(view.key);
     this.srs.set(view.key, view);
@@ -320,6 +323,7 @@ export class SkrSource {
   }
 
   private dropSr(key: string): void {
+    this.opts.syncResources?.drop(key);
     const old = this.srs.get(key);
     if (!old) return;
     this.srs.delete(key);

@@ -1,0 +1,119 @@
+import { describe, expect, it } from 'vitest';
+import type { CloudEvent } from 'cloudevents';
+import type { SyncResource, SyncStatus } from '../model.ts';
+import type { SyncResourceChanged } from '../events.ts';
+import { changed, Changes, seenOf } from './changes.ts';
+
+const sr = (o: {
+  uid?: string;
+  generation?: number;
+  deleting?: boolean;
+  status?: Partial<SyncStatus>;
+  rv?: string;
+}): SyncResource => ({
+  apiVersion: 'operator.kyma-project.io/v1alpha1',
+  kind: 'SyncResource',
+  metadata: {
+    namespace: 'kcp-system',
+    name: 'a',
+    uid: o.uid ?? 'u1',
+    generation: o.generation ?? 1,
+    resourceVersion: o.rv ?? '1',
+    ...(o.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+  },
+  spec: { kyma: 'kyma-1', items: [] },
+  ...(o.status ? { status: o.status as SyncStatus } : {}),
+});
+const ready = (generation: number): Partial<SyncStatus> => ({
+  state: 'Ready',
+  observedGeneration: generation,
+});
+
+describe('changed', () => {
+  it.each([
+    ['first seen, no status', undefined, sr({}), 'new'],
+    ['first seen, settled', undefined, sr({ status: ready(1) }), undefined],
+    [
+      'first seen, edited since its last status',
+      undefined,
+      sr({ generation: 2, status: ready(1) }),
+      'change',
+    ],
+    ['first seen, being deleted', undefined, sr({ deleting: true, status: ready(1) }), 'change'],
+    ['our claim or inventory write (same generation)', sr({}), sr({ rv: '2' }), undefined],
+    ['our status write', sr({}), sr({ rv: '3', status: ready(1) }), undefined],
+    [
+      'our status write, not settled',
+      sr({}),
+      sr({ rv: '3', status: { state: 'Processing', observedGeneration: 1 } }),
+      undefined,
+    ],
+    ['an edit', sr({ status: ready(1) }), sr({ generation: 2, status: ready(1) }), 'change'],
+    ['an edit before the first status', sr({}), sr({ generation: 2 }), 'change'],
+    [
+      'deletion begun',
+      sr({ status: ready(1) }),
+      sr({ deleting: true, generation: 2, status: ready(1) }),
+      'change',
+    ],
+    ['deleting, our write', sr({ deleting: true }), sr({ deleting: true, rv: '9' }), undefined],
+    ['recreated under the same name', sr({ status: ready(1) }), sr({ uid: 'u2' }), 'new'],
+  ] as const)('%s', (_, before, now, want) => {
+    expect(changed(before ? seenOf(before) : undefined, now)).toBe(want);
+  });
+});
+
+describe('Changes', () => {
+  const posted = () => {
+    const events: SyncResourceChanged[] = [];
+    const c = new Changes(async (e: CloudEvent<unknown>) => void events.push(e.data as SyncResourceChanged), {
+      info() {},
+      warn() {},
+      error() {},
+    });
+    return { c, events };
+  };
+  const flush = () => new Promise((r) => setTimeout(r, 10));
+
+  it('posts nothing before it knows its share, then the unsettled SyncResources of the Kymas it owns', async () => {
+    const { c, events } = posted();
+    c.put(sr({}));
+    c.put({ ...sr({ uid: 'u9', status: ready(1) }), metadata: { ...sr({}).metadata, name: 'b', uid: 'u9' } });
+    await flush();
+    expect(events).toEqual([]);
+    c.shard(() => true);
+    await flush();
+    expect(events).toEqual([
+      { namespace: 'kcp-system', name: 'a', uid: 'u1', generation: 1, kyma: 'kyma-1' },
+    ]);
+  });
+
+  it('posts an edit as a change and nothing for its own writes; nothing for a Kyma another replica owns', async () => {
+    const { c, events } = posted();
+    c.shard((k) => k === 'kcp-system/kyma-1');
+    c.put(sr({ status: ready(1) }));
+    c.put(sr({ status: ready(1), rv: '2' }));
+    c.put(sr({ generation: 2, status: ready(1), rv: '3' }));
+    c.put(sr({ generation: 2, status: ready(2), rv: '4' }));
+    await flush();
+    expect(events).toEqual([
+      { namespace: 'kcp-system', name: 'a', uid: 'u1', generation: 2, kyma: 'kyma-1', change: true },
+    ]);
+    expect(c.stats.echoes).toBe(3);
+    c.shard(() => false);
+    c.put(sr({ generation: 3, status: ready(2), rv: '5' }));
+    await flush();
+    expect(events).toHaveLength(1);
+    // Taken over again: what is not settled is posted.
+    c.shard(() => true);
+    await flush();
+    expect(events.at(-1)).toEqual({
+      namespace: 'kcp-system',
+      name: 'a',
+      uid: 'u1',
+      generation: 3,
+      kyma: 'kyma-1',
+      change: true,
+    });
+  });
+});

@@ -1,0 +1,141 @@
+// changes.ts is the source of SyncResource changes: from the SyncResources the source
+// already lists and watches in the KCP, it posts one syncresource.changed event when a
+// SyncResource needs a run (new and not settled, its spec edited, its deletion begun)
+// and none for the product's own writes (claim, inventory, status), which change neither
+// its generation nor its deletion. So the echo of a write costs no delivery and no KCP
+// request, and an edit is posted ahead of bulk creations: a run's worth of posts may wait,
+// a change never does.
+import { setTimeout as sleep } from 'node:timers/promises';
+import type { CloudEvent } from 'cloudevents';
+import { PriorityGate } from '../concurrency.ts';
+import { EventTypes, makeEvent, type SyncResourceChanged } from '../events.ts';
+import { settled, type SyncResource } from '../model.ts';
+import type { Logger } from '../pipeline/deps.ts';
+
+/** Seen is what the source keeps of a SyncResource to tell a change from an echo. */
+export interface Seen {
+  uid: string;
+  generation: number;
+  deleting: boolean;
+  /** kyma is "<namespace>/<kyma>": which replica posts for it. */
+  kyma: string;
+  /** settled: nothing to do until it changes (model.ts). */
+  settled: boolean;
+  /** reconciled: a status was written for some generation (a run now is a change, ahead of bulk). */
+  reconciled: boolean;
+}
+
+/** seenOf is what changed() compares. */
+export const seenOf = (sr: SyncResource): Seen => ({
+  uid: sr.metadata.uid ?? '',
+  generation: sr.metadata.generation ?? 0,
+  deleting: sr.metadata.deletionTimestamp !== undefined,
+  kyma: `${sr.metadata.namespace}/${sr.spec?.kyma ?? ''}`,
+  settled: settled(sr),
+  reconciled: sr.status?.observedGeneration !== undefined,
+});
+
+/**
+ * changed decides whether sr, as listed or watched, needs a run, given what was seen of it
+ * before (undefined: nothing, or another object of that name): 'new' for one never
+ * reconciled (bulk), 'change' for an edit or a deletion of one that was (ahead of bulk),
+ * undefined for an update that changes neither its generation nor its deletion (the
+ * product's own writes, a label) or a SyncResource first seen settled.
+ */
+export function changed(before: Seen | undefined, sr: SyncResource): 'new' | 'change' | undefined {
+  const now = seenOf(sr);
+  if (!before || before.uid !== now.uid) {
+    if (now.settled) return undefined;
+    return now.reconciled || now.deleting ? 'change' : 'new';
+  }
+  if (now.deleting && !before.deleting) return 'change';
+  if (now.generation !== before.generation) return 'change';
+  return undefined;
+}
+
+/**
+ * POSTS bounds the posts in flight: the channel-based Broker holds each until the run
+ * behind it is done, so posts go several at a time, and a change passes the bound.
+ */
+const POSTS = 16;
+
+/** withRetries retries a post with exponential back-off, as the ApiServerSource adapter does (50 ms, 5 retries). */
+async function withRetries(post: () => Promise<void>): Promise<void> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await post();
+    } catch (err) {
+      if (attempt >= 5) throw err;
+      await sleep(50 * 2 ** attempt);
+    }
+  }
+}
+
+/**
+ * Changes posts syncresource.changed events for the SyncResources of the Kymas this replica
+ * owns (shard.ts). A Kyma it comes to own (its start, a takeover) has its unsettled
+ * SyncResources posted then: what changed while no replica owned it is not lost.
+ */
+export class Changes {
+  private readonly seen = new Map<string, Seen>();
+  private readonly posts = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity });
+  private owns: (kyma: string) => boolean = () => false;
+  private readonly emit: (event: CloudEvent<unknown>) => Promise<void>;
+  private readonly log: Logger;
+  /** counters for metrics and tests. */
+  readonly stats = { posted: 0, echoes: 0 };
+
+  constructor(emit: (event: CloudEvent<unknown>) => Promise<void>, log: Logger) {
+    this.emit = emit;
+    this.log = log;
+  }
+
+  /** shard sets which Kymas ("<namespace>/<kyma>") this replica posts for; those it did not own before have their unsettled SyncResources posted. */
+  shard(owns: (kyma: string) => boolean): void {
+    const before = this.owns;
+    this.owns = owns;
+    for (const [key, s] of this.seen)
+      if (!s.settled && owns(s.kyma) && !before(s.kyma)) this.offer(key, s, s.reconciled || s.deleting);
+  }
+
+  /** put takes a SyncResource as listed or watched. */
+  put(sr: SyncResource): void {
+    const key = `${sr.metadata.namespace}/${sr.metadata.name}`;
+    const verdict = changed(this.seen.get(key), sr);
+    const now = seenOf(sr);
+    this.seen.set(key, now);
+    if (!verdict) this.stats.echoes++;
+    else this.offer(key, now, verdict === 'change');
+  }
+
+  /** drop forgets a SyncResource that is gone. */
+  drop(key: string): void {
+    this.seen.delete(key);
+  }
+
+  private offer(key: string, s: Seen, change: boolean): void {
+    if (!this.owns(s.kyma)) return;
+    const [namespace, name] = key.split('/') as [string, string];
+    const data: SyncResourceChanged = {
+      namespace,
+      name,
+      uid: s.uid,
+      generation: s.generation,
+      kyma: s.kyma.slice(namespace.length + 1),
+      ...(change ? { change: true } : {}),
+      ...(s.deleting ? { deleting: true } : {}),
+    };
+    const event = makeEvent('skr-source', EventTypes.changed, data);
+    void this.posts
+      .run(change, () => withRetries(() => this.emit(event)))
+      .then(
+        () => this.stats.posted++,
+        (err: unknown) =>
+          // The resync tick catches up a change whose post failed.
+          this.log.warn(
+            { syncResource: key, error: err instanceof Error ? err.message : String(err) },
+            'SyncResource change not posted',
+          ),
+      );
+  }
+}
