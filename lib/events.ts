@@ -412,6 +412,17 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
   for (const key of ['items', 'changes', 'inventory', 'pending']) {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
   }
+  if (r.recorded !== undefined) {
+    if (!Array.isArray(r.recorded)) throw new EventDataError('data.result.recorded is not a list');
+    for (const e of r.recorded as unknown[]) {
+      if (!isMap(e)) throw new EventDataError('data.result.recorded holds an entry that is not an object');
+      count(e, 'index');
+      str(e, 'kind', undefined, 253);
+      str(e, 'name', undefined, 253);
+      for (const k of ['digest', 'statusDigest', 'manifest'])
+        if (e[k] !== undefined) str(e, k, (v) => /^[0-9a-f:]+$/.test(v), 80);
+    }
+  }
   if (d.seen !== undefined) {
     if (
       !isMap(d.seen) ||

@@ -15,6 +15,7 @@ import {
   type SyncStatus,
 } from './model.ts';
 import { statusWriteTests } from './policy/rules.ts';
+import type { Recorded } from './engine/inventory.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
@@ -142,6 +143,7 @@ export class KcpStore {
     sr: SyncResource,
     status: Omit<SyncStatus, 'synced'>,
     guard?: StatusGuard,
+    recorded: readonly Recorded[] = [],
   ): Promise<SyncResource> {
     const tests = guard ? statusWriteTests(sr, guard) : [];
     const writes = sr.status
@@ -149,8 +151,25 @@ export class KcpStore {
       : [{ op: 'add', path: '/status', value: status }];
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr, 'status'), {
       query: { fieldManager: `${this.fieldManager}-status` },
-      body: [...tests, ...writes],
+      body: [...tests, ...writes, ...recordedOps(recorded)],
       contentType: PatchType.json,
     });
   }
+}
+
+/**
+ * recordedOps write a run's digests into the inventory entries they belong to, each
+ * entry's kind and name tested first: they fill in digests, never add, drop or move an entry.
+ */
+function recordedOps(recorded: readonly Recorded[]): unknown[] {
+  return recorded.flatMap((r) => {
+    const at = `/status/synced/${r.index}`;
+    return [
+      { op: 'test', path: `${at}/kind`, value: r.kind },
+      { op: 'test', path: `${at}/name`, value: r.name },
+      ...(['digest', 'statusDigest', 'manifest'] as const).flatMap((k) =>
+        r[k] === undefined ? [] : [{ op: 'add', path: `${at}/${k}`, value: r[k] }],
+      ),
+    ];
+  });
 }

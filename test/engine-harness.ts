@@ -86,10 +86,15 @@ export class Harness {
     const fresh = await this.get();
     if (fresh && !result.deleting) {
       const status = computeStatus(result, fresh.status, new Date());
-      if (!sameStatus(fresh.status, status)) {
-        await this.store.writeStatus(fresh, status);
-        this.statusWrites++;
-      }
+      // The run's digests the KCP's inventory does not hold yet go with the status, as in write-status.
+      const synced = fresh.status?.synced ?? [];
+      const recorded = (result.recorded ?? []).filter(
+        (r) => synced[r.index]?.kind === r.kind && synced[r.index]?.name === r.name,
+      );
+      const changed = !sameStatus(fresh.status, status);
+      if (changed || recorded.length > 0)
+        await this.store.writeStatus(fresh, changed ? status : {}, undefined, recorded);
+      if (changed) this.statusWrites++;
     }
     return { result, sr: await this.get() };
   }

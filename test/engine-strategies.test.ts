@@ -272,8 +272,11 @@ describe('request budget', () => {
         { type: 'Progressing', status: 'True' },
       ],
     });
-    // 5 reads, 5 applies; finalizer, inventory and status in the KCP (plus the harness' own reads).
+    // 5 reads, 5 applies; in the KCP the claim (finalizer and label), the inventory (before
+    // the creates) and the status, which carries the digests taken after them.
     expect(first.skrWrites).toBe(5);
+    expect(first.kcpWrites).toBe(3);
+    for (const e of sr!.status!.synced!) expect(e, e.name).toMatchObject({ digest: expect.any(String) });
     // The SKR's KWOK Node runs its Pod; the second run sees it Available (and reasons go from Created to Unchanged: one status write).
     await eventually(
       async () =>

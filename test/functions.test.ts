@@ -281,6 +281,31 @@ describe('functions', () => {
     // Malformed data is a 400 (the broker does not redeliver it).
     await expect(writeStatus(ctx, forged({ namespace: '../x' }))).rejects.toMatchObject({ code: 400 });
     await expect(writeStatus(ctx, forged({}, { items: 'all' }))).rejects.toMatchObject({ code: 400 });
+    // Digests the run claims to have taken fill in entries the inventory holds where it holds
+    // them: one aimed at another entry, or past the end, writes nothing, nor does a value
+    // that is not a digest.
+    const settled = (await deps.store.get(ns, name))!;
+    const entry = settled.status!.synced![0]!;
+    const asBefore = { items: settled.status!.items, generation: 1 };
+    const seen = {
+      resourceVersion: settled.metadata.resourceVersion,
+      labelled: true,
+      generation: 1,
+      status: {},
+    };
+    for (const recorded of [
+      [{ index: 0, kind: 'Secret', name: entry.name, digest: 'ab'.repeat(16) }],
+      [{ index: 0, kind: entry.kind, name: 'someone-else', digest: 'ab'.repeat(16) }],
+      [{ index: 7, kind: entry.kind, name: entry.name, digest: 'ab'.repeat(16) }],
+    ])
+      await writeStatus(ctx, forged({ seen }, { ...asBefore, recorded }));
+    const bad = [{ index: 0, kind: entry.kind, name: entry.name, digest: '{"op":"remove"}' }];
+    await expect(writeStatus(ctx, forged({ seen }, { ...asBefore, recorded: bad }))).rejects.toMatchObject({
+      code: 400,
+    });
+    const last = (await deps.store.get(ns, name))!;
+    expect(last.status!.synced).toEqual(settled.status!.synced);
+    expect(last.metadata.resourceVersion).toBe(settled.metadata.resourceVersion);
   });
 
   it('write-status never lets an older result overwrite a newer status, even when it read before the newer one was written', async () => {

@@ -26,6 +26,26 @@ const sameEntry = (a: InventoryEntry, b: InventoryEntry) =>
 const same = (a: InventoryEntry[], b: InventoryEntry[]) =>
   a.length === b.length && a.every((e, i) => sameEntry(e, b[i]!));
 
+/** sameObject tells entries for the same object, item and adoption apart from their digests. */
+const sameObject = (a: InventoryEntry, b: InventoryEntry) =>
+  a.item === b.item &&
+  objectKey(a) === objectKey(b) &&
+  a.apiVersion === b.apiVersion &&
+  (a.adopted === true) === (b.adopted === true);
+
+/**
+ * Recorded is a digest the KCP's inventory does not hold yet: the entry at index (checked by
+ * its kind and name) gets these fields. Only the status step writes it, in its own patch.
+ */
+export type Recorded = { index: number; kind: string; name: string } & Pick<
+  InventoryEntry,
+  'digest' | 'statusDigest' | 'manifest'
+>;
+
+/** withoutDigests is an inventory as far as what it holds goes (what a conflict must not have changed). */
+export const withoutDigests = (entries: readonly InventoryEntry[]): InventoryEntry[] =>
+  entries.map(({ digest: _d, statusDigest: _s, manifest: _m, ...e }) => e);
+
 /** Inventory is the in-memory inventory of one run, written through on change. */
 export class Inventory {
   private current: InventoryEntry[];
@@ -69,5 +89,34 @@ export class Inventory {
     await this.write(next);
     this.writes++;
     this.current = next;
+  }
+
+  /**
+   * settle ends a run's inventory: when next holds the same objects as the KCP's, in the same
+   * order, and only digests differ, nothing is written here and the digests are returned for
+   * the status step to write with the status (a digest missing is never unsafe: that object
+   * is applied as it is next time); otherwise next is written as replace does.
+   */
+  async settle(next: InventoryEntry[]): Promise<Recorded[]> {
+    const cur = this.current;
+    if (cur.length !== next.length || !next.every((e, i) => sameObject(e, cur[i]!))) {
+      await this.replace(next);
+      return [];
+    }
+    const recorded: Recorded[] = [];
+    next.forEach((e, i) => {
+      const c = cur[i]!;
+      if (e.digest === c.digest && e.statusDigest === c.statusDigest && e.manifest === c.manifest) return;
+      recorded.push({
+        index: i,
+        kind: e.kind,
+        name: e.name,
+        ...(e.digest !== undefined ? { digest: e.digest } : {}),
+        ...(e.statusDigest !== undefined ? { statusDigest: e.statusDigest } : {}),
+        ...(e.manifest !== undefined ? { manifest: e.manifest } : {}),
+      });
+    });
+    this.current = next;
+    return recorded;
   }
 }

@@ -11,7 +11,7 @@ import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical } from '../values.ts';
 import { mapLimit } from '../concurrency.ts';
-import { entryOf, Inventory } from './inventory.ts';
+import { entryOf, Inventory, withoutDigests } from './inventory.ts';
 import {
   adopted,
   decide,
@@ -136,7 +136,8 @@ async function writeInventory(
         live &&
         live.metadata.uid === sr.metadata.uid &&
         live.metadata.generation === sr.metadata.generation &&
-        canonical(live.status?.synced ?? []) === canonical(sr.status?.synced ?? []);
+        canonical(withoutDigests(live.status?.synced ?? [])) ===
+          canonical(withoutDigests(sr.status?.synced ?? []));
       if (!same) throw err;
       sr = { ...sr, metadata: { ...sr.metadata, resourceVersion: live.metadata.resourceVersion } };
     }
@@ -378,7 +379,8 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
     // The digests of what the server holds after this run; an entry whose item wrote nothing keeps its own.
     next.push(p ? { ...e, item: p.item.name, apiVersion: p.id.apiVersion, ...p.applied } : e);
   }
-  await inventory.replace(next);
+  const recorded = await inventory.settle(next);
+  if (recorded.length > 0) res.recorded = recorded;
 }
 
 function itemAttributes(p: PlanItem): Record<string, string> {

@@ -2,6 +2,7 @@
 import type { Change } from '../changeset.ts';
 import type { FeedbackValue, Health, InventoryEntry, State } from '../model.ts';
 import { bounded } from '../policy/rules.ts';
+import type { Recorded } from './inventory.ts';
 
 /** ItemResult is the outcome for one spec item. */
 export interface ItemResult {
@@ -30,6 +31,8 @@ export interface ApplyResult {
   /** changes include pruned objects, which belong to no current item. */
   changes: Change[];
   inventory: InventoryEntry[];
+  /** recorded are digests of this run the KCP's inventory does not hold yet: the status step writes them (inventory.ts settle). */
+  recorded?: Recorded[];
   /** pending lists pruned or deleted objects that still exist (finalizers in the SKR). */
   pending: string[];
   /** failed lists pruned or deleted objects whose request failed, with the API's message. */

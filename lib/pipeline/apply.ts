@@ -350,7 +350,7 @@ export function needsStatusStep(data: ItemsApplied): boolean {
   const seen = data.seen;
   if (!seen?.status || !seen.labelled || r.clusterError || r.deleting || r.generation !== seen.generation)
     return true;
-  if (r.changes.some((c) => c.action !== 'unchanged')) return true;
+  if (r.changes.some((c) => c.action !== 'unchanged') || (r.recorded?.length ?? 0) > 0) return true;
   const next = computeStatus(r, seen.status, new Date());
   return !sameStatus(seen.status, next);
 }

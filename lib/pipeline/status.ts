@@ -16,6 +16,7 @@ import { describeHealth } from '../health.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps } from './deps.ts';
+import type { Recorded } from '../engine/inventory.ts';
 import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
@@ -114,21 +115,32 @@ async function nextStatus(
     return 'stale';
   }
   const next = computeStatus(data.result, base.status, now);
+  const recorded = tentative ? (data.result.recorded ?? []) : stillRecordable(data, base);
+  const guard = {
+    generation: base.metadata.generation ?? 0,
+    items: tentative ? data.result.items.map((i) => i.name) : [],
+  };
   if (sameStatus(base.status, next)) {
-    if (tentative) return 'read again';
+    if (tentative && recorded.length === 0) return 'read again';
     Metrics.statusWritesSkipped.add(1);
+    if (recorded.length > 0) {
+      // The run's digests only: the status it computes is the one there.
+      try {
+        await deps.store.writeStatus(base, {}, guard, recorded);
+      } catch (err) {
+        if (isNotFound(err)) return 'gone';
+        if (lostRace(err) && (tentative || !last)) return 'read again';
+        throw err;
+      }
+    }
     await syncLabel(deps, base);
     // A drift correction or a prune leaves the status as it was, but is news.
     await recordChanges(deps, base, data);
     return 'unchanged';
   }
-  const guard = {
-    generation: base.metadata.generation ?? 0,
-    items: tentative ? data.result.items.map((i) => i.name) : [],
-  };
   try {
     await inSpan('write status', { 'sync.state': next.state! }, () =>
-      deps.store.writeStatus(base, next, guard),
+      deps.store.writeStatus(base, next, guard, recorded),
     );
   } catch (err) {
     if (isNotFound(err)) return 'gone';
@@ -140,6 +152,23 @@ async function nextStatus(
   await syncLabel(deps, base, next);
   await recordEvents(deps, base, data, next.state!, next.conditions![0]!.message);
   return 'written';
+}
+
+/**
+ * stillRecordable keeps the run's digests whose inventory entry the live object still holds
+ * at the same place and without them (another run may have rewritten the inventory since).
+ */
+function stillRecordable(data: ItemsApplied, live: SyncResource): Recorded[] {
+  const synced = live.status?.synced ?? [];
+  return (data.result.recorded ?? []).filter((r) => {
+    const e = synced[r.index];
+    return (
+      e !== undefined &&
+      e.kind === r.kind &&
+      e.name === r.name &&
+      (e.digest !== r.digest || e.statusDigest !== r.statusDigest || e.manifest !== r.manifest)
+    );
+  });
 }
 
 /** syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is what counts then). */
