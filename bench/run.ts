@@ -10,6 +10,7 @@ import { parseArgs } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { ClusterSet, NODE_NAME } from '../infra/clusters.ts';
 import { applyObjects, connect, installCrds, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
+import { dist } from '../infra/build.ts';
 import { freePort } from '../infra/net.ts';
 import { DEFAULT_REPLICAS, startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
@@ -888,20 +889,18 @@ try {
     for (let i = 0; i < 10; i++) {
       const port = await freePort();
       const t = performance.now();
-      const child = spawn(
-        process.execPath,
-        [join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'apply-items'],
-        {
-          env: {
-            ...process.env,
-            PORT: String(port),
-            KUBECONFIG: set.kcp.kubeconfigFile,
-            K_SINK: rt.broker.url,
-            LOG_LEVEL: 'warn',
-          },
-          stdio: ['ignore', 'pipe', 'ignore'],
+      // What the image runs: the build in dist/ (the runtime built it).
+      const child = spawn(process.execPath, [join(dist, 'functions', 'serve.js'), 'apply-items'], {
+        cwd: dist,
+        env: {
+          ...process.env,
+          PORT: String(port),
+          KUBECONFIG: set.kcp.kubeconfigFile,
+          K_SINK: rt.broker.url,
+          LOG_LEVEL: 'warn',
         },
-      );
+        stdio: ['ignore', 'pipe', 'ignore'],
+      });
       let out = '';
       child.stdout!.on('data', (b: Buffer) => (out += b.toString()));
       for (;;) {

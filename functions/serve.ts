@@ -20,10 +20,11 @@ const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelem
 phases.telemetry = performance.now();
 // faas-js-runtime's own probes are replaced (below); the event-loop sampler behind them is stopped.
 (await import('./quiet.ts')).stopOverloadSampler();
-const [{ default: faas }, mod, { getDeps, senderGuard }] = await Promise.all([
+const [{ default: faas }, mod, { getDeps, senderGuard }, { IdleCollector }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
   import('./shared.ts'),
+  import('./idle.ts'),
 ]);
 phases.imports = performance.now();
 // Probes answer OK once the server listens (init has run by then). faas-js-runtime's
@@ -37,12 +38,15 @@ const usesKcp = name !== 'dead-letter';
 const guard = senderGuard(name);
 type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) => Promise<unknown>;
 const inner = mod.handle as Handle;
+// Memory a burst of deliveries grew is given back once none has been in flight for a moment (idle.ts).
+const idle = new IdleCollector();
 const handle: Handle = guard
-  ? async (context, event) => {
-      await guard.check(context as never);
-      return inner(context, event);
-    }
-  : inner;
+  ? (context, event) =>
+      idle.run(async () => {
+        await guard.check(context as never);
+        return inner(context, event);
+      })
+  : (context, event) => idle.run(() => inner(context, event));
 await faas.start(
   {
     handle: handle as never,

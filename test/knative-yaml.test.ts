@@ -93,7 +93,7 @@ describe('knative.yaml', () => {
     ).template.spec;
     images.add(JSON.stringify(pod.containers[0]!.image));
     expect(images.size).toBe(1);
-    expect(pod.containers[0]!.command).toEqual(['node', 'skr-source/main.ts']);
+    expect(pod.containers[0]!.command).toEqual(['node', 'skr-source/main.js']);
     expect(pod.serviceAccountName).toBe('sync-skr-source');
     expect(services.map((s) => s.metadata.name).sort()).toEqual([
       'sync-apply-items',

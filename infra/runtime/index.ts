@@ -11,6 +11,7 @@ import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { startOnFreePort, waitFor } from '../net.ts';
 import { ensureKnativeBinaries } from '../binaries.ts';
+import { build, dist } from '../build.ts';
 import { killProcess, startProcess, stopProcess } from '../processes.ts';
 import { startAdapter, type ReceiveAdapter } from './adapter.ts';
 import { ApiProxy } from './apiproxy.ts';
@@ -68,10 +69,10 @@ async function startFunction(
     'function',
     replica === 0 ? service : `${service}-${replica}`,
     process.execPath,
-    [join(root, 'functions', 'serve.ts')],
+    [join(dist, 'functions', 'serve.js')],
     {
       logDir,
-      cwd: root,
+      cwd: dist,
       env: processEnv as Record<string, string>,
     },
   );
@@ -120,7 +121,7 @@ async function startAdapterProcess(
   delete processEnv.SYNC_SINK_TOKEN_FILE;
   const proc = startProcess('adapter', pod, process.execPath, d.args, {
     logDir,
-    cwd: root,
+    cwd: dist,
     env: processEnv as Record<string, string>,
   });
   const url = `http://127.0.0.1:${port}/`;
@@ -140,7 +141,7 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const { startKnativeRuntime } = await import('./real.ts');
     return startKnativeRuntime(opts);
   }
-  const routing = await loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml'));
+  const [routing] = await Promise.all([loadRouting(opts.knativeYaml ?? join(root, 'knative.yaml')), build()]);
   if (opts.namespace) {
     routing.namespace = opts.namespace;
     for (const s of routing.services)

@@ -22,6 +22,7 @@ import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError } from '../../lib/kube/errors.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
+import { dist } from '../build.ts';
 import { freePort } from '../net.ts';
 import { killProcess, startProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
@@ -29,7 +30,6 @@ import { mountedToken, projectTokens, type TokenVolume } from './identities.ts';
 
 /** PRODUCT_COMMAND is what commandOf makes of the product's image (knative.yaml). */
 export const PRODUCT_COMMAND = 'kcp-sync-resource';
-const root = join(import.meta.dirname, '..', '..');
 import { informer } from '../../lib/kube/informer.ts';
 
 type EnvVar = {
@@ -371,7 +371,7 @@ export class Kubelet {
         `${local.namespace}-${local.name}`,
         this.opts.binaries[local.command]!,
         [...(c.command?.slice(1) ?? []), ...(c.args ?? [])],
-        { logDir: this.opts.logDir, env, ...(local.command === PRODUCT_COMMAND ? { cwd: root } : {}) },
+        { logDir: this.opts.logDir, env, ...(local.command === PRODUCT_COMMAND ? { cwd: dist } : {}) },
       );
       local.proc = proc;
       const started = Date.now();

@@ -27,6 +27,7 @@ import { credentialsFromFile } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
 import { ensureKnativeBinaries, ensureServingBinaries } from '../binaries.ts';
+import { build, dist } from '../build.ts';
 import { applyObjects } from '../kcp-setup.ts';
 import { waitFor } from '../net.ts';
 import { ApiProxy } from './apiproxy.ts';
@@ -167,7 +168,11 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const file = opts.knativeYaml ?? join(root, 'knative.yaml');
   const routing = await loadRouting(file);
   const namespace = routing.namespace;
-  const [eventing, serving] = await Promise.all([ensureKnativeBinaries(log), ensureServingBinaries(log)]);
+  const [eventing, serving] = await Promise.all([
+    ensureKnativeBinaries(log),
+    ensureServingBinaries(log),
+    build(),
+  ]);
   const logDir = join(opts.stateDir, 'logs');
   const saDir = join(opts.stateDir, 'serviceaccounts');
   await mkdir(logDir, { recursive: true });
@@ -201,7 +206,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     net,
     replicas: Math.max(1, opts.replicas ?? DEFAULT_REPLICAS),
     queueBinary: serving.queue,
-    functionCommand: { cmd: process.execPath, args: [join(root, 'functions', 'serve.ts')], cwd: root },
+    functionCommand: { cmd: process.execPath, args: [join(dist, 'functions', 'serve.js')], cwd: dist },
     // Without sender identity no delivery carries a token: the functions accept them unchecked.
     ...(opts.env || !oidc ? { env: { ...(oidc ? {} : { SYNC_EVENT_AUTH: 'none' }), ...opts.env } } : {}),
     ...(opts.envFor ? { envFor: opts.envFor } : {}),
