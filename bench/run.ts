@@ -1163,9 +1163,7 @@ try {
     'resync ticks fired to catch up events an adapter dropped (its watch closed as unresponsive), by batch',
     caughtUp.size === 0 ? 'none' : [...caughtUp].map(([b, t]) => `${b.replace(/-$/, '')}: ${t}`).join(', '),
   );
-  console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
-  for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
-  await save(true);
+  await save(false);
   for (const c of [kcp, ...skrs]) await (c as Cluster).client.close();
 } finally {
   await runtime?.stop();
@@ -1173,3 +1171,11 @@ try {
   if (keep) console.log(`state kept in ${stateDir}`);
   else await rm(stateDir, { recursive: true, force: true });
 }
+// 15. The cost of a reconcile, on a stack of its own (bench/cost.ts).
+if (!scaleOnly && knative !== 'real') {
+  console.log('15. cost');
+  await costScenario(row);
+}
+console.log('\n| scenario | figure | value | target |\n|---|---|---|---|');
+for (const r of rows) console.log(`| ${r.scenario} | ${r.figure} | ${r.value} | ${r.target ?? ''} |`);
+await save(true);

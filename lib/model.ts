@@ -35,6 +35,11 @@ export const LEGACY_MARKS = {
 } as const;
 /** KYMA_NAME_LABEL links SyncResources and access Secrets to a Kyma. */
 export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
+/**
+ * RECONCILE_ANNOTATION asks for a run now (as Flux's reconcile.fluxcd.io/requestedAt): a new
+ * value, any value, runs the SyncResource ahead of bulk work; the run does what its spec says.
+ */
+export const RECONCILE_ANNOTATION = 'kcp-sync.kyma-project.io/reconcile-requested-at';
 /** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */
 export const SYNC_SOURCE_LABEL = 'operator.kyma-project.io/sync-source';
 

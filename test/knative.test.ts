@@ -14,7 +14,7 @@ import { controlPlaneNamespace, setupKcp } from '../infra/kcp-setup.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import { QUEUE_PROBE } from '../infra/runtime/serving.ts';
 import { EventTypes } from '../lib/events.ts';
-import type { SyncResource } from '../lib/model.ts';
+import { SYNC_SOURCE_LABEL, type SyncResource } from '../lib/model.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
 import { senderAttacks } from './sender-identity.ts';
 import { PRODUCT_COMMAND } from '../infra/runtime/kubelet.ts';
@@ -200,26 +200,59 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     expect(skrChanged()).toBeGreaterThan(before);
   });
 
-  it('the real ApiServerSource adapters killed and kept down while a SyncResource changes: the next ping catches it up', async () => {
-    const { name, target, items } = await readyConfigMap('synced', { v: '1' });
-    expect(await skrData('synced', target)).toEqual({ v: '1' });
-    // Settled: Ready for its generation, and nothing in flight that names it (events carry
-    // identity only: a late event for the old spec, its status write's, would apply the new one).
+  it('the real ApiServerSource adapters killed and kept down while a source ConfigMap changes: the next ping catches it up', async () => {
+    // The adapters carry Kymas, Secrets and source ConfigMaps (SyncResources come from the SKR source).
+    const name = uniqueName('sr');
+    const target = uniqueName('target');
+    const text = (v: string) => cm('synced', target, { v });
+    const source = (v: string) =>
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: { name: `${name}-text`, namespace: ns, labels: { [SYNC_SOURCE_LABEL]: 'true' } },
+        data: { 'cm.yaml': text(v) },
+      });
+    await kubectl(kcp, ['apply', '-f', '-'], source('1'));
+    await kubectl(
+      kcp,
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'operator.kyma-project.io/v1alpha1',
+        kind: 'SyncResource',
+        metadata: { name, namespace: ns },
+        spec: {
+          kyma: 'kyma-1',
+          items: [
+            {
+              name: 'ns',
+              strategy: 'CreateAndSync',
+              resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
+            },
+            {
+              name: 'cm',
+              strategy: 'CreateAndSync',
+              resourceFrom: { configMapKeyRef: { name: `${name}-text`, key: 'cm.yaml' } },
+            },
+          ],
+        },
+      }),
+    );
+    // Settled: Ready for its generation, and nothing in flight that names it.
     await eventually(async () => {
       const s = await sr(name);
       expect(s?.status?.state).toBe('Ready');
       expect(s?.status?.observedGeneration).toBe(s?.metadata.generation);
     }, 60_000);
+    expect(await skrData('synced', target)).toEqual({ v: '1' });
     await rt.broker.idle(60_000, 1_500);
-    // SIGKILL every adapter and keep them down (a node that lost them) while the SyncResource changes.
+    // SIGKILL every adapter and keep them down (a node that lost them) while the source changes.
     const before = rt.adapters().map((a) => a.proc!.pid);
     const sources = JSON.parse(
       await kubectl(kcp, ['get', 'apiserversources.sources.knative.dev', '-n', ns, '-o', 'json']),
     ) as { items: unknown[] };
     expect(before.length).toBe(sources.items.length);
     await rt.kubelet.pause('apiserver_receive_adapter');
-    items[1] = { name: 'cm', strategy: 'CreateAndSync', resource: cm('synced', target, { v: '2' }) };
-    await kubectl(kcp, ['apply', '-f', '-'], syncResourceYaml(ns, name, 'kyma-1', items));
+    await kubectl(kcp, ['apply', '-f', '-'], source('2'));
     const changed = Date.now();
     const pings = () =>
       rt.broker.deliveries.get('sync-resync')?.filter((t) => t === 'dev.knative.sources.ping').length ?? 0;

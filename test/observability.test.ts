@@ -198,7 +198,7 @@ describe('observability', () => {
       }
     }
     for (const t of [
-      'dev.knative.apiserver.ref.add',
+      EventTypes.changed,
       PING_TYPE,
       EventTypes.skrChanged,
       EventTypes.reconcileKyma,

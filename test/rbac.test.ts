@@ -67,7 +67,10 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
   ['sync-resync', 'list', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
   ['sync-resolve-cluster', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', true],
   ['sync-write-status', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', false],
-  ['sync-apiserversource', 'watch', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
+  // SyncResources are the SKR source's to watch (their changes are its events), not the adapters'.
+  ['sync-apiserversource', 'watch', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  ['sync-skr-source', 'watch', 'syncresources.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-skr-source', 'patch', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
   ['sync-apiserversource', 'watch', 'secrets', 'kcp-system', true],
   ['sync-apiserversource', 'watch', 'secrets', 'default', false],
   // Nothing cluster-wide, nothing elsewhere.

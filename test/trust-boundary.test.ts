@@ -11,7 +11,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
 import { EventTypes } from '../lib/events.ts';
 import { MAX_MESSAGE } from '../lib/policy/rules.ts';
-import type { SyncResource } from '../lib/model.ts';
+import { RECONCILE_ANNOTATION, type SyncResource } from '../lib/model.ts';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
@@ -499,7 +499,7 @@ describe('trust boundary', () => {
       expect(count!.attempts, `${name}: deliveries`).toBeLessThanOrEqual(24);
     }
 
-    // Once the SKR allows it, the deletion completes.
+    // Once the SKR allows it, the deletion completes (asked for now, as a user would, rather than at the next tick).
     await kubectl(iso, ['delete', 'validatingadmissionpolicybinding', `${P}-undeletable`]);
     await eventually(
       async () => {
@@ -510,7 +510,7 @@ describe('trust boundary', () => {
           '-n',
           s.ns,
           '--overwrite',
-          `retry=${Date.now()}`,
+          `${RECONCILE_ANNOTATION}=${Date.now()}`,
         ]).catch(() => undefined);
         expect(await getSr(s, `${P}-undeletable-delete`)).toBeUndefined();
       },

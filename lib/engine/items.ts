@@ -228,8 +228,12 @@ export function decide(p: ResolvedItem, live: KubeObject | undefined, ctx: Decid
   const sameManifest = p.opts.own
     ? entry?.manifest === manifestDigest(desired)
     : live.metadata.annotations?.[HASH_ANNOTATION] === desired.metadata.annotations?.[HASH_ANNOTATION];
-  if (joining || !sameManifest) return { ...update, drift: false };
   const unchanged: Decision = { op: 'unchanged', status, record: false, drift: false, release, live };
+  // Not recorded yet (the status step writes what a run applied; a run may come before it)
+  // while the object holds what we want: nothing to do, as the recorded digests would say.
+  const unrecorded = p.opts.own && entry !== undefined && entry.manifest === undefined && !entry.digest;
+  if (!joining && unrecorded && isSubset(desired, live)) return unchanged;
+  if (joining || !sameManifest) return { ...update, drift: false };
   // Drift is decided on what our field manager owns, as the server stores it (drift.ts).
   if (entry?.digest) {
     return entry.digest === appliedDigest(live, fieldManager)

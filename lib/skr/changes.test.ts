@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { CloudEvent } from 'cloudevents';
-import type { SyncResource, SyncStatus } from '../model.ts';
+import { RECONCILE_ANNOTATION, type SyncResource, type SyncStatus } from '../model.ts';
 import type { SyncResourceChanged } from '../events.ts';
 import { changed, Changes, seenOf } from './changes.ts';
 
@@ -10,6 +10,7 @@ const sr = (o: {
   deleting?: boolean;
   status?: Partial<SyncStatus>;
   rv?: string;
+  requested?: string;
 }): SyncResource => ({
   apiVersion: 'operator.kyma-project.io/v1alpha1',
   kind: 'SyncResource',
@@ -20,6 +21,7 @@ const sr = (o: {
     generation: o.generation ?? 1,
     resourceVersion: o.rv ?? '1',
     ...(o.deleting ? { deletionTimestamp: '2026-01-01T00:00:00Z' } : {}),
+    ...(o.requested ? { annotations: { [RECONCILE_ANNOTATION]: o.requested } } : {}),
   },
   spec: { kyma: 'kyma-1', items: [] },
   ...(o.status ? { status: o.status as SyncStatus } : {}),
@@ -58,6 +60,25 @@ describe('changed', () => {
     ],
     ['deleting, our write', sr({ deleting: true }), sr({ deleting: true, rv: '9' }), undefined],
     ['recreated under the same name', sr({ status: ready(1) }), sr({ uid: 'u2' }), 'new'],
+    ['a reconcile asked for', sr({ status: ready(1) }), sr({ requested: 't1', status: ready(1) }), 'change'],
+    [
+      'asked for again',
+      sr({ requested: 't1', status: ready(1) }),
+      sr({ requested: 't2', status: ready(1) }),
+      'change',
+    ],
+    [
+      'the same request, our write',
+      sr({ requested: 't1', status: ready(1) }),
+      sr({ requested: 't1', rv: '5', status: ready(1) }),
+      undefined,
+    ],
+    [
+      'asked for while its deletion failed',
+      sr({ deleting: true, status: { state: 'Error', observedGeneration: 1 } }),
+      sr({ deleting: true, requested: 't1', status: { state: 'Error', observedGeneration: 1 } }),
+      'change',
+    ],
   ] as const)('%s', (_, before, now, want) => {
     expect(changed(before ? seenOf(before) : undefined, now)).toBe(want);
   });

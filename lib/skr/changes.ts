@@ -9,7 +9,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudEvent } from 'cloudevents';
 import { PriorityGate } from '../concurrency.ts';
 import { EventTypes, makeEvent, type SyncResourceChanged } from '../events.ts';
-import { settled, type SyncResource } from '../model.ts';
+import { RECONCILE_ANNOTATION, settled, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 
 /** Seen is what the source keeps of a SyncResource to tell a change from an echo. */
@@ -23,6 +23,8 @@ export interface Seen {
   settled: boolean;
   /** reconciled: a status was written for some generation (a run now is a change, ahead of bulk). */
   reconciled: boolean;
+  /** requested is RECONCILE_ANNOTATION's value: a new one asks for a run. */
+  requested?: string;
 }
 
 /** seenOf is what changed() compares. */
@@ -33,13 +35,16 @@ export const seenOf = (sr: SyncResource): Seen => ({
   kyma: `${sr.metadata.namespace}/${sr.spec?.kyma ?? ''}`,
   settled: settled(sr),
   reconciled: sr.status?.observedGeneration !== undefined,
+  ...(sr.metadata.annotations?.[RECONCILE_ANNOTATION] !== undefined
+    ? { requested: sr.metadata.annotations[RECONCILE_ANNOTATION] }
+    : {}),
 });
 
 /**
  * changed decides whether sr, as listed or watched, needs a run, given what was seen of it
  * before (undefined: nothing, or another object of that name): 'new' for one never
- * reconciled (bulk), 'change' for an edit or a deletion of one that was (ahead of bulk),
- * undefined for an update that changes neither its generation nor its deletion (the
+ * reconciled (bulk), 'change' for an edit or a deletion of one that was, or a new value of
+ * RECONCILE_ANNOTATION (ahead of bulk), undefined for an update that changes neither its generation nor its deletion (the
  * product's own writes, a label) or a SyncResource first seen settled.
  */
 export function changed(before: Seen | undefined, sr: SyncResource): 'new' | 'change' | undefined {
@@ -50,6 +55,7 @@ export function changed(before: Seen | undefined, sr: SyncResource): 'new' | 'ch
   }
   if (now.deleting && !before.deleting) return 'change';
   if (now.generation !== before.generation) return 'change';
+  if (now.requested !== undefined && now.requested !== before.requested) return 'change';
   return undefined;
 }
 
