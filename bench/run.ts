@@ -898,6 +898,7 @@ try {
           KUBECONFIG: set.kcp.kubeconfigFile,
           K_SINK: rt.broker.url,
           LOG_LEVEL: 'warn',
+          SYNC_EVENT_AUTH: 'none',
         },
         stdio: ['ignore', 'pipe', 'ignore'],
       });

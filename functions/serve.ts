@@ -36,6 +36,14 @@ const ok = async () => 'OK';
 const usesKcp = name !== 'dead-letter';
 // Every delivery passes the sender check first (SYNC_EVENT_AUTH=oidc): a refused one does no work.
 const guard = senderGuard(name);
+if (!guard)
+  console.log(
+    JSON.stringify({
+      level: 'warn',
+      msg: 'sender identity is off (SYNC_EVENT_AUTH=none): every delivery is accepted, whoever sent it',
+      function: name,
+    }),
+  );
 type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) => Promise<unknown>;
 const inner = mod.handle as Handle;
 // Memory a burst of deliveries grew is given back once none has been in flight for a moment (idle.ts).

@@ -169,6 +169,7 @@ export function senderGuard(
   fallback: Logger = { info() {}, warn() {}, error() {} },
 ): SenderGuard | undefined {
   const policy = senderPolicyFromEnv(env);
+  Metrics.senderIdentity.add(policy ? 1 : 0, { function: fn });
   if (!policy) return undefined;
   const issuer = kcpIssuer(env);
   const verifier = new SenderVerifier(policy, issuer);

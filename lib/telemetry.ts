@@ -109,6 +109,11 @@ function createInstruments() {
       description:
         'Deliveries refused because their OIDC token is missing, does not verify (invalid, expired, audience, issuer) or is of another sender (subject)',
     }),
+    /** senderIdentity: 1 where the function checks every delivery's sender, 0 where SYNC_EVENT_AUTH=none turned it off. */
+    senderIdentity: meter.createUpDownCounter('sync.sender.identity', {
+      description:
+        '1 when this function checks the sender identity (OIDC token) of every delivery, 0 when it runs with SYNC_EVENT_AUTH=none and accepts any',
+    }),
     /** senderVerifyDuration: seconds to verify one delivery's token. */
     senderVerifyDuration: meter.createHistogram('sync.sender.verify.duration', {
       unit: 's',

@@ -30,6 +30,7 @@ describe('serve', () => {
           KUBECONFIG: kubeconfig,
           K_SINK: 'http://127.0.0.1:1',
           LOG_LEVEL: 'warn',
+          SYNC_EVENT_AUTH: 'none',
         },
         stdio: 'ignore',
       },
@@ -46,6 +47,46 @@ describe('serve', () => {
       }
     } finally {
       child.kill('SIGKILL');
+    }
+  });
+
+  it('refuses to start without SYNC_EVENT_AUTH; turned off by name, it says so at start-up and in a metric', async () => {
+    const serve = join(import.meta.dirname, '..', 'functions', 'serve.ts');
+    const run = (env: Record<string, string | undefined>) => {
+      const child = spawn(process.execPath, [serve, 'dead-letter'], { env: env as NodeJS.ProcessEnv });
+      let out = '';
+      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+      return { child, out: () => out };
+    };
+    const { SYNC_EVENT_AUTH: _unset, ...base } = process.env;
+    const port = await freePort();
+    const unset = run({ ...base, PORT: String(port), LOG_LEVEL: 'warn' });
+    const code = await new Promise<number | null>((r) => unset.child.on('exit', r));
+    expect(code).not.toBe(0);
+    expect(unset.out()).toContain('SYNC_EVENT_AUTH is not set');
+
+    const metricsPort = await freePort();
+    const none = run({
+      ...base,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      SYNC_EVENT_AUTH: 'none',
+      OTEL_METRICS_EXPORTER: 'prometheus',
+      OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
+      OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPort),
+    });
+    try {
+      await waitFor(
+        'serve.ts',
+        async () => (await fetch(`http://127.0.0.1:${port}/health/readiness`)).ok,
+        30_000,
+      );
+      expect(none.out()).toMatch(/"level":"warn","msg":"sender identity is off \(SYNC_EVENT_AUTH=none\)/);
+      const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+      expect(metrics).toMatch(/^sync_sender_identity\{[^}]*function="dead-letter"[^}]*\} 0$/m);
+    } finally {
+      none.child.kill('SIGKILL');
     }
   });
 

@@ -37,9 +37,10 @@ describe('childName (knative.dev/pkg kmeta.ChildName)', () => {
 });
 
 describe('senderPolicyFromEnv', () => {
-  it('is off only when told so (none, or unset)', () => {
-    expect(senderPolicyFromEnv({})).toBeUndefined();
+  it('is off only when told so by name: unset is an error, not a quiet "off"', () => {
     expect(senderPolicyFromEnv({ SYNC_EVENT_AUTH: 'none' })).toBeUndefined();
+    expect(() => senderPolicyFromEnv({})).toThrow(/SYNC_EVENT_AUTH is not set/);
+    expect(() => senderPolicyFromEnv({ SYNC_EVENT_AUTH: '' })).toThrow(/SYNC_EVENT_AUTH is not set/);
   });
 
   it('reads the audience and the Triggers', () => {

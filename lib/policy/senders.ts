@@ -71,10 +71,15 @@ export function triggerSubject(namespace: string, trigger: string): string {
  * senderPolicyFromEnv reads SYNC_EVENT_AUTH: "oidc" (deliveries must carry a token for
  * SYNC_EVENT_AUDIENCE from one of the Triggers SYNC_EVENT_SENDERS names, as
  * namespace/name, comma-separated) or "none" (Knative runs without sender identity:
- * every delivery is accepted, as before). Anything else is a configuration error.
+ * every delivery is accepted). It fails closed: unset, or anything else, is a
+ * configuration error, so sender identity is off only where it is turned off by name.
  */
 export function senderPolicyFromEnv(env: Record<string, string | undefined>): SenderPolicy | undefined {
-  const mode = env.SYNC_EVENT_AUTH ?? 'none';
+  const mode = env.SYNC_EVENT_AUTH;
+  if (mode === undefined || mode === '')
+    throw new Error(
+      'SYNC_EVENT_AUTH is not set: "oidc" checks the sender of every delivery (knative.yaml sets it), "none" turns that off',
+    );
   if (mode === 'none') return undefined;
   if (mode !== 'oidc')
     throw new Error(`SYNC_EVENT_AUTH must be "oidc" or "none", not ${JSON.stringify(mode)}`);
