@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { CloudEvent } from 'cloudevents';
 import { RECONCILE_ANNOTATION, type SyncResource, type SyncStatus } from '../model.ts';
 import type { SyncResourceChanged } from '../events.ts';
-import { changed, Changes, seenOf } from './changes.ts';
+import { changed, Changes, seenOf, withRetries } from './changes.ts';
 
 const sr = (o: {
   uid?: string;
@@ -136,5 +136,23 @@ describe('Changes', () => {
       kyma: 'kyma-1',
       change: true,
     });
+  });
+});
+
+describe('withRetries', () => {
+  it('retries a failing post ten times, backing off, then gives up; a post that recovers is sent once', async () => {
+    let calls = 0;
+    await expect(
+      withRetries(async () => {
+        calls++;
+        throw new Error('broker down');
+      }, 1),
+    ).rejects.toThrow('broker down');
+    expect(calls).toBe(11);
+    calls = 0;
+    await withRetries(async () => {
+      if (++calls < 4) throw new Error('busy');
+    }, 1);
+    expect(calls).toBe(4);
   });
 });

@@ -65,14 +65,18 @@ export function changed(before: Seen | undefined, sr: SyncResource): 'new' | 'ch
  */
 const POSTS = 16;
 
-/** withRetries retries a post with exponential back-off, as the ApiServerSource adapter does (50 ms, 5 retries). */
-async function withRetries(post: () => Promise<void>): Promise<void> {
+/**
+ * withRetries retries a post with exponential back-off (50 ms doubling, at most 5 s apart,
+ * about 30 s in all): longer than the ApiServerSource adapter's 1.5 s, since a change
+ * given up here waits for the next resync tick.
+ */
+export async function withRetries(post: () => Promise<void>, base = 50): Promise<void> {
   for (let attempt = 0; ; attempt++) {
     try {
       return await post();
     } catch (err) {
-      if (attempt >= 5) throw err;
-      await sleep(50 * 2 ** attempt);
+      if (attempt >= 10) throw err;
+      await sleep(Math.min(base * 2 ** attempt, base * 100));
     }
   }
 }
