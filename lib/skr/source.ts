@@ -614,16 +614,19 @@ export class SkrSource {
     this.stats.events++;
     const key = keyOf(o);
     const holders = w.holders.get(key);
-    if (!holders || holders.size === 0) {
-      // Our label on an object no inventory names (a customer's, or one being pruned): not ours to judge.
-      k.objects.delete(key);
-      this.stats.ignored++;
-      return;
-    }
     const stamp = ourStamp(o, this.opts.config.fieldManager);
     const prev = k.objects.get(key);
     const health = healthNow(o);
+    // Kept even when no inventory names it yet: an object just created may come before the
+    // inventory that records it (the KCP's watch event is later than the SKR's), and its
+    // next event may never come (a Deployment Available at once). The status that follows
+    // is then compared with what was seen (recheck).
     k.objects.set(key, { stamp, health });
+    if (!holders || holders.size === 0) {
+      // Our label on an object no inventory names (a customer's, or one being pruned): not ours to judge.
+      this.stats.ignored++;
+      return;
+    }
     const e = this.entryOf(w, key, k.gk);
     if (!e) return;
     for (const sr of holders) {
