@@ -4,7 +4,7 @@ import { parseConfig, type Config } from '../lib/config.ts';
 import { reconcile, type ReconcileDeps } from '../lib/engine/reconcile.ts';
 import type { ApplyResult } from '../lib/engine/result.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
-import { isConflict } from '../lib/kube/errors.ts';
+import { isConflict, lostRace } from '../lib/kube/errors.ts';
 import { getObject, mustFind, applyObject, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
 import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncItem, type SyncResource } from '../lib/model.ts';
@@ -83,8 +83,10 @@ export class Harness {
     const sr = await this.get();
     if (!sr) throw new Error(`SyncResource ${this.name} is gone`);
     const result = await reconcile(sr, { skr: this.skr, kcp: this.store, config: this.config, ...deps });
-    const fresh = await this.get();
-    if (fresh && !result.deleting) {
+    // As write-status: decided on what was read; a write another run's beat (its tests fail) reads again.
+    for (let attempt = 1; ; attempt++) {
+      const fresh = await this.get();
+      if (!fresh || result.deleting) break;
       const status = computeStatus(result, fresh.status, new Date());
       // The run's digests the KCP's inventory does not hold yet go with the status, as in write-status.
       const synced = fresh.status?.synced ?? [];
@@ -92,9 +94,15 @@ export class Harness {
         (r) => synced[r.index]?.kind === r.kind && synced[r.index]?.name === r.name,
       );
       const changed = !sameStatus(fresh.status, status);
-      if (changed || recorded.length > 0)
-        await this.store.writeStatus(fresh, changed ? status : {}, undefined, recorded);
+      try {
+        if (changed || recorded.length > 0)
+          await this.store.writeStatus(fresh, changed ? status : {}, undefined, recorded);
+      } catch (err) {
+        if (!lostRace(err) || attempt >= 3) throw err;
+        continue;
+      }
       if (changed) this.statusWrites++;
+      break;
     }
     return { result, sr: await this.get() };
   }
