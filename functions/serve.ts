@@ -48,13 +48,13 @@ type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) 
 const inner = mod.handle as Handle;
 // Memory a burst of deliveries grew is given back once none has been in flight for a moment (idle.ts).
 const idle = new IdleCollector();
-const handle: Handle = guard
-  ? (context, event) =>
-      idle.run(async () => {
-        await guard.check(context as never);
-        return inner(context, event);
-      })
-  : (context, event) => idle.run(() => inner(context, event));
+const checked: Handle = guard
+  ? async (context, event) => {
+      await guard.check(context as never);
+      return inner(context, event);
+    }
+  : inner;
+const handle: Handle = (context, event) => idle.run(() => checked(context, event));
 await faas.start(
   {
     handle: handle as never,

@@ -2,6 +2,7 @@
 // parsers. Events carry identity only: never manifests, never credentials.
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
+import { DIGESTS } from './engine/inventory.ts';
 import type { ApplyResult } from './engine/result.ts';
 import { MAX_FEEDBACK } from './feedback.ts';
 import { HEALTH_STATUSES } from './model.ts';
@@ -419,8 +420,7 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
       count(e, 'index');
       str(e, 'kind', undefined, 253);
       str(e, 'name', undefined, 253);
-      for (const k of ['digest', 'statusDigest', 'manifest'])
-        if (e[k] !== undefined) str(e, k, (v) => /^[0-9a-f:]+$/.test(v), 80);
+      for (const k of DIGESTS) if (e[k] !== undefined) str(e, k, (v) => /^[0-9a-f:]+$/.test(v), 80);
     }
   }
   if (d.seen !== undefined) {

@@ -15,7 +15,8 @@ import {
   type SyncStatus,
 } from './model.ts';
 import { statusWriteTests } from './policy/rules.ts';
-import type { Recorded } from './engine/inventory.ts';
+import { pointerToken } from './values.ts';
+import { DIGESTS, type Recorded } from './engine/inventory.ts';
 
 /** syncResourceInfo addresses SyncResources without a discovery round trip. */
 export const syncResourceInfo: ResourceInfo = {
@@ -90,7 +91,7 @@ export class KcpStore {
     if (!labelled)
       ops.push(
         sr.metadata.labels
-          ? { op: 'add', path: `/metadata/labels/${KYMA_NAME_LABEL.replace('/', '~1')}`, value: sr.spec.kyma }
+          ? { op: 'add', path: `/metadata/labels/${pointerToken(KYMA_NAME_LABEL)}`, value: sr.spec.kyma }
           : { op: 'add', path: '/metadata/labels', value: { [KYMA_NAME_LABEL]: sr.spec.kyma } },
       );
     return this.kcp.client.call<SyncResource>('PATCH', this.path(sr), {
@@ -167,9 +168,7 @@ function recordedOps(recorded: readonly Recorded[]): unknown[] {
     return [
       { op: 'test', path: `${at}/kind`, value: r.kind },
       { op: 'test', path: `${at}/name`, value: r.name },
-      ...(['digest', 'statusDigest', 'manifest'] as const).flatMap((k) =>
-        r[k] === undefined ? [] : [{ op: 'add', path: `${at}/${k}`, value: r[k] }],
-      ),
+      ...DIGESTS.flatMap((k) => (r[k] === undefined ? [] : [{ op: 'add', path: `${at}/${k}`, value: r[k] }])),
     ];
   });
 }

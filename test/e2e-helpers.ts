@@ -161,7 +161,13 @@ export function syncResourceYaml(
   ns: string,
   name: string,
   kyma: string,
-  items: { name: string; strategy: string; resource?: string; subresource?: string }[],
+  items: {
+    name: string;
+    strategy: string;
+    resource?: string;
+    subresource?: string;
+    resourceFrom?: { configMapKeyRef: { name: string; key: string } };
+  }[],
 ): string {
   return JSON.stringify({
     apiVersion: 'operator.kyma-project.io/v1alpha1',

@@ -1,6 +1,7 @@
 // A harness for engine tests: SyncResources in the real KCP, applied with the real
 // engine to a real SKR, status computed and written as the functions do.
 import { parseConfig, type Config } from '../lib/config.ts';
+import { stillRecordable } from '../lib/engine/inventory.ts';
 import { reconcile, type ReconcileDeps } from '../lib/engine/reconcile.ts';
 import type { ApplyResult } from '../lib/engine/result.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
@@ -89,10 +90,7 @@ export class Harness {
       if (!fresh || result.deleting) break;
       const status = computeStatus(result, fresh.status, new Date());
       // The run's digests the KCP's inventory does not hold yet go with the status, as in write-status.
-      const synced = fresh.status?.synced ?? [];
-      const recorded = (result.recorded ?? []).filter(
-        (r) => synced[r.index]?.kind === r.kind && synced[r.index]?.name === r.name,
-      );
+      const recorded = stillRecordable(result.recorded, fresh.status?.synced);
       const changed = !sameStatus(fresh.status, status);
       try {
         if (changed || recorded.length > 0)

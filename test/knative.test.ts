@@ -216,26 +216,18 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     await kubectl(
       kcp,
       ['apply', '-f', '-'],
-      JSON.stringify({
-        apiVersion: 'operator.kyma-project.io/v1alpha1',
-        kind: 'SyncResource',
-        metadata: { name, namespace: ns },
-        spec: {
-          kyma: 'kyma-1',
-          items: [
-            {
-              name: 'ns',
-              strategy: 'CreateAndSync',
-              resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
-            },
-            {
-              name: 'cm',
-              strategy: 'CreateAndSync',
-              resourceFrom: { configMapKeyRef: { name: `${name}-text`, key: 'cm.yaml' } },
-            },
-          ],
+      syncResourceYaml(ns, name, 'kyma-1', [
+        {
+          name: 'ns',
+          strategy: 'CreateAndSync',
+          resource: `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${target}}\n`,
         },
-      }),
+        {
+          name: 'cm',
+          strategy: 'CreateAndSync',
+          resourceFrom: { configMapKeyRef: { name: `${name}-text`, key: 'cm.yaml' } },
+        },
+      ]),
     );
     // Settled: Ready for its generation, and nothing in flight that names it.
     await eventually(async () => {

@@ -33,18 +33,34 @@ const sameObject = (a: InventoryEntry, b: InventoryEntry) =>
   a.apiVersion === b.apiVersion &&
   (a.adopted === true) === (b.adopted === true);
 
+/** DIGESTS are an entry's fields taken from what the server holds after an apply. */
+export const DIGESTS = ['digest', 'statusDigest', 'manifest'] as const;
+type Digests = Pick<InventoryEntry, (typeof DIGESTS)[number]>;
+const sameDigests = (a: Digests, b: Digests) => DIGESTS.every((k) => a[k] === b[k]);
+
 /**
  * Recorded is a digest the KCP's inventory does not hold yet: the entry at index (checked by
  * its kind and name) gets these fields. Only the status step writes it, in its own patch.
  */
-export type Recorded = { index: number; kind: string; name: string } & Pick<
-  InventoryEntry,
-  'digest' | 'statusDigest' | 'manifest'
->;
+export type Recorded = { index: number; kind: string; name: string } & Digests;
 
 /** withoutDigests is an inventory as far as what it holds goes (what a conflict must not have changed). */
 export const withoutDigests = (entries: readonly InventoryEntry[]): InventoryEntry[] =>
   entries.map(({ digest: _d, statusDigest: _s, manifest: _m, ...e }) => e);
+
+/**
+ * stillRecordable keeps the digests whose inventory entry synced still holds at the same
+ * place and without them (another run may have rewritten the inventory since).
+ */
+export function stillRecordable(
+  recorded: readonly Recorded[] | undefined,
+  synced: readonly InventoryEntry[] | undefined,
+): Recorded[] {
+  return (recorded ?? []).filter((r) => {
+    const e = synced?.[r.index];
+    return e !== undefined && e.kind === r.kind && e.name === r.name && !sameDigests(e, r);
+  });
+}
 
 /** Inventory is the in-memory inventory of one run, written through on change. */
 export class Inventory {
@@ -105,16 +121,10 @@ export class Inventory {
     }
     const recorded: Recorded[] = [];
     next.forEach((e, i) => {
-      const c = cur[i]!;
-      if (e.digest === c.digest && e.statusDigest === c.statusDigest && e.manifest === c.manifest) return;
-      recorded.push({
-        index: i,
-        kind: e.kind,
-        name: e.name,
-        ...(e.digest !== undefined ? { digest: e.digest } : {}),
-        ...(e.statusDigest !== undefined ? { statusDigest: e.statusDigest } : {}),
-        ...(e.manifest !== undefined ? { manifest: e.manifest } : {}),
-      });
+      if (sameDigests(e, cur[i]!)) return;
+      const r: Recorded = { index: i, kind: e.kind, name: e.name };
+      for (const k of DIGESTS) if (e[k] !== undefined) r[k] = e[k];
+      recorded.push(r);
     });
     this.current = next;
     return recorded;

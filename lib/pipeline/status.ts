@@ -16,7 +16,7 @@ import { describeHealth } from '../health.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps } from './deps.ts';
-import type { Recorded } from '../engine/inventory.ts';
+import { stillRecordable } from '../engine/inventory.ts';
 import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
@@ -115,7 +115,9 @@ async function nextStatus(
     return 'stale';
   }
   const next = computeStatus(data.result, base.status, now);
-  const recorded = tentative ? (data.result.recorded ?? []) : stillRecordable(data, base);
+  const recorded = tentative
+    ? (data.result.recorded ?? [])
+    : stillRecordable(data.result.recorded, base.status?.synced);
   const guard = {
     generation: base.metadata.generation ?? 0,
     items: tentative ? data.result.items.map((i) => i.name) : [],
@@ -152,23 +154,6 @@ async function nextStatus(
   await syncLabel(deps, base, next);
   await recordEvents(deps, base, data, next.state!, next.conditions![0]!.message);
   return 'written';
-}
-
-/**
- * stillRecordable keeps the run's digests whose inventory entry the live object still holds
- * at the same place and without them (another run may have rewritten the inventory since).
- */
-function stillRecordable(data: ItemsApplied, live: SyncResource): Recorded[] {
-  const synced = live.status?.synced ?? [];
-  return (data.result.recorded ?? []).filter((r) => {
-    const e = synced[r.index];
-    return (
-      e !== undefined &&
-      e.kind === r.kind &&
-      e.name === r.name &&
-      (e.digest !== r.digest || e.statusDigest !== r.statusDigest || e.manifest !== r.manifest)
-    );
-  });
 }
 
 /** syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is what counts then). */
