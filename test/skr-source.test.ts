@@ -51,7 +51,7 @@ const skrChanged = (name: string) =>
   ).length;
 type Watches = {
   identity: string;
-  kymas: { kyma: string; state: string; kinds: { kind: string; state: string }[] }[];
+  kymas: { kyma: string; state: string; kinds: { kind: string; state: string; objects: number }[] }[];
 };
 const watches = async (): Promise<Watches[]> =>
   Promise.all(
@@ -243,4 +243,68 @@ describe('the SKR source', () => {
     );
     await s.runtime.startSkrSource(holder.replica);
   }, 150_000);
+
+  it('watches a kind in the namespaces its objects lie in, and the whole cluster beyond four', async () => {
+    const kindsOf = async (kyma: string) => {
+      const w = await watches();
+      return w.flatMap((x) => x.kymas.filter((k) => k.kyma === kyma).flatMap((k) => k.kinds));
+    };
+    const kyma2 = `${s.ns}/kyma-2`;
+    await eventually(
+      async () =>
+        expect(await kindsOf(kyma2)).toEqual([{ kind: `ConfigMap. in ${P}`, state: 'watching', objects: 1 }]),
+      30_000,
+    );
+    // Five more namespaces: one cluster-wide watch instead of six.
+    const spread = Array.from({ length: 5 }, (_, i) => `${P}-ns${i}`);
+    for (const ns of spread) await kubectl(s.skr[1]!, ['create', 'namespace', ns]);
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(
+        s.ns,
+        `${P}-d`,
+        'kyma-2',
+        spread.map((ns) =>
+          item(
+            ns,
+            'CreateAndSync',
+            JSON.stringify({
+              apiVersion: 'v1',
+              kind: 'ConfigMap',
+              metadata: { name: `${P}-d`, namespace: ns },
+              data: { k: 'd' },
+            }),
+          ),
+        ),
+      ),
+    );
+    await waitSr(s, `${P}-d`, ready, 60_000);
+    await eventually(async () => {
+      const kinds = await kindsOf(kyma2);
+      expect(kinds.map((k) => [k.kind, k.state])).toEqual([['ConfigMap.', 'watching']]);
+    }, 30_000);
+    // That watch corrects in every namespace, the first one's too.
+    await kubectl(s.skr[1]!, ['delete', 'configmap', `${P}-d`, '-n', spread[3]!]);
+    await kubectl(s.skr[1]!, ['delete', 'configmap', `${P}-c`, '-n', P]);
+    await eventually(async () => {
+      const out = await kubectl(s.skr[1]!, [
+        'get',
+        'configmap',
+        `${P}-d`,
+        '-n',
+        spread[3]!,
+        '-o',
+        'jsonpath={.data.k}',
+      ]);
+      expect(out).toBe('d');
+      expect((await getCm(s.skr[1]!, `${P}-c`))?.data).toEqual({ k: 'c' });
+    }, 30_000);
+    // The SyncResource gone (its objects pruned), the watch narrows again.
+    await kubectl(s.kcp, ['delete', 'syncresource', `${P}-d`, '-n', s.ns]);
+    await eventually(
+      async () => expect((await kindsOf(kyma2)).map((k) => k.kind)).toEqual([`ConfigMap. in ${P}`]),
+      60_000,
+    );
+  }, 180_000);
 });

@@ -71,8 +71,19 @@ interface Seen {
   health: HealthStatus;
 }
 
+/**
+ * NS_WATCHES is how many namespaces a kind's objects may lie in and still be watched
+ * namespace by namespace; beyond it, or for a cluster-scoped kind, one watch on the whole
+ * cluster. A module's objects mostly lie in one or two namespaces: its watches then see
+ * only them, not every object of the kind that carries our label.
+ */
+const NS_WATCHES = 4;
+
 interface KindWatch {
+  /** key is the group-kind and the namespace watched ("" for the whole cluster), e.g. "ConfigMap.|kyma-system". */
+  key: string;
   gk: string;
+  namespace?: string;
   apiVersion: string;
   kind: string;
   abort: AbortController;
@@ -122,6 +133,10 @@ const keyOf = (o: KubeObject): string =>
 
 const gkOf = (apiVersion: string, kind: string): string =>
   `${kind}.${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}`;
+
+/** watchOf is the watch that sees entry e's object: its namespace's, else the cluster-wide one. */
+const watchOf = (w: KymaWatch, e: Entry): KindWatch | undefined =>
+  (e.namespace ? w.kinds.get(`${e.gk}|${e.namespace}`) : undefined) ?? w.kinds.get(`${e.gk}|`);
 
 const rulesMemo = new Map<string, CompiledRules | undefined>();
 function rulesOf(item: SyncResource['spec']['items'][number]): CompiledRules | undefined {
@@ -278,7 +293,11 @@ export class SkrSource {
     return [...this.kymas.values()].map((k) => ({
       kyma: k.key,
       state: k.state,
-      kinds: [...k.kinds.values()].map((w) => ({ kind: w.gk, state: w.state, objects: w.objects.size })),
+      kinds: [...k.kinds.values()].map((w) => ({
+        kind: w.namespace ? `${w.gk} in ${w.namespace}` : w.gk,
+        state: w.state,
+        objects: w.objects.size,
+      })),
     }));
   }
 
@@ -384,7 +403,7 @@ export class SkrSource {
     const w = this.kymas.get(view.kyma);
     if (!w) return;
     for (const e of view.entries) {
-      const watch = w.kinds.get(e.gk);
+      const watch = watchOf(w, e);
       if (!watch || watch.state === 'listing') continue;
       // Not seen (yet): an object just created whose watch event is still on its way. Gone
       // is decided from the watch alone (a deletion, a relist), never from the KCP's news.
@@ -492,27 +511,42 @@ export class SkrSource {
     }
   }
 
-  /** syncKinds starts a watch for each kind the Kyma's inventories hold and stops the rest. */
+  /**
+   * syncKinds starts a watch for each kind the Kyma's inventories hold (one per namespace
+   * while they lie in at most NS_WATCHES, else one for the cluster) and stops the rest.
+   */
   private syncKinds(w: KymaWatch): void {
-    const wanted = new Map<string, Entry>();
+    const byKind = new Map<string, { e: Entry; namespaces: Set<string>; cluster: boolean }>();
     for (const k of w.srs)
-      for (const e of this.srs.get(k)?.entries ?? []) if (!wanted.has(e.gk)) wanted.set(e.gk, e);
-    for (const [gk, k] of w.kinds)
-      if (!wanted.has(gk)) {
-        k.abort.abort();
-        w.kinds.delete(gk);
+      for (const e of this.srs.get(k)?.entries ?? []) {
+        let g = byKind.get(e.gk);
+        if (!g) byKind.set(e.gk, (g = { e, namespaces: new Set(), cluster: false }));
+        if (e.namespace) g.namespaces.add(e.namespace);
+        else g.cluster = true;
       }
-    for (const [gk, e] of wanted) {
-      if (w.kinds.has(gk)) continue;
+    const wanted = new Map<string, { e: Entry; namespace?: string }>();
+    for (const [gk, g] of byKind) {
+      if (g.cluster || g.namespaces.size > NS_WATCHES) wanted.set(`${gk}|`, { e: g.e });
+      else for (const namespace of g.namespaces) wanted.set(`${gk}|${namespace}`, { e: g.e, namespace });
+    }
+    for (const [key, k] of w.kinds)
+      if (!wanted.has(key)) {
+        k.abort.abort();
+        w.kinds.delete(key);
+      }
+    for (const [key, { e, namespace }] of wanted) {
+      if (w.kinds.has(key)) continue;
       const k: KindWatch = {
-        gk,
+        key,
+        gk: e.gk,
+        ...(namespace ? { namespace } : {}),
         apiVersion: e.apiVersion,
         kind: e.kind,
         abort: new AbortController(),
         objects: new Map(),
         state: 'listing',
       };
-      w.kinds.set(gk, k);
+      w.kinds.set(key, k);
       if (w.client) void this.watchKind(w, k);
     }
   }
@@ -537,7 +571,7 @@ export class SkrSource {
       .run(false, () =>
         informer<KubeObject>(
           client,
-          resourcePath(info),
+          resourcePath(info, k.namespace),
           {
             list: (items) => {
               listed.clear();
@@ -553,7 +587,7 @@ export class SkrSource {
               for (const [key, holders] of w.holders) {
                 if (listed.has(key) || holders.size === 0) continue;
                 const e = this.entryOf(w, key, k.gk);
-                if (!e) continue;
+                if (!e || watchOf(w, e) !== k) continue;
                 k.objects.delete(key);
                 for (const sr of holders) {
                   const h = this.holderOf(this.srs.get(sr), e);
@@ -690,7 +724,7 @@ export class SkrSource {
     const w = view && this.kymas.get(view.kyma);
     const e = view?.entries.find((x) => x.key === f.key);
     if (!view || !w || !e) return true;
-    const seen = w.kinds.get(e.gk)?.objects.get(f.key);
+    const seen = watchOf(w, e)?.objects.get(f.key);
     const h = this.holderOf(view, e);
     if (!seen || !h || h.rules || h.health === undefined || seen.health !== h.health) return true;
     this.posted.delete(`${sr}|${f.key}`);
