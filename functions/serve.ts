@@ -18,8 +18,11 @@ if (!name || !names.includes(name)) {
 // Telemetry first, so that its providers are in place when the handlers load.
 const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelemetry(`kcp-sync-${name}`);
 phases.telemetry = performance.now();
-// faas-js-runtime's own probes are replaced (below); the event-loop sampler behind them is stopped.
-(await import('./quiet.ts')).stopOverloadSampler();
+// faas-js-runtime's own probes are replaced (below); the event-loop sampler behind them is
+// stopped, and so is the one of its default metrics (quiet.ts).
+const quiet = await import('./quiet.ts');
+quiet.stopOverloadSampler();
+quiet.skipDefaultMetrics();
 const [{ default: faas }, mod, { getDeps, senderGuard }, { IdleCollector }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,

@@ -6,7 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { freePort, waitFor } from '../infra/net.ts';
-import { stopOverloadSampler } from '../functions/quiet.ts';
+import { skipDefaultMetrics, stopOverloadSampler } from '../functions/quiet.ts';
 
 describe('serve', () => {
   it('answers its probes while a long synchronous stretch would make faas-js-runtime report overload', async () => {
@@ -126,5 +126,31 @@ describe('serve', () => {
     fresh();
     stopOverloadSampler();
     expect(running(() => fromRuntime('./lib/health-check.js'))).toBe(0);
+  });
+
+  it("starts no event-loop delay monitor for faas-js-runtime's default metrics", async () => {
+    const fromRuntime = module.createRequire(import.meta.resolve('faas-js-runtime'));
+    const hooks = (await import('node:perf_hooks')).default;
+    const monitor = hooks.monitorEventLoopDelay;
+    const started: unknown[] = [];
+    hooks.monitorEventLoopDelay = ((opts) => {
+      started.push(opts);
+      return monitor(opts);
+    }) as typeof monitor;
+    const metricsOf = () => {
+      delete fromRuntime.cache[fromRuntime.resolve('./lib/metrics.js')];
+      (fromRuntime('./lib/metrics.js') as (config: object) => unknown)({});
+    };
+    try {
+      // As faas-js-runtime loads it: a monitor sampling every 10 ms, for good.
+      metricsOf();
+      expect(started).toEqual([{ resolution: 10 }]);
+      // As serve.ts loads it.
+      skipDefaultMetrics();
+      metricsOf();
+      expect(started).toHaveLength(1);
+    } finally {
+      hooks.monitorEventLoopDelay = monitor;
+    }
   });
 });

@@ -44,6 +44,10 @@ export class ApiProxy {
       { cert: await readFile(serving.certFile), key: await readFile(serving.keyFile) },
       (req, res) => void this.forward(req, res).catch(() => res.destroy()),
     );
+    // As the API server (Go's net/http) answers: no "Keep-Alive: timeout=5" header (Node's
+    // default), which would make every client close its idle connections after 3 s and pay a
+    // TLS handshake for each request a few seconds apart (a Lease renewal, a resync's reads).
+    this.server.keepAliveTimeout = 0;
     await new Promise<void>((r) => this.server!.listen(0, '127.0.0.1', r));
     this.port = (this.server.address() as { port: number }).port;
     this.url = `https://127.0.0.1:${this.port}`;
