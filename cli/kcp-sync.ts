@@ -14,16 +14,17 @@ import { RestMapper } from '../lib/kube/discovery.ts';
 import { SYNC_API_VERSION, type SyncResource } from '../lib/model.ts';
 import { validateText, type ValidateReport } from '../lib/validate.ts';
 import { readYamlDocuments } from '../lib/yaml.ts';
+import type { SyncPolicy } from '../lib/policy/tenancy.ts';
 
 const usage = {
   main: `kcp-sync: validate and diff SyncResources
 
 Commands:
-  kcp-sync validate FILE...                  check SyncResource files offline
+  kcp-sync validate FILE... [--policy P]     check SyncResource files offline
   kcp-sync diff FILE --kubeconfig SKR        show what a reconcile would do in that cluster
 
 Run "kcp-sync <command> --help" for a command's options.`,
-  validate: `kcp-sync validate FILE... [-o json]
+  validate: `kcp-sync validate FILE... [--policy P] [-o json]
 
 Checks SyncResources offline with the product's own rules: the CRD's schema and rules,
 the item parser, identities, restricted kinds and protected namespaces (from
@@ -31,11 +32,17 @@ SYNC_RESTRICTED_KINDS, SYNC_PROTECTED_NAMESPACES, SYNC_CONTROL_PLANE_NAMESPACES)
 duplicate objects. FILE may hold several documents; "-" reads standard input; documents
 of other kinds are reported and skipped.
 
+--policy P checks a team's SyncResources (in a namespace that is not a control-plane one,
+or in none) against the SyncPolicy in file P, with the product's own rule: the namespace,
+each item's strategy, kind and destination namespace (the scope of a kind that is not
+built in is taken as namespaced offline; the product asks the SKR). The Kymas it allows
+are not checked offline.
+
 Each problem is printed with its SyncResource, item, state, reason and message: what the
 product would write into the status (or why the API server would refuse the object).
 
 Exit status: 0 clean, 1 problems found, 2 a file could not be read.`,
-  diff: `kcp-sync diff FILE --kubeconfig SKR [--context C] [-o json]
+  diff: `kcp-sync diff FILE --kubeconfig SKR [--context C] [--policy P] [-o json]
 
 Shows, per item of each SyncResource in FILE, what a reconcile would do in the cluster of
 the kubeconfig: create, update, adopt, delete, unchanged, conflict, restricted, not
@@ -43,6 +50,9 @@ found, or error; updates come with a unified diff of the fields the product owns
 server-side dry-run apply with its field manager. Secret values are masked. Nothing is
 written. Objects pruned because an item was removed are not shown (that needs the
 SyncResource's inventory in the control plane).
+
+--policy P checks each item against the SyncPolicy in file P as the product would, after
+the cluster's discovery: an item the policy refuses is shown restricted (NotPermitted).
 
 Exit status: 0 nothing would change, 1 something would change, 2 errors.`,
 };
@@ -64,10 +74,26 @@ async function readInput(file: string): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-async function validate(files: string[], format: Format, config: Config): Promise<number> {
+/** readPolicy reads the one SyncPolicy of file. */
+async function readPolicy(file: string): Promise<SyncPolicy> {
+  const docs = readYamlDocuments(await readFile(file, 'utf8')) as Partial<SyncPolicy & { kind: string }>[];
+  const policies = docs.filter((d) => d?.kind === 'SyncPolicy');
+  if (policies.length !== 1) throw new Error(`${file} must hold one SyncPolicy, not ${policies.length}`);
+  const p = policies[0]!;
+  if (typeof p.metadata?.name !== 'string' || !Array.isArray(p.spec?.namespaces))
+    throw new Error(`${file}: a SyncPolicy needs metadata.name and spec.namespaces`);
+  return p as SyncPolicy;
+}
+
+async function validate(
+  files: string[],
+  format: Format,
+  config: Config,
+  policy: SyncPolicy | undefined,
+): Promise<number> {
   const schema = syncResourceSpecSchema();
   const reports: ValidateReport[] = [];
-  for (const file of files) reports.push(validateText(await readInput(file), file, config, schema));
+  for (const file of files) reports.push(validateText(await readInput(file), file, config, schema, policy));
   const findings = reports.flatMap((r) => r.findings);
   if (format === 'json') {
     console.log(JSON.stringify({ ok: findings.length === 0, reports }, null, 2));
@@ -123,6 +149,7 @@ async function diff(
   context: string | undefined,
   format: Format,
   config: Config,
+  policy: SyncPolicy | undefined,
 ): Promise<number> {
   const docs = (readYamlDocuments(await readInput(file)) as SyncResource[]).filter(
     (d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource',
@@ -136,7 +163,7 @@ async function diff(
       sr.metadata.namespace ??= config.controlPlaneNamespaces[0];
       results.push({
         syncResource: `${sr.metadata.namespace}/${sr.metadata.name}`,
-        items: await diffSyncResource(sr, skr, config),
+        items: await diffSyncResource(sr, skr, config, policy),
       });
     }
   } finally {
@@ -178,6 +205,7 @@ async function main(argv: string[]): Promise<number> {
       output: { type: 'string', short: 'o' },
       kubeconfig: { type: 'string' },
       context: { type: 'string' },
+      policy: { type: 'string' },
     },
   });
   if (command !== 'validate' && command !== 'diff') {
@@ -191,13 +219,14 @@ async function main(argv: string[]): Promise<number> {
   const format = values.output === 'json' ? 'json' : values.output === undefined ? 'text' : undefined;
   if (!format) throw new Error(`-o ${values.output}: only json is supported`);
   const config = parseConfig();
+  const policy = values.policy ? await readPolicy(values.policy) : undefined;
   if (command === 'validate') {
     if (positionals.length === 0)
       throw new Error('validate needs at least one FILE (or - for standard input)');
-    return validate(positionals, format, config);
+    return validate(positionals, format, config, policy);
   }
   if (positionals.length !== 1 || !values.kubeconfig) throw new Error('diff needs one FILE and --kubeconfig');
-  return diff(positionals[0]!, values.kubeconfig, values.context, format, config);
+  return diff(positionals[0]!, values.kubeconfig, values.context, format, config, policy);
 }
 
 try {

@@ -17,15 +17,12 @@ export const crdDir = join(import.meta.dirname, 'crds');
 /** knativeYaml is the deployment manifest; the SyncResource CRD is taken from it. */
 export const knativeYaml = join(import.meta.dirname, '..', 'knative.yaml');
 
-/** syncResourceCrd returns the SyncResource CRD document of knative.yaml. */
-export async function syncResourceCrd(): Promise<KubeObject> {
+/** productCrds returns the CRD documents of knative.yaml (SyncResource, SyncPolicy). */
+export async function productCrds(): Promise<KubeObject[]> {
   const docs = loadAll(await readFile(knativeYaml, 'utf8')) as KubeObject[];
-  const crd = docs.find(
-    (d) =>
-      d?.kind === 'CustomResourceDefinition' && d.metadata.name === 'syncresources.operator.kyma-project.io',
-  );
-  if (!crd) throw new Error(`${knativeYaml} holds no SyncResource CRD`);
-  return crd;
+  const crds = docs.filter((d) => d?.kind === 'CustomResourceDefinition');
+  if (crds.length === 0) throw new Error(`${knativeYaml} holds no CRD`);
+  return crds;
 }
 
 /** controlPlaneNamespace is where Kymas, access Secrets and SyncResources live locally. */
@@ -106,7 +103,7 @@ export function kymaObjects(
 export async function setupKcp(set: ClusterSet): Promise<void> {
   const kcp = await connect(set.kcp.kubeconfig, 'kcp');
   try {
-    await installCrds(kcp, [await syncResourceCrd(), join(crdDir, 'kyma.yaml')]);
+    await installCrds(kcp, [...(await productCrds()), join(crdDir, 'kyma.yaml')]);
     await applyObjects(kcp, [
       { apiVersion: 'v1', kind: 'Namespace', metadata: { name: controlPlaneNamespace } },
       ...set.skrs.flatMap((skr, i) => kymaObjects(kymaName(i + 1), skr.kubeconfig)),

@@ -12,6 +12,7 @@ import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
 import { describeId } from './manifest.ts';
 import type { SyncResource } from './model.ts';
+import { ADOPTION_REFUSAL, type SyncPolicy } from './policy/tenancy.ts';
 import { fieldConflicts, heldElsewhere, OwnedFieldConflict, writerOf, type Writer } from './engine/share.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
@@ -33,7 +34,12 @@ export interface ItemDiff {
 export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt', 'delete']);
 
 /** diffSyncResource computes every item's outcome for sr in the cluster skr; nothing is written. */
-export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: Config): Promise<ItemDiff[]> {
+export async function diffSyncResource(
+  sr: SyncResource,
+  skr: Cluster,
+  config: Config,
+  policy?: SyncPolicy,
+): Promise<ItemDiff[]> {
   const w = writerOf(sr, config);
   const plan = parseItems(sr.spec.items ?? [], config);
   const out: ItemDiff[] = [];
@@ -41,18 +47,23 @@ export async function diffSyncResource(sr: SyncResource, skr: Cluster, config: C
     const object = p.id ? describeId(p.id) : undefined;
     const base = { item: p.item.name, ...(object ? { object } : {}) };
     try {
-      await resolveKind(p, plan, skr, config);
+      await resolveKind(p, plan, skr, config, policy);
       if (!isResolved(p)) {
         const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
         out.push({
           ...base,
-          outcome: done.reason === 'Restricted' ? 'restricted' : 'error',
+          outcome: done.reason === 'Restricted' || done.reason === 'NotPermitted' ? 'restricted' : 'error',
           reason: done.reason,
           message: done.message,
         });
         continue;
       }
       const live = await observe(skr, p);
+      // Under a policy, an object the product did not create is never adopted.
+      if (policy && decide(p, live, { writer: w }).adopt === true) {
+        out.push({ ...base, outcome: 'restricted', reason: 'NotPermitted', message: ADOPTION_REFUSAL });
+        continue;
+      }
       if (p.item.dataFrom && p.object) {
         // Values by reference live in the KCP: compared as they are in the cluster, never shown.
         p.object = { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } };

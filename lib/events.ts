@@ -103,8 +103,8 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     to: ['sync-resolve-cluster'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',
-    data: ['namespace', 'name', 'uid', 'generation', 'kyma', 'change?', 'deleting?'],
-    what: 'a SyncResource is new, edited or being deleted: reconcile it (not sent for its own writes)',
+    data: ['namespace', 'name', 'uid', 'generation', 'kyma', 'change?', 'deleting?', 'policy?'],
+    what: 'a SyncResource is new, edited or being deleted, or the SyncPolicy of its namespace changed: reconcile it (not sent for its own writes)',
   },
   {
     type: EventTypes.reconcileKyma,
@@ -152,7 +152,7 @@ export interface SyncRef {
 
 /** ReconcileRequest is the data of a reconcile event. */
 export interface ReconcileRequest extends SyncRef {
-  /** trigger says why: resync (cron), kyma (its Kyma changed), secret (its access Secret changed). */
+  /** trigger says why: resync (cron), kyma (its Kyma, or the SyncPolicy of its namespace, changed), secret (its access Secret changed). */
   trigger: 'resync' | 'kyma' | 'secret';
   /** since is when the fan-out began (ISO time): SKR snapshots taken before it confirm nothing for this run. */
   since?: string;
@@ -189,6 +189,8 @@ export interface SyncResourceChanged extends SyncRef {
   kyma: string;
   change?: true;
   deleting?: true;
+  /** policy: the SyncPolicy of its namespace was created, changed or deleted (a run at a generation already run). */
+  policy?: true;
 }
 
 /**
@@ -352,6 +354,7 @@ export function checkSyncResourceChanged(data: unknown): SyncResourceChanged {
     kyma: str(d, 'kyma', isDnsSubdomain),
     ...(flag('change') ? { change: true } : {}),
     ...(flag('deleting') ? { deleting: true } : {}),
+    ...(flag('policy') ? { policy: true } : {}),
   };
 }
 

@@ -4,7 +4,7 @@
 // so the apply step and the status step never overwrite each other's fields.
 import { PatchType } from './kube/client.ts';
 import { resourcePath, type ResourceInfo } from './kube/discovery.ts';
-import { isNotFound } from './kube/errors.ts';
+import { isNotFound, KubeApiError } from './kube/errors.ts';
 import { listObjects, type Cluster } from './kube/objects.ts';
 import {
   FINALIZER,
@@ -59,12 +59,20 @@ export class KcpStore {
 
   /**
    * listForKyma lists the SyncResources of a Kyma (its kyma-name label) in namespaces: a
-   * quorum read, so that one that just recorded an object is seen.
+   * quorum read, so that one that just recorded an object is seen. A namespace of
+   * mayRefuse whose list the KCP refuses (a team namespace the operator has not bound the
+   * product in) holds none the product could have acted for.
    */
-  async listForKyma(kyma: string, namespaces: string[]): Promise<SyncResource[]> {
+  async listForKyma(kyma: string, namespaces: string[], mayRefuse: string[] = []): Promise<SyncResource[]> {
     const lists = await Promise.all(
       namespaces.map((namespace) =>
-        listObjects(this.kcp, syncResourceInfo, { namespace, labelSelector: `${KYMA_NAME_LABEL}=${kyma}` }),
+        listObjects(this.kcp, syncResourceInfo, {
+          namespace,
+          labelSelector: `${KYMA_NAME_LABEL}=${kyma}`,
+        }).catch((err: unknown) => {
+          if (mayRefuse.includes(namespace) && err instanceof KubeApiError && err.code === 403) return [];
+          throw err;
+        }),
       ),
     );
     return lists.flat() as SyncResource[];

@@ -15,6 +15,7 @@ import { sinkTransport } from '../lib/pipeline/setup.ts';
 import { Membership, ownerOf } from '../lib/skr/shard.ts';
 import { Changes } from '../lib/skr/changes.ts';
 import { SkrSource } from '../lib/skr/source.ts';
+import { kymaHome } from '../lib/policy/tenancy.ts';
 
 const env = process.env;
 const line = (level: string) => (fields: Record<string, unknown>, msg: string) =>
@@ -29,7 +30,7 @@ async function main(): Promise<void> {
   const emit = emitterFor(sinkTransport(env.K_SINK, env));
   const post = async (e: Parameters<typeof emit>[0]) => void (await emit(e));
   // The SyncResources it lists for the SKR watches are the source of their own changes too.
-  const changes = new Changes(post, log);
+  const changes = new Changes(post, log, (ns) => kymaHome(ns, config));
   const source = new SkrSource({ kcp, config, emit: post, log, syncResources: changes });
   const identity = env.POD_NAME || env.HOSTNAME || hostname();
   const namespace = config.controlPlaneNamespaces[0]!;

@@ -6,7 +6,7 @@
 // SyncResources of its Kyma that reference it.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { outsideControlPlane } from '../../lib/policy/rules.ts';
+import { isControlPlane } from '../../lib/policy/tenancy.ts';
 import {
   checkKymaRequest,
   checkSkrChanged,
@@ -39,7 +39,7 @@ export async function handle(
     return run(context, event, 'resolve-cluster', async (d, log) => {
       const object = `${ref.namespace}/${ref.name}`;
       // Sources outside the control-plane namespaces are never read.
-      if (outsideControlPlane(ref.namespace, d.config)) {
+      if (!isControlPlane(ref.namespace, d.config)) {
         log.warn({ step: 'resolve-cluster', trigger: kind, object }, 'namespace not allowed');
         return undefined;
       }
@@ -110,7 +110,9 @@ function changed(context: Context, event: CloudEvent<unknown>): Promise<CloudEve
   const seen = checkData(() => checkSyncResourceChanged(event.data));
   const ref = { namespace: seen.namespace, name: seen.name };
   return run(context, event, 'resolve-cluster', async (d, log) => {
-    const out = await resolveStep(d, ref, { trigger: 'watch', change: seen.change === true, seen });
+    // A policy's change runs it at a generation already run: a reconcile request, never an echo.
+    const trigger = seen.policy ? 'kyma' : 'watch';
+    const out = await resolveStep(d, ref, { trigger, change: seen.change === true, seen });
     return answer(d, log, event, ref, out);
   });
 }

@@ -8,7 +8,7 @@ import { ApiServerRefTypes, checkRef, PING_TYPE, type ObjectRef } from '../../li
 import { background } from '../../lib/pipeline/fanout.ts';
 import { resyncAll, resyncKyma } from '../../lib/pipeline/resync.ts';
 import { checkData, HttpError, run } from '../shared.ts';
-import { inControlPlane } from '../../lib/policy/rules.ts';
+import { isControlPlane } from '../../lib/policy/tenancy.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
@@ -24,7 +24,7 @@ export async function handle(context: Context, event?: CloudEvent<unknown>): Pro
     const ref = checkData(() => checkRef(event.data));
     const kind = (event as unknown as { kind?: string }).kind ?? (event.data as Partial<ObjectRef>).kind;
     if (kind !== 'Kyma') throw new HttpError(400, `unexpected kind ${kind}`);
-    if (!inControlPlane(ref.namespace, d.config)) {
+    if (!isControlPlane(ref.namespace, d.config)) {
       log.warn(
         { step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` },
         'namespace not allowed',

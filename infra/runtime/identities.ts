@@ -11,10 +11,16 @@ import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
 import { applyObjects } from '../kcp-setup.ts';
 import type { Doc, Routing } from './knative.ts';
 
-/** moved returns an RBAC document of knative.yaml placed in namespace (subjects included). */
+/**
+ * moved returns an RBAC document of knative.yaml placed in namespace (subjects included). A
+ * ClusterRole is the same for every stack on a KCP; a ClusterRoleBinding gets a name of
+ * its namespace's, so that stacks side by side bind their own ServiceAccounts.
+ */
 function moved(d: Doc, namespace: string): KubeObject {
   const o = structuredClone(d) as unknown as KubeObject & { subjects?: { namespace?: string }[] };
-  o.metadata.namespace = namespace;
+  if (d.kind === 'ClusterRole') return o;
+  if (d.kind === 'ClusterRoleBinding') o.metadata.name = `${o.metadata.name}-${namespace}`;
+  else o.metadata.namespace = namespace;
   for (const s of o.subjects ?? []) s.namespace = namespace;
   return o;
 }

@@ -170,7 +170,9 @@ export async function loadRouting(file: string): Promise<Routing> {
           ...(pod.serviceAccountName ? { serviceAccountName: pod.serviceAccountName as string } : {}),
         };
       }),
-    rbac: docs.filter((d) => ['ServiceAccount', 'Role', 'RoleBinding'].includes(d.kind)),
+    rbac: docs.filter((d) =>
+      ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind),
+    ),
   };
 }
 

@@ -8,6 +8,8 @@ import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
 import { isDnsSubdomain } from '../policy/identity.ts';
 import { dataFromRefusal, firstClaims, restriction, secretValues } from '../policy/rules.ts';
+import { parseApiVersion } from '../policy/identity.ts';
+import { itemRefusal, type SyncPolicy } from '../policy/tenancy.ts';
 import { SourceError } from '../cluster/sources.ts';
 import { TransientError } from '../kube/errors.ts';
 import { mapLimit } from '../concurrency.ts';
@@ -289,6 +291,7 @@ export async function resolveKind(
   plan: PlanItem[],
   skr: Cluster,
   config: Config,
+  policy?: SyncPolicy,
 ): Promise<void> {
   if (p.done || !isParsed(p)) return;
   const info = await guard(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
@@ -329,4 +332,17 @@ export async function resolveKind(
   // The namespace is settled only now (defaulted): check it again.
   const restricted = restriction(p.id, config, byReference(p));
   if (restricted) p.done = result(p.item.name, 'Warning', 'Restricted', restricted);
+  // A team's SyncResource: its policy, on the kind and scope discovery gave (never the manifest's).
+  const refused =
+    policy && !p.done ? itemRefusal(policy, identityOf(p.id, info), p.item.strategy) : undefined;
+  if (refused) p.done = result(p.item.name, 'Error', 'NotPermitted', refused);
 }
+
+/** identityOf is what a policy is checked on: group and kind as discovery serves them, scope and settled namespace. */
+export const identityOf = (id: ObjectId, info: Pick<ResourceInfo, 'namespaced' | 'kind'>) => ({
+  group: parseApiVersion(id.apiVersion).group,
+  kind: info.kind,
+  name: id.name,
+  namespace: id.namespace,
+  namespaced: info.namespaced,
+});

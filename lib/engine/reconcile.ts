@@ -10,6 +10,8 @@ import { FINALIZER, objectKey, type InventoryEntry, type SyncResource } from '..
 import { installRank, isFoundation } from '../strategies.ts';
 import { inSpan, tracer } from '../telemetry.ts';
 import { canonical } from '../values.ts';
+import { subjectOf } from '../changeset.ts';
+import { describeId } from '../manifest.ts';
 import { mapLimit } from '../concurrency.ts';
 import { entryOf, Inventory, withoutDigests } from './inventory.ts';
 import {
@@ -23,6 +25,7 @@ import {
   type Decision,
 } from './items.ts';
 import { redacted, requestFailure } from '../policy/rules.ts';
+import { ADOPTION_REFUSAL, foreignHolders, itemRefusal, type SyncPolicy } from '../policy/tenancy.ts';
 import { entryHolders, holdersOf, writerOf, type Holders, type Writer } from './share.ts';
 import {
   confirmSources,
@@ -33,6 +36,7 @@ import {
   markDuplicates,
   parseItems,
   readResourceTexts,
+  identityOf,
   resolveKind,
   type ParsedItem,
   type PlanItem,
@@ -42,7 +46,7 @@ import {
 } from './plan.ts';
 import { ClusterUnreachableError, guard } from './unreachable.ts';
 import { deleteEntries } from './prune.ts';
-import type { ApplyResult, ItemResult } from './result.ts';
+import { result, type ApplyResult, type ItemResult } from './result.ts';
 
 /** ReconcileDeps are the engine's collaborators, resolved by the caller. */
 export interface ReconcileDeps {
@@ -61,6 +65,19 @@ export interface ReconcileDeps {
   sources?: SourceReader;
   /** resourceSources reads the texts of resourceFrom items (KCP ConfigMaps); without it such items fail. */
   resourceSources?: ResourceSourceReader;
+  /**
+   * policy is the SyncPolicy a team's SyncResource runs under (policy/tenancy.ts): every
+   * item is checked on it after discovery, and so is every object it would prune; absent in
+   * a control-plane namespace (the global rules alone) and for a deletion (what the
+   * SyncResource created is removed whatever the policy says now).
+   */
+  policy?: SyncPolicy;
+  /**
+   * holderNamespaces are the namespaces whose SyncResources may name the same objects
+   * (read when a run needs them): the control-plane ones and the governed team namespaces.
+   * Default: the control-plane namespaces.
+   */
+  holderNamespaces?: () => Promise<string[]>;
   /** hooks let tests inject failures between the steps of a run. */
   hooks?: { afterInventoryWrite?: () => Promise<void> };
 }
@@ -243,7 +260,7 @@ async function applyStage(run: Run, stage: PlanItem[]): Promise<void> {
     inventory,
   } = run;
   await mapLimit(stage, config.applyConcurrency, (p) =>
-    resolveKind(p, plan, skr, config).catch((err: unknown) => {
+    resolveKind(p, plan, skr, config, run.deps.policy).catch((err: unknown) => {
       p.done = itemFailure(p, err);
     }),
   );
@@ -278,9 +295,11 @@ const contextOf = (run: Run, p: ResolvedItem, holders?: Holders): DecideContext 
 function holdersReader(sr: SyncResource, deps: ReconcileDeps): () => Promise<Holders> {
   let read: Promise<Holders> | undefined;
   return () =>
-    (read ??= inKcp('reading the SyncResources of the Kyma', 'KcpReadFailed', async () =>
-      holdersOf(sr, await deps.kcp.listForKyma(sr.spec.kyma, deps.config.controlPlaneNamespaces)),
-    ));
+    (read ??= inKcp('reading the SyncResources of the Kyma', 'KcpReadFailed', async () => {
+      const namespaces = (await deps.holderNamespaces?.()) ?? deps.config.controlPlaneNamespaces;
+      const teams = namespaces.filter((ns) => !deps.config.controlPlaneNamespaces.includes(ns));
+      return holdersOf(sr, await deps.kcp.listForKyma(sr.spec.kyma, namespaces, teams));
+    }));
 }
 
 /**
@@ -300,10 +319,49 @@ async function observeAll(run: Run, items: ResolvedItem[]): Promise<Step[]> {
     }
   });
   const seen = read.filter((s) => s !== undefined);
-  const holders = seen.some(({ p, live }) => needsHolders(p, live, run.inventory.find(p.id)))
+  // Under a policy, who else names an object is needed for every object not ours yet.
+  const policy = deps.policy;
+  const holders = seen.some(
+    ({ p, live }) =>
+      needsHolders(p, live, run.inventory.find(p.id)) ||
+      (policy !== undefined && live !== undefined && !run.inventory.find(p.id)),
+  )
     ? await run.holders()
     : undefined;
-  return seen.map(({ p, live }) => ({ p, live, decision: decide(p, live, contextOf(run, p, holders)) }));
+  return seen.map(({ p, live }) => {
+    const ctx = contextOf(run, p, holders);
+    const decision = decide(p, live, ctx);
+    const refused = policy ? tenancyRefusal(run.sr, decision, ctx) : undefined;
+    return {
+      p,
+      live,
+      decision: refused
+        ? {
+            op: 'none',
+            status: false,
+            record: false,
+            drift: false,
+            done: result(p.item.name, 'Error', 'NotPermitted', refused),
+          }
+        : decision,
+    };
+  });
+}
+
+/**
+ * tenancyRefusal: under a policy, a SyncResource never adopts an object the product did
+ * not create, and never joins, takes over or deletes one that a SyncResource of another
+ * namespace names; says why, or undefined.
+ */
+function tenancyRefusal(sr: SyncResource, d: Decision, ctx: DecideContext): string | undefined {
+  if (d.op === 'none' || d.op === 'create') return undefined;
+  const foreign = foreignHolders(
+    sr.metadata.namespace ?? '',
+    (ctx.holders ?? []).map((h) => h.owner),
+  );
+  if (foreign && !ctx.entry) return foreign;
+  if (d.adopt === true) return ADOPTION_REFUSAL;
+  return undefined;
 }
 
 /** executeStep carries out one item's decision in its span. */
@@ -360,11 +418,14 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
       claimed.set(objectKey(p.id), p);
   }
   const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
-  const orphans = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
+  const unclaimed = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
+  // Under a policy, an object outside it is never pruned: it stays, and says why.
+  const kept = await outsidePolicy(run, unclaimed);
+  const orphans = unclaimed.filter((e) => !kept.has(e));
   const pruned = await deleteEntries(deps.skr, orphans, run.writer, deps.config, run.holders);
   res.changes.push(...pruned.changes);
   res.pending = pruned.pending.map(objectKey);
-  res.failed = pruned.failed;
+  res.failed = [...pruned.failed, ...kept.values()];
   const goneKeys = new Set(pruned.gone.map(objectKey));
   const next: InventoryEntry[] = [];
   for (const e of inventory.entries) {
@@ -381,6 +442,27 @@ async function pruneUnclaimed(run: Run, res: ApplyResult): Promise<void> {
   }
   const recorded = await inventory.settle(next);
   if (recorded.length > 0) res.recorded = recorded;
+}
+
+/** outsidePolicy are the entries (with why) a run under a policy may not prune: their kind, scope or namespace is not allowed now. */
+async function outsidePolicy(
+  run: Run,
+  entries: InventoryEntry[],
+): Promise<Map<InventoryEntry, { subject: string; message: string }>> {
+  const out = new Map<InventoryEntry, { subject: string; message: string }>();
+  const policy = run.deps.policy;
+  if (!policy) return out;
+  for (const e of entries) {
+    const info = await guard(() => run.deps.skr.mapper.find(e.apiVersion, e.kind)).catch((err: unknown) => {
+      if (err instanceof ClusterUnreachableError) throw err;
+      return undefined;
+    });
+    // A kind the SKR no longer serves has nothing left to prune.
+    if (!info) continue;
+    const why = itemRefusal(policy, identityOf(e, info), 'CreateAndSync');
+    if (why) out.set(e, { subject: subjectOf(e), message: `${describeId(e)} is not pruned: ${why}` });
+  }
+  return out;
 }
 
 function itemAttributes(p: PlanItem): Record<string, string> {

@@ -13,7 +13,9 @@ import { KeyedQueue, mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { forEachPage } from './resync.ts';
-import { claimRefusal, inControlPlane, mayUseResolvedSecret } from '../policy/rules.ts';
+import { claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
+import { admit, getIfBound, holderNamespaces, unbound } from '../cluster/policies.ts';
+import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
 export type ApplyOutcome =
@@ -99,24 +101,30 @@ async function applyRaced(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
 
 async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const key = `${data.namespace}/${data.name}`;
-  // Events are not trusted: only a live SyncResource in a control-plane namespace, of the
-  // uid and no newer generation than the event names, is reconciled.
-  if (!inControlPlane(data.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
-  const sr = data.listed ?? (await deps.store.get(data.namespace, data.name));
+  // Events are not trusted: only a live SyncResource of the uid and no newer generation than
+  // the event names is reconciled; one of a team namespace only as its policy allows now.
+  const sr = data.listed ?? (await getIfBound(deps.store, deps.config, data));
   const refused = claimRefusal(sr, data);
   if (refused || !sr) return { kind: 'none', why: refused ?? 'gone or replaced' };
+  const home = kymaHome(data.namespace, deps.config);
   // The client for the Secret version resolve-cluster saw needs no Secret read, if that
-  // version was resolved for this Kyma in this namespace; any other case reads the Secret
-  // (shared for a moment, afresh after it changed).
+  // version was resolved for this Kyma where its SyncResource's Kymas are; any other case
+  // reads the Secret (shared for a moment, afresh after it changed).
   let secretRef = data.secret;
   let skr;
+  let policy: SyncPolicy | undefined;
   try {
+    // What a policy allows is read afresh for every run; a deletion removes what it created whatever it says now.
+    if (!sr.metadata.deletionTimestamp)
+      policy = await admit(deps.kcp, deps.lookups, deps.config, data.namespace, sr.spec.kyma, true);
     const cached =
-      mayUseResolvedSecret(sr, data) && data.secret ? deps.cache.peek(data.secret, sr.spec.kyma) : undefined;
+      mayUseResolvedSecret(sr, data, home) && data.secret
+        ? deps.cache.peek(data.secret, sr.spec.kyma)
+        : undefined;
     if (cached) {
       skr = await cached;
     } else {
-      const secret = await deps.lookups.accessSecret(data.namespace, sr.spec.kyma, data.trigger === 'secret');
+      const secret = await deps.lookups.accessSecret(home, sr.spec.kyma, data.trigger === 'secret');
       secretRef = secret.ref;
       skr = await deps.cache.get(secret, sr.spec.kyma);
     }
@@ -145,6 +153,8 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     skr,
     kcp: deps.store,
     config: deps.config,
+    ...(policy ? { policy } : {}),
+    holderNamespaces: () => holderNamespaces(deps.kcp, deps.config),
     sources,
     resourceSources,
     // Runs for a change seen in the KCP or the SKR read live state, never a snapshot.
@@ -159,6 +169,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     !result.clusterError &&
     !result.deleting &&
     result.pending.length === 0 &&
+    (result.failed?.length ?? 0) === 0 &&
     result.items.every((i) => i.state === 'Ready');
   deps.process.echoes.leftReady(key, sr.metadata.uid!, result.generation, allReady);
   const strategies = new Map(sr.spec.items.map((i) => [i.name, i.strategy]));
@@ -272,18 +283,22 @@ const BATCH_RUNS = 8;
  */
 export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
   const out: KymaApplied = { outcomes: [], unchanged: 0, redirect: [], retry: false };
-  if (!inControlPlane(data.namespace, deps.config)) return out;
   const kyma = data.name;
   const srs: SyncResource[] = [];
-  await forEachPage<SyncResource>(
-    deps,
-    data.namespace,
-    `${KYMA_NAME_LABEL}=${kyma}`,
-    async (page) => {
-      srs.push(...page);
-    },
-    true,
-  );
+  try {
+    await forEachPage<SyncResource>(
+      deps,
+      data.namespace,
+      `${KYMA_NAME_LABEL}=${kyma}`,
+      async (page) => {
+        srs.push(...page);
+      },
+      true,
+    );
+  } catch (err) {
+    if (unbound(deps.config, data.namespace, err)) return out;
+    throw err;
+  }
   const q = queueFor(deps);
   // The batch's breaker: once a run finds the SKR unreachable, the runs not started yet
   // are not started (one SKR, one answer); each gets that finding as its outcome, written

@@ -4,7 +4,8 @@
 // the status step writes them; a SyncResource being deleted whose cluster is gone is
 // released (finalizer removed, Warning event) instead of blocking forever.
 import { ResolutionError } from '../cluster/resolve.ts';
-import { outsideControlPlane } from '../policy/rules.ts';
+import { admit, getIfBound } from '../cluster/policies.ts';
+import { kymaHome } from '../policy/tenancy.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import type {
   ClusterResolved,
@@ -75,18 +76,8 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
   const { held, since, seen } = opts;
   const onlyIfUnsettled = opts.onlyIfUnsettled === true;
   const trigger = opts.trigger ?? 'resync';
-  const ignored = outsideControlPlane(ref.namespace, deps.config);
-  if (ignored) {
-    // Where the function's Role allows it, the SyncResource gets a Warning event; a refusal
-    // (the production Roles end at the control-plane namespaces) is no reason to retry.
-    const sr = await deps.store.get(ref.namespace, ref.name).catch((err: unknown) => {
-      if (err instanceof KubeApiError && (err.code === 403 || err.code === 401)) return undefined;
-      throw err;
-    });
-    if (sr) await deps.recorder.event(sr, 'Warning', 'Ignored', 'Resolve', ignored);
-    return { kind: 'none', why: 'namespace not allowed' };
-  }
-  const sr = seen ? seenObject(ref, seen) : await deps.store.get(ref.namespace, ref.name);
+  // A namespace the operator has not bound the product in: nothing to read or write there.
+  const sr = seen ? seenObject(ref, seen) : await getIfBound(deps.store, deps.config, ref);
   if (!sr) return { kind: 'none', why: 'gone' };
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
   if (held && !holds(sr, held)) return { kind: 'none', why: 'not in its inventory' };
@@ -106,7 +97,10 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
     // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
     // share a read from the last two seconds.
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
-    const secret = await deps.lookups.resolve(ref.namespace, kyma, fresh);
+    // A team's SyncResource under its namespace's policy (tenancy.ts); a deletion removes
+    // what it created whatever the policy says now.
+    if (!sr.metadata.deletionTimestamp) await admit(deps.kcp, deps.lookups, deps.config, ref.namespace, kyma);
+    const secret = await deps.lookups.resolve(kymaHome(ref.namespace, deps.config), kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
     return {
@@ -128,6 +122,8 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
     // What is written for a failure is written on the SyncResource as it is.
     const live = seen ? await deps.store.get(ref.namespace, ref.name) : sr;
     if (!live || live.metadata.uid !== sr.metadata.uid) return { kind: 'none', why: 'gone or replaced' };
+    if (live.metadata.deletionTimestamp && err.reason === 'NotPermitted')
+      return resolveOnce(deps, ref, { ...opts, seen: undefined });
     if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
     return { kind: 'failed', data: failure(live, err) };
   }
@@ -167,13 +163,14 @@ export function resolveKymaStep(deps: Deps, req: KymaRequest): Promise<KymaOutco
 }
 
 async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
-  if (outsideControlPlane(req.namespace, deps.config)) return { kind: 'none', why: 'namespace not allowed' };
   const { namespace, name: kyma } = req;
+  // A team namespace's batch: each of its SyncResources is admitted under the policy by its run (apply.ts).
+  const home = kymaHome(namespace, deps.config);
   try {
     const secret =
       req.trigger === 'resync'
-        ? await deps.lookups.resolveFromSnapshots(namespace, kyma, req.since ? Date.parse(req.since) : 0)
-        : await deps.lookups.resolve(namespace, kyma, true);
+        ? await deps.lookups.resolveFromSnapshots(home, kyma, req.since ? Date.parse(req.since) : 0)
+        : await deps.lookups.resolve(home, kyma, true);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return { kind: 'resolved', data: { ...req, secret: secret.ref } };
   } catch (err) {

@@ -10,7 +10,8 @@ import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.
 import { isDnsSubdomain } from '../policy/identity.ts';
 import { mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
-import { inControlPlane } from '../policy/rules.ts';
+import { governedNamespaces, isControlPlane, type SyncPolicy } from '../policy/tenancy.ts';
+import { readPolicies } from '../cluster/policies.ts';
 
 const FANOUT_CONCURRENCY = 16;
 const PAGE = 250;
@@ -47,11 +48,13 @@ export async function forEachPage<T extends Ref = Ref>(
 
 async function send(
   deps: Deps,
+  namespace: string,
   srs: Ref[],
   trigger: ReconcileRequest['trigger'],
   since: string,
 ): Promise<number> {
-  const allowed = srs.filter((sr) => inControlPlane(sr.metadata.namespace ?? '', deps.config));
+  // Only what the page of namespace holds: an answer naming another namespace is not taken.
+  const allowed = srs.filter((sr) => sr.metadata.namespace === namespace);
   await mapLimit(allowed, FANOUT_CONCURRENCY, (sr) =>
     deps.send(
       makeEvent<ReconcileRequest>('resync', EventTypes.reconcile, {
@@ -78,16 +81,28 @@ function sendKyma(
 }
 
 /**
+ * actedOn are the namespaces whose SyncResources are reconciled: the control-plane
+ * namespaces, then the team namespaces one SyncPolicy governs (policies read now).
+ */
+async function actedOn(deps: Deps): Promise<{ namespaces: string[]; policies: SyncPolicy[] }> {
+  const policies = await readPolicies(deps.kcp);
+  return {
+    namespaces: [...deps.config.controlPlaneNamespaces, ...governedNamespaces(policies, deps.config)],
+    policies,
+  };
+}
+
+/**
  * resyncAll posts one reconcile request per Kyma that SyncResources are labelled for
  * (the kyma-name label, kept equal to spec.kyma by every run), from a names-only walk of
- * the SyncResources in the control-plane namespaces, and one per SyncResource without
+ * the SyncResources in the namespaces acted on, and one per SyncResource without
  * the label (never run to the end: its creation's run failed or is still coming).
  * Returns the number of requests.
  */
 export async function resyncAll(deps: Deps): Promise<number> {
   let sent = 0;
   const since = new Date().toISOString();
-  for (const ns of deps.config.controlPlaneNamespaces) {
+  for (const ns of (await actedOn(deps)).namespaces) {
     const kymas = new Set<string>();
     await forEachPage(deps, ns, undefined, async (page) => {
       const unlabelled: Ref[] = [];
@@ -97,7 +112,7 @@ export async function resyncAll(deps: Deps): Promise<number> {
         if (kyma && isDnsSubdomain(kyma)) kymas.add(kyma);
         else unlabelled.push(sr);
       }
-      sent += await send(deps, unlabelled, 'resync', since);
+      sent += await send(deps, ns, unlabelled, 'resync', since);
     });
     await mapLimit([...kymas], FANOUT_CONCURRENCY, (kyma) => sendKyma(deps, ns, kyma, 'resync', since));
     sent += kymas.size;
@@ -107,7 +122,8 @@ export async function resyncAll(deps: Deps): Promise<number> {
 
 /**
  * resyncKyma posts one reconcile request for the SyncResources of kyma (those labelled
- * with it; one not reconciled yet has its own run coming).
+ * with it; one not reconciled yet has its own run coming): those of its own namespace,
+ * and those of each team namespace whose policy may target it (by name, or by a selector).
  */
 export async function resyncKyma(
   deps: Deps,
@@ -115,9 +131,17 @@ export async function resyncKyma(
   kyma: string,
   trigger: KymaRequest['trigger'],
 ): Promise<number> {
-  if (!inControlPlane(namespace, deps.config)) return 0;
-  await sendKyma(deps, namespace, kyma, trigger, new Date().toISOString());
-  return 1;
+  if (!isControlPlane(namespace, deps.config)) return 0;
+  const since = new Date().toISOString();
+  const { namespaces, policies } = await actedOn(deps);
+  const teams = namespaces.filter((ns) => {
+    if (isControlPlane(ns, deps.config)) return false;
+    const p = policies.find((x) => x.spec.namespaces.includes(ns));
+    return p?.spec.kymas?.names?.includes(kyma) === true || p?.spec.kymas?.selector !== undefined;
+  });
+  const targets = deps.config.controlPlaneNamespaces[0] === namespace ? [namespace, ...teams] : [namespace];
+  await mapLimit(targets, FANOUT_CONCURRENCY, (ns) => sendKyma(deps, ns, kyma, trigger, since));
+  return targets.length;
 }
 
 /**
@@ -131,7 +155,7 @@ async function resyncUsers(
   uses: (sr: SyncResource) => boolean,
   trigger: ReconcileRequest['trigger'] = 'secret',
 ): Promise<number> {
-  if (!inControlPlane(namespace, deps.config)) return 0;
+  if (!isControlPlane(namespace, deps.config)) return 0;
   let sent = 0;
   const since = new Date().toISOString();
   await forEachPage<SyncResource>(
@@ -139,7 +163,7 @@ async function resyncUsers(
     namespace,
     labelSelector,
     async (page) => {
-      sent += await send(deps, page.filter(uses), trigger, since);
+      sent += await send(deps, namespace, page.filter(uses), trigger, since);
     },
     true,
   );

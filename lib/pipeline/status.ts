@@ -17,7 +17,8 @@ import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps } from './deps.ts';
 import { stillRecordable } from '../engine/inventory.ts';
-import { claimRefusal, inControlPlane, resultNamesSpec } from '../policy/rules.ts';
+import { claimRefusal, resultNamesSpec } from '../policy/rules.ts';
+import { unbound } from '../cluster/policies.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
 export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
@@ -49,7 +50,16 @@ export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Pro
  * items the live spec names are written.
  */
 async function writeOnce(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
-  if (!inControlPlane(data.namespace, deps.config)) return 'rejected';
+  try {
+    return await writeGuarded(deps, data, now);
+  } catch (err) {
+    // A namespace the operator has not bound the product in: nothing to write.
+    if (unbound(deps.config, data.namespace, err)) return 'rejected';
+    throw err;
+  }
+}
+
+async function writeGuarded(deps: Deps, data: ItemsApplied, now: Date): Promise<StatusOutcome> {
   if (data.seen && data.result.generation <= data.seen.generation) {
     const out = await nextStatus(deps, data, seenObject(data, data.seen), now, true);
     if (out !== 'read again') return out;

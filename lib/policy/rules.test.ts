@@ -167,26 +167,14 @@ describe('events are not trusted', () => {
     ]);
   });
 
-  it("uses the client of an event's access Secret only for the live Kyma, in the SyncResource's namespace", () => {
+  it("uses the client of an event's access Secret only for the live Kyma, where the SyncResource's Kymas are", () => {
     const live = { spec: { kyma: 'kyma-1' } };
-    expect(
-      mayUseResolvedSecret(live, {
-        namespace: 'kcp-system',
-        kyma: 'kyma-1',
-        secret: { namespace: 'kcp-system' },
-      }),
-    ).toBe(true);
-    expect(
-      mayUseResolvedSecret(live, {
-        namespace: 'kcp-system',
-        kyma: 'kyma-2',
-        secret: { namespace: 'kcp-system' },
-      }),
-    ).toBe(false);
-    expect(
-      mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1', secret: { namespace: 'other' } }),
-    ).toBe(false);
-    expect(mayUseResolvedSecret(live, { namespace: 'kcp-system', kyma: 'kyma-1' })).toBe(false);
+    const home = 'kcp-system';
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'kcp-system' } }, home)).toBe(true);
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-2', secret: { namespace: 'kcp-system' } }, home)).toBe(false);
+    // A team's namespace never holds the access Secret its SyncResources use.
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'nfs-manager' } }, home)).toBe(false);
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1' }, home)).toBe(false);
   });
 });
 

@@ -223,18 +223,7 @@ export function stableMessage(message: string): string {
 
 // --- Events are not trusted -------------------------------------------------------------
 
-/** inControlPlane: only SyncResources (and Kymas, Secrets) in a control-plane namespace are acted on, whatever an event says. */
-export const inControlPlane = (namespace: string, config: Pick<Config, 'controlPlaneNamespaces'>): boolean =>
-  config.controlPlaneNamespaces.includes(namespace);
-
-/** outsideControlPlane says why a SyncResource in namespace is ignored (its Warning Event), or undefined when it is acted on. */
-export function outsideControlPlane(
-  namespace: string,
-  config: Pick<Config, 'controlPlaneNamespaces'>,
-): string | undefined {
-  if (inControlPlane(namespace, config)) return undefined;
-  return `namespace ${namespace} is not a control-plane namespace (${config.controlPlaneNamespaces.join(', ')}); this SyncResource is ignored`;
-}
+// Which namespaces are acted on, and under which SyncPolicy: tenancy.ts.
 
 /**
  * claimRefusal: an event's claim about a SyncResource (its uid, the generation it was run
@@ -252,14 +241,16 @@ export function claimRefusal(
 
 /**
  * mayUseResolvedSecret: apply-items uses the SKR client of the access Secret an event
- * names only if that Secret is in the SyncResource's own namespace and was resolved for
- * the Kyma the live spec names (the client cache holds it for that Kyma); otherwise it
- * resolves the Secret again.
+ * names only if that Secret is in home, where the SyncResource's Kymas are (its own
+ * namespace, or the control-plane namespace for a team's: tenancy.ts kymaHome), and was
+ * resolved for the Kyma the live spec names (the client cache holds it for that Kyma);
+ * otherwise it resolves the Secret again.
  */
 export const mayUseResolvedSecret = (
   live: { spec: { kyma: string } },
-  claim: { namespace: string; kyma: string; secret?: { namespace: string } | undefined },
-): boolean => live.spec.kyma === claim.kyma && claim.secret?.namespace === claim.namespace;
+  claim: { kyma: string; secret?: { namespace: string } | undefined },
+  home: string,
+): boolean => live.spec.kyma === claim.kyma && claim.secret?.namespace === home;
 
 /**
  * resultNamesSpec: a result for the live generation must name exactly the live spec's

@@ -27,12 +27,12 @@ export interface Seen {
   requested?: string;
 }
 
-/** seenOf is what changed() compares. */
-export const seenOf = (sr: SyncResource): Seen => ({
+/** seenOf is what changed() compares; home is where its Kyma is (policy/tenancy.ts kymaHome). */
+export const seenOf = (sr: SyncResource, home: string = sr.metadata.namespace ?? ''): Seen => ({
   uid: sr.metadata.uid ?? '',
   generation: sr.metadata.generation ?? 0,
   deleting: sr.metadata.deletionTimestamp !== undefined,
-  kyma: `${sr.metadata.namespace}/${sr.spec?.kyma ?? ''}`,
+  kyma: `${home}/${sr.spec?.kyma ?? ''}`,
   settled: settled(sr),
   reconciled: sr.status?.observedGeneration !== undefined,
   ...(sr.metadata.annotations?.[RECONCILE_ANNOTATION] !== undefined
@@ -47,8 +47,12 @@ export const seenOf = (sr: SyncResource): Seen => ({
  * RECONCILE_ANNOTATION (ahead of bulk), undefined for an update that changes neither its generation nor its deletion (the
  * product's own writes, a label) or a SyncResource first seen settled.
  */
-export function changed(before: Seen | undefined, sr: SyncResource): 'new' | 'change' | undefined {
-  const now = seenOf(sr);
+export function changed(
+  before: Seen | undefined,
+  sr: SyncResource,
+  home?: string,
+): 'new' | 'change' | undefined {
+  const now = seenOf(sr, home);
   if (!before || before.uid !== now.uid) {
     if (now.settled) return undefined;
     return now.reconciled || now.deleting ? 'change' : 'new';
@@ -95,9 +99,17 @@ export class Changes {
   /** counters for metrics and tests. */
   readonly stats = { posted: 0, echoes: 0 };
 
-  constructor(emit: (event: CloudEvent<unknown>) => Promise<void>, log: Logger) {
+  /** home says where the Kyma of a SyncResource of a namespace is (policy/tenancy.ts kymaHome). */
+  private readonly home: (namespace: string) => string;
+
+  constructor(
+    emit: (event: CloudEvent<unknown>) => Promise<void>,
+    log: Logger,
+    home: (namespace: string) => string = (ns) => ns,
+  ) {
     this.emit = emit;
     this.log = log;
+    this.home = home;
   }
 
   /** shard sets which Kymas ("<namespace>/<kyma>") this replica posts for; those it did not own before have their unsettled SyncResources posted. */
@@ -111,8 +123,9 @@ export class Changes {
   /** put takes a SyncResource as listed or watched. */
   put(sr: SyncResource): void {
     const key = `${sr.metadata.namespace}/${sr.metadata.name}`;
-    const verdict = changed(this.seen.get(key), sr);
-    const now = seenOf(sr);
+    const home = this.home(sr.metadata.namespace ?? '');
+    const verdict = changed(this.seen.get(key), sr, home);
+    const now = seenOf(sr, home);
     this.seen.set(key, now);
     if (!verdict) this.stats.echoes++;
     else this.offer(key, now, verdict === 'change');
@@ -123,7 +136,16 @@ export class Changes {
     this.seen.delete(key);
   }
 
-  private offer(key: string, s: Seen, change: boolean): void {
+  /**
+   * rerun posts every SyncResource of namespace as a change: the policy that governs it
+   * was created, changed or deleted, so a team waiting for its policy sees its
+   * SyncResources proceed (or told why not) without touching them.
+   */
+  rerun(namespace: string): void {
+    for (const [key, s] of this.seen) if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, true);
+  }
+
+  private offer(key: string, s: Seen, change: boolean, policy = false): void {
     if (!this.owns(s.kyma)) return;
     const [namespace, name] = key.split('/') as [string, string];
     const data: SyncResourceChanged = {
@@ -131,9 +153,10 @@ export class Changes {
       name,
       uid: s.uid,
       generation: s.generation,
-      kyma: s.kyma.slice(namespace.length + 1),
+      kyma: s.kyma.slice(s.kyma.indexOf('/') + 1),
       ...(change ? { change: true } : {}),
       ...(s.deleting ? { deleting: true } : {}),
+      ...(policy ? { policy: true } : {}),
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
     void this.posts

@@ -16,6 +16,7 @@ import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.t
 import { informer } from '../kube/informer.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import {
+  FINALIZER,
   KYMA_NAME_LABEL,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
@@ -30,6 +31,7 @@ import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import { METADATA_ONLY } from '../cluster/resolve.ts';
 import { PriorityGate } from '../concurrency.ts';
+import { isControlPlane, kymaHome, SYNC_POLICY_PATH, type SyncPolicy } from '../policy/tenancy.ts';
 import { Coalescer } from './coalesce.ts';
 import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
 
@@ -58,6 +60,8 @@ interface SrView {
   kyma: string;
   manager: string;
   deleting: boolean;
+  /** claimed: it carries our finalizer (objects of its may exist; its deletion must be seen). */
+  claimed: boolean;
   state?: State;
   items: Map<string, { strategy: Strategy; rules?: CompiledRules }>;
   health: Map<string, HealthStatus>;
@@ -119,8 +123,8 @@ export interface SourceOptions {
   log: Logger;
   /** qps and burst limit each SKR client (its lists; watches are long-lived). */
   qps?: number;
-  /** syncResources is told every SyncResource listed or watched, and every one gone (changes.ts). */
-  syncResources?: { put(sr: SyncResource): void; drop(key: string): void };
+  /** syncResources is told every SyncResource listed or watched, and every one gone (changes.ts), and asked to run again those of a namespace whose policy changed. */
+  syncResources?: { put(sr: SyncResource): void; drop(key: string): void; rerun(namespace: string): void };
 }
 
 const keyOf = (o: KubeObject): string =>
@@ -156,7 +160,11 @@ function rulesOf(item: SyncResource['spec']['items'][number]): CompiledRules | u
 }
 
 /** viewOf keeps what the source needs of a SyncResource. */
-export function viewOf(sr: SyncResource, fieldManager: string): SrView {
+export function viewOf(
+  sr: SyncResource,
+  fieldManager: string,
+  home: string = sr.metadata.namespace ?? '',
+): SrView {
   const ns = sr.metadata.namespace ?? '';
   const items = new Map<string, { strategy: Strategy; rules?: CompiledRules }>();
   for (const i of Array.isArray(sr.spec?.items) ? sr.spec.items : []) {
@@ -190,9 +198,10 @@ export function viewOf(sr: SyncResource, fieldManager: string): SrView {
     namespace: ns,
     name: sr.metadata.name,
     uid: sr.metadata.uid ?? '',
-    kyma: `${ns}/${sr.spec?.kyma ?? ''}`,
+    kyma: `${home}/${sr.spec?.kyma ?? ''}`,
     manager: managerOf(fieldManager, { namespace: ns, name: sr.metadata.name }),
     deleting: sr.metadata.deletionTimestamp !== undefined,
+    claimed: sr.metadata.finalizers?.includes(FINALIZER) === true,
     ...(sr.status?.state ? { state: sr.status.state } : {}),
     items,
     health,
@@ -213,6 +222,9 @@ export class SkrSource {
   /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
   private readonly posted = new Map<string, string>();
   private readonly abort = new AbortController();
+  /** policies are the SyncPolicies by name; namespaces the SyncResource watches, by namespace. */
+  private readonly policies = new Map<string, SyncPolicy>();
+  private readonly namespaces = new Map<string, { abort: AbortController; listed: Promise<void> }>();
   private owns: (kyma: string) => boolean = () => true;
   /** over are the Kymas of this replica's share it has no room to watch. */
   private readonly over = new Set<string>();
@@ -233,33 +245,41 @@ export class SkrSource {
     });
   }
 
-  /** start lists and watches the SyncResources and access Secrets of the control-plane namespaces. */
+  /**
+   * start lists and watches the SyncPolicies, the SyncResources of the control-plane
+   * namespaces and of every namespace a policy names, and the access Secrets.
+   */
   async start(): Promise<void> {
     const signal = this.abort.signal;
-    for (const ns of this.opts.config.controlPlaneNamespaces) {
-      // Listed in pages: only the views are kept, never the SyncResources themselves.
-      const seen = new Set<string>();
-      await informer<SyncResource>(
-        this.opts.kcp,
-        `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`,
-        {
-          list: (items, last) => {
-            for (const s of items) {
-              seen.add(`${ns}/${s.metadata.name}`);
-              this.putSr(s);
-            }
-            if (!last) return;
-            for (const key of [...this.srs.keys()])
-              if (key.startsWith(`${ns}/`) && !seen.has(key)) this.dropSr(key);
-            seen.clear();
-          },
-          event: (type, s) => (type === 'DELETED' ? this.dropSr(`${ns}/${s.metadata.name}`) : this.putSr(s)),
-          error: (err) =>
-            this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResource watch failed'),
+    await informer<SyncPolicy>(
+      this.opts.kcp,
+      SYNC_POLICY_PATH,
+      {
+        list: (items, last) => {
+          for (const p of items) this.policies.set(p.metadata.name, p);
+          if (last) this.syncNamespaces();
         },
-        signal,
-        { retryFirstList: true, pageSize: 250 },
-      );
+        event: (type, p) => {
+          const before = this.policies.get(p.metadata.name);
+          if (type === 'DELETED') this.policies.delete(p.metadata.name);
+          else this.policies.set(p.metadata.name, p);
+          // What the policy governs now, and what it governed: each of their SyncResources runs again.
+          const touched = new Set([
+            ...(before?.spec.namespaces ?? []),
+            ...(type === 'DELETED' ? [] : p.spec.namespaces),
+          ]);
+          for (const ns of touched) this.opts.syncResources?.rerun(ns);
+          this.syncNamespaces();
+        },
+        error: (err) => this.opts.log.warn({ error: String(err) }, 'SyncPolicy watch failed'),
+      },
+      signal,
+      { retryFirstList: true },
+    );
+    await Promise.all(
+      [...this.namespaces].filter(([ns]) => isControlPlane(ns, this.opts.config)).map(([, n]) => n.listed),
+    );
+    for (const ns of this.opts.config.controlPlaneNamespaces) {
       await informer<KubeObject>(
         this.opts.kcp,
         `/api/v1/namespaces/${ns}/secrets`,
@@ -277,6 +297,62 @@ export class SkrSource {
         },
       );
     }
+  }
+
+  /**
+   * syncNamespaces watches the SyncResources of the control-plane namespaces, of every
+   * namespace a policy names (governed by it, or refused for being named twice: either way
+   * its SyncResources are told so), and of every namespace where one still carries our
+   * finalizer (its policy removed, its deletion still removes what it created); it lets go
+   * of the others.
+   */
+  private syncNamespaces(): void {
+    const wanted = new Set([
+      ...this.opts.config.controlPlaneNamespaces,
+      ...[...this.policies.values()].flatMap((p) =>
+        Array.isArray(p.spec?.namespaces) ? p.spec.namespaces : [],
+      ),
+      ...[...this.srs.values()].filter((v) => v.claimed).map((v) => v.namespace),
+    ]);
+    for (const [ns, n] of this.namespaces) {
+      if (wanted.has(ns)) continue;
+      n.abort.abort();
+      this.namespaces.delete(ns);
+      for (const key of [...this.srs.keys()]) if (key.startsWith(`${ns}/`)) this.dropSr(key);
+    }
+    for (const ns of wanted) if (!this.namespaces.has(ns)) this.watchSyncResources(ns);
+  }
+
+  /** watchSyncResources lists (in pages: only the views are kept) and watches the SyncResources of ns. */
+  private watchSyncResources(ns: string): void {
+    const abort = new AbortController();
+    this.abort.signal.addEventListener('abort', () => abort.abort(), { once: true });
+    const seen = new Set<string>();
+    const listed = informer<SyncResource>(
+      this.opts.kcp,
+      `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`,
+      {
+        list: (items, last) => {
+          for (const s of items) {
+            seen.add(`${ns}/${s.metadata.name}`);
+            this.putSr(s);
+          }
+          if (!last) return;
+          for (const key of [...this.srs.keys()])
+            if (key.startsWith(`${ns}/`) && !seen.has(key)) this.dropSr(key);
+          seen.clear();
+        },
+        event: (type, s) => (type === 'DELETED' ? this.dropSr(`${ns}/${s.metadata.name}`) : this.putSr(s)),
+        error: (err) =>
+          this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResource watch failed'),
+      },
+      abort.signal,
+      // A team namespace the operator has not bound the product in yet is retried (start waits for none).
+      { retryFirstList: true, pageSize: 250 },
+    ).catch((err: unknown) =>
+      this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResources not listed'),
+    );
+    this.namespaces.set(ns, { abort, listed });
   }
 
   /** shard sets which Kymas this replica watches ("<namespace>/<kyma>"); the others are let go. */
@@ -333,7 +409,11 @@ export class SkrSource {
 
   private putSr(sr: SyncResource): void {
     this.opts.syncResources?.put(sr);
-    const view = viewOf(sr, this.opts.config.fieldManager);
+    const view = viewOf(
+      sr,
+      this.opts.config.fieldManager,
+      kymaHome(sr.metadata.namespace ?? '', this.opts.config),
+    );
     const old = this.srs.get(view.key);
     this.srs.set(view.key, view);
     if (old) this.unhold(old, view);
@@ -348,6 +428,8 @@ export class SkrSource {
     this.srs.delete(key);
     this.unhold(old);
     for (const k of [...this.posted.keys()]) if (k.startsWith(`${key}|`)) this.posted.delete(k);
+    // Perhaps the last of ours in a team namespace watched only for it: let go of it then.
+    if (!isControlPlane(old.namespace, this.opts.config)) queueMicrotask(() => this.syncNamespaces());
   }
 
   /**
