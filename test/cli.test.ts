@@ -41,9 +41,13 @@ const srDoc = (name: string, items: SyncItem[]) =>
 
 describe('kcp-sync validate', () => {
   it('finds every example clean (exit 0), as text and as JSON', async () => {
+    // A team's example is checked against its own policy.
     const examples = (await readdir(join(root, 'examples')))
-      .filter((f) => f.endsWith('.yaml'))
+      .filter((f) => f.endsWith('.yaml') && f !== 'nfs-team.yaml')
       .map((f) => join('examples', f));
+    const team = await cli(['validate', 'examples/nfs-team.yaml', '--policy', 'examples/nfs-team.yaml']);
+    expect(team.stdout).toMatch(/^1 SyncResources valid$/m);
+    expect(team.code).toBe(0);
     const text = await cli(['validate', ...examples]);
     expect(text.stdout).toMatch(/^\d+ SyncResources valid$/m);
     expect(text.code).toBe(0);
@@ -190,6 +194,74 @@ describe('kcp-sync validate', () => {
     expect(
       (await cli(['validate', '-'], { stdin: input, env: { SYNC_PROTECTED_NAMESPACES: 'team-ns' } })).stdout,
     ).toContain('namespace team-ns is protected');
+  });
+
+  it("checks a team's SyncResource against a SyncPolicy with the product's rule, and says it needs one", async () => {
+    const team = dump({
+      apiVersion: SYNC_API_VERSION,
+      kind: 'SyncResource',
+      metadata: { name: 'nfs', namespace: 'nfs-manager' },
+      spec: {
+        kyma: 'kyma-1',
+        items: [
+          {
+            name: 'ok',
+            strategy: 'CreateAndSync',
+            resource:
+              'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: c, namespace: nfs-system}\n',
+          },
+          {
+            name: 'cm',
+            strategy: 'CreateAndSync',
+            resource: 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, namespace: nfs-system}\n',
+          },
+          {
+            name: 'away',
+            strategy: 'CreateAndSync',
+            resource: 'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: d}\n',
+          },
+          {
+            name: 'role',
+            strategy: 'CreateAndSync',
+            resource:
+              'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, namespace: nfs-system}\n',
+          },
+          {
+            name: 'del',
+            strategy: 'Delete',
+            resource:
+              'apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: e, namespace: nfs-system}\n',
+          },
+        ],
+      },
+    });
+    const out = await cli(['validate', '-', '--policy', 'examples/nfs-team.yaml', '-o', 'json'], {
+      stdin: team,
+    });
+    expect(out.code).toBe(1);
+    const findings = (
+      JSON.parse(out.stdout) as {
+        reports: { findings: { item?: string; reason: string; message: string }[] }[];
+      }
+    ).reports[0]!.findings;
+    expect(findings.map((f) => [f.item, f.reason, f.message])).toEqual([
+      ['cm', 'NotPermitted', 'SyncPolicy nfs: kind ConfigMap is not allowed (spec.namespacedResources)'],
+      [
+        'away',
+        'NotPermitted',
+        'SyncPolicy nfs: namespace default is not allowed (spec.destinationNamespaces)',
+      ],
+      [
+        'role',
+        'NotPermitted',
+        'SyncPolicy nfs: cluster-scoped kind ClusterRole.rbac.authorization.k8s.io is not allowed (spec.clusterResources)',
+      ],
+      ['del', 'NotPermitted', 'SyncPolicy nfs: strategy Delete is not allowed (spec.strategies)'],
+    ]);
+    const none = await cli(['validate', '-'], { stdin: team });
+    expect(none.code).toBe(1);
+    expect(none.stdout).toContain('no SyncPolicy governs namespace nfs-manager');
+    expect((await cli(['validate', '-', '--policy', 'examples/nfs.yaml'], { stdin: team })).code).toBe(2);
   });
 
   it('answers --help on each command and 2 on usage errors', async () => {

@@ -8,6 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { mustFind, type KubeObject } from '../lib/kube/objects.ts';
 import { cluster } from './helpers.ts';
+import { applyObjects } from '../infra/kcp-setup.ts';
 const cm = 'apiVersion: v1\nkind: ConfigMap\nmetadata: {name: x, namespace: default}\n';
 
 function syncResource(spec: unknown): KubeObject {
@@ -185,6 +186,9 @@ describe('SyncResource CRD admission', () => {
       const docs = loadAll(await readFile(join(examples, f), 'utf8')) as KubeObject[];
       const srs = docs.filter((d) => d.kind === 'SyncResource');
       expect(srs.length, f).toBeGreaterThan(0);
+      // A team's example lives in a namespace of its own (created by the example).
+      const namespaces = docs.filter((d) => d.kind === 'Namespace');
+      if (namespaces.length > 0) await applyObjects(await cluster('kcp'), namespaces);
       for (const obj of srs) expect(await rejection(obj), f).toBe('accepted');
     }
   });

@@ -648,7 +648,7 @@ describe('functions', () => {
     expect((await skr.client.call<{ data: Record<string, string> }>('GET', cmPath)).data.a).toBe('2');
   });
 
-  it('ignores SyncResources outside the control-plane namespaces, with a Warning event', async () => {
+  it('refuses a SyncResource of a namespace no SyncPolicy governs (NotPermitted), claiming nothing', async () => {
     const other = uniqueName('tenant');
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: other } }]);
     const name = uniqueName('sneaky');
@@ -662,16 +662,14 @@ describe('functions', () => {
     });
     const e = ref(name);
     (e.data as { namespace: string }).namespace = other;
-    expect(await resolveCluster(ctx, e)).toBeUndefined();
-    const events = await kcp.client.call<{
-      items: { reason: string; type: string; regarding: { name: string } }[];
-    }>('GET', `/apis/events.k8s.io/v1/namespaces/${other}/events`);
-    expect(events.items.find((x) => x.regarding.name === name)).toMatchObject({
-      reason: 'Ignored',
-      type: 'Warning',
+    const out = await resolveCluster(ctx, e);
+    expect(out?.type).toBe(EventTypes.itemsApplied);
+    expect((out?.data as ItemsApplied).result.clusterError).toEqual({
+      reason: 'NotPermitted',
+      message: `no SyncPolicy governs namespace ${other}: nothing is written to any SKR until an operator's SyncPolicy names it in spec.namespaces`,
+      transient: false,
     });
     const sr = await kcp.client.call<SyncResource>('GET', resourcePath(syncResourceInfo, other, name));
     expect(sr.metadata.finalizers ?? []).toEqual([]);
-    expect(sr.status).toBeUndefined();
   });
 });

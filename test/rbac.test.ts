@@ -79,6 +79,70 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
   ['sync-apply-items', 'create', 'clusterroles', undefined, false],
   ['sync-resolve-cluster', 'create', 'rolebindings', 'kcp-system', false],
   ['sync-dead-letter', 'get', 'syncresources.operator.kyma-project.io', 'kcp-system', false],
+  // SyncPolicies: read by the steps that decide and the SKR source, written by none.
+  ['sync-resync', 'list', 'syncpolicies.operator.kyma-project.io', undefined, true],
+  ['sync-resolve-cluster', 'list', 'syncpolicies.operator.kyma-project.io', undefined, true],
+  ['sync-apply-items', 'list', 'syncpolicies.operator.kyma-project.io', undefined, true],
+  ['sync-skr-source', 'watch', 'syncpolicies.operator.kyma-project.io', undefined, true],
+  ['sync-write-status', 'list', 'syncpolicies.operator.kyma-project.io', undefined, false],
+  ['sync-dead-letter', 'list', 'syncpolicies.operator.kyma-project.io', undefined, false],
+  ['sync-apply-items', 'patch', 'syncpolicies.operator.kyma-project.io', undefined, false],
+  ['sync-apiserversource', 'list', 'syncpolicies.operator.kyma-project.io', undefined, false],
+  // apply-items reads a Kyma's labels (a team SyncResource's policy), never writes one.
+  ['sync-apply-items', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', true],
+  ['sync-apply-items', 'patch', 'kymas.operator.kyma-project.io', 'kcp-system', false],
+  // A team namespace nobody onboarded: nothing. (One onboarded: below.)
+  ['sync-apply-items', 'list', 'syncresources.operator.kyma-project.io', 'default', false],
+  ['sync-write-status', 'patch', 'syncresources.operator.kyma-project.io/status', 'default', false],
+];
+
+/** TEAM is a team namespace onboarded as examples/nfs-team.yaml does (its RoleBindings, moved). */
+const TEAM = uniqueName('rbac-team');
+/** team is the team's ServiceAccount in its namespace. */
+const team = `system:serviceaccount:${TEAM}:nfs-team`;
+const canIn = async (who: string, verb: string, resource: string, ns: string): Promise<boolean> => {
+  const kcp = `${inject('clusters').stateDir}/kubeconfig/kcp.yaml`;
+  const [res, sub] = resource.split('/');
+  const args = [
+    'auth',
+    'can-i',
+    verb,
+    res!,
+    ...(sub ? [`--subresource=${sub}`] : []),
+    `--as=${who}`,
+    '-n',
+    ns,
+  ];
+  const out = await kubectl(kcp, args).catch((err: Error) => err.message);
+  return /^yes\b/m.test(out);
+};
+const sa = (name: string) => `system:serviceaccount:kcp-system:${name}`;
+// [who, verb, resource, namespace, allowed]: what onboarding gives in the team namespace, and what it does not.
+const teamMatrix: [string, string, string, () => string, boolean][] = [
+  [sa('sync-resync'), 'list', 'syncresources.operator.kyma-project.io', () => TEAM, true],
+  [sa('sync-resync'), 'patch', 'syncresources.operator.kyma-project.io', () => TEAM, false],
+  [sa('sync-resolve-cluster'), 'patch', 'syncresources.operator.kyma-project.io', () => TEAM, true],
+  [sa('sync-resolve-cluster'), 'list', 'secrets', () => TEAM, false],
+  [sa('sync-apply-items'), 'list', 'secrets', () => TEAM, true],
+  [sa('sync-apply-items'), 'get', 'secrets', () => TEAM, false],
+  [sa('sync-apply-items'), 'list', 'configmaps', () => TEAM, true],
+  [sa('sync-apply-items'), 'patch', 'syncresources.operator.kyma-project.io/status', () => TEAM, true],
+  [sa('sync-write-status'), 'patch', 'syncresources.operator.kyma-project.io/status', () => TEAM, true],
+  [sa('sync-write-status'), 'create', 'events.events.k8s.io', () => TEAM, true],
+  [sa('sync-write-status'), 'list', 'secrets', () => TEAM, false],
+  [sa('sync-skr-source'), 'watch', 'syncresources.operator.kyma-project.io', () => TEAM, true],
+  [sa('sync-skr-source'), 'list', 'secrets', () => TEAM, false],
+  [sa('sync-dead-letter'), 'get', 'syncresources.operator.kyma-project.io', () => TEAM, false],
+  // The team: its SyncResources and sources, their status to read only; nothing of kcp-system, no policy.
+  [team, 'create', 'syncresources.operator.kyma-project.io', () => TEAM, true],
+  [team, 'get', 'syncresources.operator.kyma-project.io/status', () => TEAM, true],
+  [team, 'patch', 'syncresources.operator.kyma-project.io/status', () => TEAM, false],
+  [team, 'create', 'secrets', () => TEAM, true],
+  [team, 'list', 'secrets', () => 'kcp-system', false],
+  [team, 'get', 'kymas.operator.kyma-project.io', () => 'kcp-system', false],
+  [team, 'create', 'syncpolicies.operator.kyma-project.io', () => TEAM, false],
+  [team, 'create', 'syncresources.operator.kyma-project.io', () => 'kcp-system', false],
+  [team, 'create', 'rolebindings', () => TEAM, false],
 ];
 
 describe('RBAC of knative.yaml', () => {
@@ -87,13 +151,31 @@ describe('RBAC of knative.yaml', () => {
       (d) =>
         d && ['ServiceAccount', 'Role', 'RoleBinding', 'ClusterRole', 'ClusterRoleBinding'].includes(d.kind),
     );
-    expect(docs.filter((d) => d.kind.startsWith('Cluster'))).toEqual([]);
+    // Cluster-wide: reading SyncPolicies only; the other ClusterRoles are bound per team namespace.
+    expect(docs.filter((d) => d.kind === 'ClusterRoleBinding').map((d) => d.metadata.name)).toEqual([
+      'kcp-sync-policy-reader',
+    ]);
     await applyObjects(await cluster('kcp'), docs);
+    const onboarding = (
+      loadAll(
+        await readFile(join(import.meta.dirname, '..', 'examples', 'nfs-team.yaml'), 'utf8'),
+      ) as KubeObject[]
+    )
+      .filter((d) => ['Namespace', 'ServiceAccount', 'RoleBinding'].includes(d.kind))
+      .map((d) => JSON.parse(JSON.stringify(d).replaceAll('"nfs-manager"', `"${TEAM}"`)) as KubeObject);
+    await applyObjects(await cluster('kcp'), onboarding);
   });
 
   it.each(matrix)('%s %s %s in %s: %s', async (sa, verb, resource, ns, allowed) => {
     expect(await can(sa, verb, resource, ns)).toBe(allowed);
   });
+
+  it.each(teamMatrix)(
+    'in an onboarded team namespace, %s %s %s (in %s): %s',
+    async (who, verb, resource, ns, allowed) => {
+      expect(await canIn(who, verb, resource, ns())).toBe(allowed);
+    },
+  );
 });
 
 describe.each(['emulated', 'real'] as const)(
