@@ -170,10 +170,16 @@ describe('events are not trusted', () => {
   it("uses the client of an event's access Secret only for the live Kyma, where the SyncResource's Kymas are", () => {
     const live = { spec: { kyma: 'kyma-1' } };
     const home = 'kcp-system';
-    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'kcp-system' } }, home)).toBe(true);
-    expect(mayUseResolvedSecret(live, { kyma: 'kyma-2', secret: { namespace: 'kcp-system' } }, home)).toBe(false);
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'kcp-system' } }, home)).toBe(
+      true,
+    );
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-2', secret: { namespace: 'kcp-system' } }, home)).toBe(
+      false,
+    );
     // A team's namespace never holds the access Secret its SyncResources use.
-    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'nfs-manager' } }, home)).toBe(false);
+    expect(mayUseResolvedSecret(live, { kyma: 'kyma-1', secret: { namespace: 'nfs-manager' } }, home)).toBe(
+      false,
+    );
     expect(mayUseResolvedSecret(live, { kyma: 'kyma-1' }, home)).toBe(false);
   });
 });
