@@ -53,7 +53,7 @@ const { values: args } = parseArgs({
     keep: { type: 'boolean', default: false },
     /** --peer off skips the side-by-side with Gardener's resource-manager (bench/peer.ts; built on first use); --peer only runs it alone. */
     peer: { type: 'string', default: 'on' },
-    /** --cpu-prof DIR has every function process write a V8 CPU profile into DIR when it stops (bench/profile.ts sums them). */
+    /** --cpu-prof DIR has every function process and SKR source replica write a V8 CPU profile into DIR when it stops (bench/profile.ts sums them). */
     'cpu-prof': { type: 'string' },
     /** --json FILE writes the run (commit, machine, options, every row) as JSON; bench/render.ts makes BENCHMARKS.md's table of it. */
     json: { type: 'string' },
@@ -161,6 +161,14 @@ try {
       OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]),
       OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
     }),
+    // The SKR source's replicas are profiled too (its heap limit as knative.yaml sets it).
+    ...(args['cpu-prof']
+      ? {
+          adapterEnv: {
+            NODE_OPTIONS: `--max-old-space-size=256 --cpu-prof --cpu-prof-dir=${resolve(args['cpu-prof'])}`,
+          },
+        }
+      : {}),
   });
   const rt = runtime;
   const kymaOf = (i: number) => `kyma-${(i % K) + 1}`;

@@ -277,6 +277,92 @@ describe('kcp-sync validate', () => {
 });
 
 describe('kcp-sync diff', () => {
+  it("shows what a SyncPolicy refuses as restricted (NotPermitted), after the SKR's discovery, and writes nothing", async () => {
+    const h = await new Harness('clipol').init();
+    const skrKubeconfig = `${inject('clusters').stateDir}/kubeconfig/skr-1.yaml`;
+    await h.skrCreate({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'theirs', namespace: h.ns },
+      data: { a: 'x' },
+    } as never);
+    const policyFile = join(tmpdir(), `${h.name}-policy.yaml`);
+    await writeFile(
+      policyFile,
+      dump({
+        apiVersion: SYNC_API_VERSION,
+        kind: 'SyncPolicy',
+        metadata: { name: 'team' },
+        spec: {
+          namespaces: ['team-x'],
+          destinationNamespaces: [h.ns],
+          namespacedResources: [{ group: '', kind: 'ConfigMap' }],
+        },
+      }),
+    );
+    const file = join(tmpdir(), `${h.name}.yaml`);
+    await writeFile(
+      file,
+      dump({
+        apiVersion: SYNC_API_VERSION,
+        kind: 'SyncResource',
+        metadata: { name: h.name, namespace: 'team-x' },
+        spec: {
+          kyma: 'kyma-1',
+          items: [
+            { name: 'new', strategy: 'CreateAndSync', resource: h.cm('new', { a: '1' }) },
+            {
+              name: 'pvc',
+              strategy: 'CreateAndSync',
+              resource: `apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: p, namespace: ${h.ns}}\n`,
+            },
+            {
+              name: 'role',
+              strategy: 'CreateAndSync',
+              resource:
+                'apiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: r, namespace: x}\n',
+            },
+            { name: 'adopt', strategy: 'CreateAndSync', resource: h.cm('theirs', { a: 'ours' }) },
+          ],
+        },
+      }),
+    );
+    const out = await cli([
+      'diff',
+      file,
+      '--kubeconfig',
+      skrKubeconfig,
+      '--policy',
+      policyFile,
+      '-o',
+      'json',
+    ]);
+    const items = (
+      JSON.parse(out.stdout) as {
+        syncResources: { items: { item: string; outcome: string; reason?: string; message?: string }[] }[];
+      }
+    ).syncResources[0]!.items;
+    expect(items.map((i) => [i.item, i.outcome, i.reason ?? '', i.message ?? ''])).toEqual([
+      ['new', 'create', '', ''],
+      [
+        'pvc',
+        'restricted',
+        'NotPermitted',
+        'SyncPolicy team: kind PersistentVolumeClaim is not allowed (spec.namespacedResources)',
+      ],
+      [
+        'role',
+        'restricted',
+        'NotPermitted',
+        'SyncPolicy team: cluster-scoped kind ClusterRole.rbac.authorization.k8s.io is not allowed (spec.clusterResources)',
+      ],
+      ['adopt', 'restricted', 'NotPermitted', expect.stringContaining('never adopts it')],
+    ]);
+    expect(out.code).toBe(1);
+    expect(await h.skrGet('v1', 'ConfigMap', 'new', h.ns)).toBeUndefined();
+    expect((await h.skrGet('v1', 'ConfigMap', 'theirs', h.ns))?.data).toEqual({ a: 'x' });
+  });
+
   it('tells every outcome against a real SKR, masks Secret values, and writes nothing', async () => {
     const h = await new Harness('cli').init();
     const skrKubeconfig = `${inject('clusters').stateDir}/kubeconfig/skr-1.yaml`;
