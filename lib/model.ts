@@ -40,6 +40,12 @@ export const KYMA_NAME_LABEL = 'operator.kyma-project.io/kyma-name';
  * value, any value, runs the SyncResource ahead of bulk work; the run does what its spec says.
  */
 export const RECONCILE_ANNOTATION = 'kcp-sync.kyma-project.io/reconcile-requested-at';
+/**
+ * TEAM_NAMESPACE_LABEL (value "true") marks a KCP namespace an operator onboarded for a
+ * team (docs/user/operating.md "Team namespaces"): its SyncResources are seen, and told
+ * NotPermitted while no SyncPolicy governs it. Namespace labels are the operator's.
+ */
+export const TEAM_NAMESPACE_LABEL = 'kcp-sync.kyma-project.io/team-namespace';
 /** SYNC_SOURCE_LABEL (value "true") marks a KCP Secret whose data items may ship by reference; such a Secret is never an access Secret. */
 export const SYNC_SOURCE_LABEL = 'operator.kyma-project.io/sync-source';
 

@@ -88,6 +88,10 @@ const matrix: [string, string, string, string | undefined, boolean][] = [
   ['sync-dead-letter', 'list', 'syncpolicies.operator.kyma-project.io', undefined, false],
   ['sync-apply-items', 'patch', 'syncpolicies.operator.kyma-project.io', undefined, false],
   ['sync-apiserversource', 'list', 'syncpolicies.operator.kyma-project.io', undefined, false],
+  // Which namespaces are onboarded (their label): the SKR source only.
+  ['sync-skr-source', 'watch', 'namespaces', undefined, true],
+  ['sync-skr-source', 'get', 'secrets', 'default', false],
+  ['sync-resync', 'list', 'namespaces', undefined, false],
   // apply-items reads a Kyma's labels (a team SyncResource's policy), never writes one.
   ['sync-apply-items', 'get', 'kymas.operator.kyma-project.io', 'kcp-system', true],
   ['sync-apply-items', 'patch', 'kymas.operator.kyma-project.io', 'kcp-system', false],
@@ -154,6 +158,7 @@ describe('RBAC of knative.yaml', () => {
     // Cluster-wide: reading SyncPolicies only; the other ClusterRoles are bound per team namespace.
     expect(docs.filter((d) => d.kind === 'ClusterRoleBinding').map((d) => d.metadata.name)).toEqual([
       'kcp-sync-policy-reader',
+      'kcp-sync-team-namespaces',
     ]);
     await applyObjects(await cluster('kcp'), docs);
     const onboarding = (

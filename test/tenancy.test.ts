@@ -452,6 +452,32 @@ describe('team namespaces under a SyncPolicy', () => {
     expect(await writtenBy(0, `${T2}/${name}`)).toEqual([]);
   }, 120_000);
 
+  it('tells a SyncResource of an onboarded namespace that no policy governs it, and runs it once a policy does, untouched', async () => {
+    const T3 = `${P}-waiting`;
+    await onboard(T3);
+    const name = `${P}-waits`;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      srOf(T3, name, 'kyma-1', [
+        { name: 'claim', strategy: 'CreateAndSync', resource: pvc(`${P}-waits`, D) },
+      ]),
+    );
+    const waiting = await waitFor(T3, name, (x) => expect(condition(x)?.reason).toBe('NotPermitted'));
+    expect(condition(waiting)?.message).toContain(`no SyncPolicy governs namespace ${T3}`);
+    expect(waiting.metadata.finalizers ?? []).toEqual([]);
+    expect(await skrGet(0, 'persistentvolumeclaim', `${P}-waits`, D)).toBeUndefined();
+    await policy(`${P}-waiting`, {
+      namespaces: [T3],
+      kymas: { names: ['kyma-1'] },
+      destinationNamespaces: [D],
+      namespacedResources: [{ group: '', kind: 'PersistentVolumeClaim' }],
+    });
+    const running = await waitFor(T3, name, (x) => expect(reasons(x)).toEqual({ claim: 'Created' }));
+    expect(running.metadata.generation).toBe(waiting.metadata.generation);
+    expect(await skrGet(0, 'persistentvolumeclaim', `${P}-waits`, D)).toBeDefined();
+  }, 120_000);
+
   it('refuses a namespace two policies name, and one whose policy is removed; its objects stay, and its deletion still removes them', async () => {
     // The policy narrowed (StorageClasses no more): the item is refused, its object stays;
     // the item removed, its object is still not pruned, and the status says why.

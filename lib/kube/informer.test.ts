@@ -3,7 +3,8 @@
 // server says the version expired (410).
 import { describe, expect, it } from 'vitest';
 import type { KubeClient } from './client.ts';
-import { informer } from './informer.ts';
+import { informer, watchHeaders } from './informer.ts';
+import { METADATA_ONLY } from '../cluster/resolve.ts';
 
 type Obj = { metadata: { name: string; resourceVersion: string } };
 const obj = (name: string, rv: string): Obj => ({ metadata: { name, resourceVersion: rv } });
@@ -12,13 +13,15 @@ const obj = (name: string, rv: string): Obj => ({ metadata: { name, resourceVers
 function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: number } }[][]) {
   const calls: { path: string; query: Record<string, unknown> }[] = [];
   const watched: (string | undefined)[] = [];
+  const timeouts: number[] = [];
   const client = {
     async call(_m: string, path: string, opts: { query?: Record<string, unknown> } = {}) {
       const q = opts.query ?? {};
       calls.push({ path, query: q });
       const from = Number(q.continue ?? 0);
       const size = Number(q.limit ?? all.length);
-      const items = all.slice(from, from + size);
+      // An empty metadata-only list comes back with items: null, as the API server sends it.
+      const items = all.length === 0 ? null : all.slice(from, from + size);
       const more = from + size < all.length;
       return {
         metadata: { resourceVersion: '100', ...(more ? { continue: String(from + size) } : {}) },
@@ -27,6 +30,7 @@ function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: 
     },
     async *watch(_p: string, query: Record<string, string | undefined>, signal: AbortSignal) {
       watched.push(query.resourceVersion);
+      timeouts.push(Number(query.timeoutSeconds));
       const script = watches.shift();
       if (!script) {
         await new Promise((r) => signal.addEventListener('abort', r));
@@ -35,7 +39,7 @@ function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: 
       for (const e of script) yield e;
     },
   };
-  return { client: client as unknown as KubeClient, calls, watched };
+  return { client: client as unknown as KubeClient, calls, watched, timeouts };
 }
 
 describe('informer', () => {
@@ -76,5 +80,30 @@ describe('informer', () => {
     // Watched from the list's version, resumed from the bookmark's, then from the relist's.
     expect(watched).toEqual(['100', '105', '100']);
     expect(calls[1]!.query).toMatchObject({ limit: 2, continue: '2' });
+  });
+
+  it('hands over an empty list (items: null) as no items, and asks each watch for a length between its bounds', async () => {
+    const { client, timeouts } = fakeClient([], [[], [], []]);
+    const lists: number[] = [];
+    const abort = new AbortController();
+    await informer<Obj>(
+      client,
+      '/api/v1/namespaces',
+      { list: (items) => void lists.push(items.length), event: () => {} },
+      abort.signal,
+      { watchSeconds: [1800, 3600], minBackoffMs: 1 },
+    );
+    await new Promise((r) => setTimeout(r, 50));
+    abort.abort();
+    expect(lists).toEqual([0]);
+    expect(timeouts.length).toBeGreaterThan(0);
+    for (const t of timeouts) expect(t >= 1800 && t <= 3600, String(t)).toBe(true);
+  });
+
+  it('watches a metadata-only list as metadata-only objects (a watch asked for the list form ends at once)', () => {
+    expect(watchHeaders(METADATA_ONLY)).toEqual({
+      accept: 'application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1',
+    });
+    expect(watchHeaders(undefined)).toBeUndefined();
   });
 });

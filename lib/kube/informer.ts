@@ -33,15 +33,29 @@ export interface InformerOptions {
   pageSize?: number;
   /** retryFirstList keeps retrying the first list (the promise resolves once it succeeds); otherwise its failure rejects. */
   retryFirstList?: boolean;
+  /** watchSeconds is how long each watch request lasts, a random length between its bounds (default: client-go's 5 to 10 minutes). */
+  watchSeconds?: [number, number];
 }
 
 /**
- * watchTimeout is how long one watch request lasts before it is resumed: between 5 and 10
- * minutes at random, as client-go's reflector asks. A fixed 5 minutes resumed the 2,000
- * watches of an SKR source replica given 500 Kymas about 7 times a second at rest; this
- * about 4.4 times.
+ * watchTimeout is how long one watch request lasts before it is resumed, at random between
+ * bounds: by default 5 to 10 minutes, as client-go's reflector asks.
  */
-const watchTimeout = (): string => String(Math.round(300 * (1 + Math.random())));
+const watchTimeout = ([min, max]: [number, number] = [300, 600]): string =>
+  String(Math.round(min + (max - min) * Math.random()));
+
+/**
+ * watchHeaders are the list's headers as a watch needs them: a metadata-only list asks for
+ * a PartialObjectMetadataList, its watch for each PartialObjectMetadata (the API server
+ * ends a watch asked for the list form at once).
+ */
+export const watchHeaders = (headers?: Record<string, string>): Record<string, string> | undefined =>
+  headers?.accept
+    ? {
+        ...headers,
+        accept: headers.accept.replace('as=PartialObjectMetadataList', 'as=PartialObjectMetadata'),
+      }
+    : headers;
 
 /** informer resolves once the first list is handled, and follows the collection until signal aborts. */
 export async function informer<T extends Obj>(
@@ -62,20 +76,20 @@ export async function informer<T extends Obj>(
   const list = async (): Promise<string> => {
     let next: string | undefined;
     for (;;) {
-      const l = await client.call<{ metadata: { resourceVersion: string; continue?: string }; items: T[] }>(
-        'GET',
-        path,
-        {
-          query: {
-            ...opts.query,
-            ...(opts.pageSize ? { limit: opts.pageSize } : {}),
-            ...(next ? { continue: next } : {}),
-          },
-          ...(opts.headers ? { headers: opts.headers } : {}),
+      const l = await client.call<{
+        metadata: { resourceVersion: string; continue?: string };
+        items: T[] | null;
+      }>('GET', path, {
+        query: {
+          ...opts.query,
+          ...(opts.pageSize ? { limit: opts.pageSize } : {}),
+          ...(next ? { continue: next } : {}),
         },
-      );
+        ...(opts.headers ? { headers: opts.headers } : {}),
+      });
       next = l.metadata.continue || undefined;
-      await on.list(l.items, next === undefined);
+      // A metadata-only list with nothing in it comes back with items: null.
+      await on.list(l.items ?? [], next === undefined);
       if (next === undefined) return l.metadata.resourceVersion;
     }
   };
@@ -97,9 +111,14 @@ export async function informer<T extends Obj>(
           T & { code?: number }
         >(
           path,
-          { ...opts.query, resourceVersion: rv, allowWatchBookmarks: 'true', timeoutSeconds: watchTimeout() },
+          {
+            ...opts.query,
+            resourceVersion: rv,
+            allowWatchBookmarks: 'true',
+            timeoutSeconds: watchTimeout(opts.watchSeconds),
+          },
           signal,
-          opts.headers,
+          watchHeaders(opts.headers),
         );
         on.watching?.();
         const opened = performance.now();

@@ -18,6 +18,7 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import {
   FINALIZER,
   KYMA_NAME_LABEL,
+  TEAM_NAMESPACE_LABEL,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
   objectKey,
@@ -37,6 +38,15 @@ import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from '
 
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
 const MAX_CHANGES = 16;
+/**
+ * SKR_WATCH_SECONDS: each watch on an SKR lasts 30 to 60 minutes, what the API server gives
+ * a client that asks for none (--min-request-timeout 1800 s, up to twice): resumed as often
+ * as client-go's 5 to 10 minutes, the 2,000 watches of a replica given 500 Kymas cost about
+ * 4 requests a second at rest. A connection that dies meanwhile is found by HTTP/2's ping
+ * (undici: every minute), which ends its watches.
+ */
+const SKR_WATCH_SECONDS: [number, number] = [1800, 3600];
+
 /** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
 const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
 
@@ -222,8 +232,9 @@ export class SkrSource {
   /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
   private readonly posted = new Map<string, string>();
   private readonly abort = new AbortController();
-  /** policies are the SyncPolicies by name; namespaces the SyncResource watches, by namespace. */
+  /** policies are the SyncPolicies by name; onboarded the team namespaces labelled so; namespaces the SyncResource watches, by namespace. */
   private readonly policies = new Map<string, SyncPolicy>();
+  private readonly onboarded = new Set<string>();
   private readonly namespaces = new Map<string, { abort: AbortController; listed: Promise<void> }>();
   private owns: (kyma: string) => boolean = () => true;
   /** over are the Kymas of this replica's share it has no room to watch. */
@@ -276,6 +287,30 @@ export class SkrSource {
       signal,
       { retryFirstList: true },
     );
+    // Team namespaces the operator onboarded (labelled): their SyncResources are told when no policy governs them.
+    await informer<KubeObject>(
+      this.opts.kcp,
+      '/api/v1/namespaces',
+      {
+        list: (items, last) => {
+          this.onboarded.clear();
+          for (const n of items) this.onboarded.add(n.metadata.name);
+          if (last) this.syncNamespaces();
+        },
+        event: (type, n) => {
+          if (type === 'DELETED') this.onboarded.delete(n.metadata.name);
+          else this.onboarded.add(n.metadata.name);
+          this.syncNamespaces();
+        },
+        error: (err) => this.opts.log.warn({ error: String(err) }, 'team namespace watch failed'),
+      },
+      signal,
+      {
+        retryFirstList: true,
+        headers: METADATA_ONLY,
+        query: { labelSelector: `${TEAM_NAMESPACE_LABEL}=true` },
+      },
+    );
     await Promise.all(
       [...this.namespaces].filter(([ns]) => isControlPlane(ns, this.opts.config)).map(([, n]) => n.listed),
     );
@@ -300,15 +335,16 @@ export class SkrSource {
   }
 
   /**
-   * syncNamespaces watches the SyncResources of the control-plane namespaces, of every
-   * namespace a policy names (governed by it, or refused for being named twice: either way
-   * its SyncResources are told so), and of every namespace where one still carries our
-   * finalizer (its policy removed, its deletion still removes what it created); it lets go
-   * of the others.
+   * syncNamespaces watches the SyncResources of the control-plane namespaces, of every team
+   * namespace an operator onboarded (labelled) or a policy names (governed by it, or
+   * refused: either way its SyncResources are told so), and of every namespace where one
+   * still carries our finalizer (its policy removed, its deletion still removes what it
+   * created); it lets go of the others.
    */
   private syncNamespaces(): void {
     const wanted = new Set([
       ...this.opts.config.controlPlaneNamespaces,
+      ...this.onboarded,
       ...[...this.policies.values()].flatMap((p) =>
         Array.isArray(p.spec?.namespaces) ? p.spec.namespaces : [],
       ),
@@ -692,6 +728,7 @@ export class SkrSource {
             retryFirstList: true,
             minBackoffMs: 1_000,
             maxBackoffMs: 30_000,
+            watchSeconds: SKR_WATCH_SECONDS,
             query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
           },
         ),
