@@ -114,6 +114,25 @@ const cm = (name: string, ns?: string) =>
 const pvc = (name: string, ns?: string, size = '1Gi') =>
   `apiVersion: v1\nkind: PersistentVolumeClaim\nmetadata: {name: ${name}${ns ? `, namespace: ${ns}` : ''}}\nspec: {accessModes: [ReadWriteOnce], resources: {requests: {storage: ${size}}}, storageClassName: ${P}-none}\n`;
 
+/** teamKubeconfig is the kubeconfig of a team's ServiceAccount (nfs-team in ns): its token, the KCP's server and CA. */
+const teamKubeconfig = async (ns: string): Promise<string> => {
+  const admin = load(await readFile(s.kcp, 'utf8')) as { clusters: { cluster: Record<string, string> }[] };
+  const token = (await kubectl(s.kcp, ['create', 'token', 'nfs-team', '-n', ns])).trim();
+  const file = join(s.stateDir, `${ns}.yaml`);
+  await writeFile(
+    file,
+    dump({
+      apiVersion: 'v1',
+      kind: 'Config',
+      clusters: [{ name: 'kcp', cluster: admin.clusters[0]!.cluster }],
+      users: [{ name: 'team', user: { token } }],
+      contexts: [{ name: 'team', context: { cluster: 'kcp', user: 'team', namespace: ns } }],
+      'current-context': 'team',
+    }),
+  );
+  return file;
+};
+
 /** onboard binds the product's functions and a team ServiceAccount in ns, as the example does for its namespace. */
 const onboard = async (ns: string) => {
   const docs = loadAll(ours(await readFile(example, 'utf8'))) as KubeObject[];
@@ -152,12 +171,7 @@ beforeAll(async () => {
       .map((d) => dump(d))
       .join('---\n'),
   );
-  // The team's kubeconfig: its ServiceAccount's token, the KCP's server and CA.
-  const admin = load(await readFile(s.kcp, 'utf8')) as {
-    clusters: { cluster: Record<string, string> }[];
-  };
-  const token = (await kubectl(s.kcp, ['create', 'token', 'nfs-team', '-n', T])).trim();
-  team = join(s.stateDir, 'team.yaml');
+  team = await teamKubeconfig(T);
   // A second team, onboarded the same way, whose policy overlaps the first's destination.
   await onboard(T2);
   await policy(`${P}-other`, {
@@ -167,17 +181,6 @@ beforeAll(async () => {
     clusterResources: [{ group: '', kind: 'PersistentVolume' }],
     strategies: ['CreateAndSync', 'Delete'],
   });
-  await writeFile(
-    team,
-    dump({
-      apiVersion: 'v1',
-      kind: 'Config',
-      clusters: [{ name: 'kcp', cluster: admin.clusters[0]!.cluster }],
-      users: [{ name: 'team', user: { token } }],
-      contexts: [{ name: 'team', context: { cluster: 'kcp', user: 'team', namespace: T } }],
-      'current-context': 'team',
-    }),
-  );
 }, 300_000);
 
 afterAll(async () => {
@@ -416,8 +419,9 @@ describe('team namespaces under a SyncPolicy', () => {
       }),
     );
     const name = `${P}-intruder`;
+    // The second team, with its own ServiceAccount.
     await kubectl(
-      s.kcp,
+      await teamKubeconfig(T2),
       ['apply', '-f', '-'],
       srOf(T2, name, 'kyma-1', [
         { name: 'take', strategy: 'CreateAndSync', resource: pvc('pvc-nfs-static', D, '5Gi') },
