@@ -69,6 +69,9 @@ export function changed(
  */
 const POSTS = 16;
 
+/** LATELY is how many of the last posts /watches lists (the order the source took them in). */
+const LATELY = 100;
+
 /**
  * withRetries retries a post with exponential back-off (50 ms doubling, at most 5 s apart,
  * about 30 s in all): longer than the ApiServerSource adapter's 1.5 s, since a change
@@ -96,8 +99,8 @@ export class Changes {
   private owns: (kyma: string) => boolean = () => false;
   private readonly emit: (event: CloudEvent<unknown>) => Promise<void>;
   private readonly log: Logger;
-  /** counters for metrics and tests. */
-  readonly stats = { posted: 0, echoes: 0 };
+  /** counters for metrics and tests; lately: the last SyncResources whose posts started, oldest first (at most LATELY). */
+  readonly stats = { posted: 0, echoes: 0, lately: [] as string[] };
 
   /** home says where the Kyma of a SyncResource of a namespace is (policy/tenancy.ts kymaHome). */
   private readonly home: (namespace: string) => string;
@@ -160,7 +163,11 @@ export class Changes {
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
     void this.posts
-      .run(change, () => withRetries(() => this.emit(event)))
+      .run(change, () => {
+        this.stats.lately.push(key);
+        if (this.stats.lately.length > LATELY) this.stats.lately.shift();
+        return withRetries(() => this.emit(event));
+      })
       .then(
         () => this.stats.posted++,
         (err: unknown) =>
