@@ -144,6 +144,11 @@ describe('Secret values by reference', () => {
     );
     expect(requested(name)).toBeGreaterThan(0);
     expect(requested(`${P}-bystander`)).toBe(0);
+    // The rotation's run settled: its status recorded what the SKR now holds (a change made
+    // before that is corrected too, but as the run's own apply, not as drift).
+    await waitSr(s, name, (x) =>
+      expect(x?.status?.synced?.[0]?.digest).not.toBe(sr?.status?.synced?.[0]?.digest),
+    );
 
     // Someone else edits the SKR Secret: drift, reverted on the next resync.
     await kubectl(s.skr[0]!, [
