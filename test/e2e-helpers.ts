@@ -9,6 +9,7 @@ import { ClusterSet } from '../infra/clusters.ts';
 import { applyObjects, controlPlaneNamespace, kymaName, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
 import { startRuntime, type Runtime, type RuntimeOptions } from '../infra/runtime/index.ts';
 import type { SyncResource } from '../lib/model.ts';
+import type { KubeObject } from '../lib/kube/objects.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
 /** kubectl runs kubectl against a kubeconfig file, with optional stdin; rejects with stderr on failure. */
@@ -106,19 +107,28 @@ async function startRealStack(stateDir: string, opts: Partial<RuntimeOptions>): 
   };
 }
 
-/** getSr reads a SyncResource with kubectl (undefined when it does not exist). */
-export async function getSr(s: Stack, name: string): Promise<SyncResource | undefined> {
-  const out = await kubectl(s.kcp, [
+/** kubectlGet reads one object with kubectl (undefined when it does not exist); ns for a namespaced kind. */
+export async function kubectlGet<T = KubeObject>(
+  kubeconfig: string,
+  kind: string,
+  name: string,
+  ns?: string,
+): Promise<T | undefined> {
+  const out = await kubectl(kubeconfig, [
     'get',
-    'syncresource',
+    kind,
     name,
-    '-n',
-    s.ns,
+    ...(ns ? ['-n', ns] : []),
     '-o',
     'json',
     '--ignore-not-found',
   ]);
-  return out.trim() ? (JSON.parse(out) as SyncResource) : undefined;
+  return out.trim() ? (JSON.parse(out) as T) : undefined;
+}
+
+/** getSr reads a SyncResource of the stack's namespace with kubectl (undefined when it does not exist). */
+export function getSr(s: Stack, name: string): Promise<SyncResource | undefined> {
+  return kubectlGet<SyncResource>(s.kcp, 'syncresource', name, s.ns);
 }
 
 /** waitSr waits until check passes on the SyncResource. */

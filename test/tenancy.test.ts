@@ -10,7 +10,7 @@ import { dump, load, loadAll } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
-import { kubectl, startStack, type Stack } from './e2e-helpers.ts';
+import { kubectl, kubectlGet, startStack, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
 
 let s: Stack;
@@ -41,19 +41,7 @@ const srOf = (ns: string, name: string, kyma: string, items: SyncItem[]): string
     spec: { kyma, items },
   });
 
-const getSr = async (ns: string, name: string): Promise<SyncResource | undefined> => {
-  const out = await kubectl(s.kcp, [
-    'get',
-    'syncresource',
-    name,
-    '-n',
-    ns,
-    '-o',
-    'json',
-    '--ignore-not-found',
-  ]);
-  return out.trim() ? (JSON.parse(out) as SyncResource) : undefined;
-};
+const getSr = (ns: string, name: string) => kubectlGet<SyncResource>(s.kcp, 'syncresource', name, ns);
 const waitFor = (ns: string, name: string, check: (sr: SyncResource | undefined) => void, ms = 60_000) =>
   eventually(
     async () => {
@@ -74,23 +62,8 @@ const condition = (sr: SyncResource | undefined) =>
   sr?.status?.conditions?.find((c) => c.type === 'Resources');
 
 /** skrGet reads an object in an SKR with kubectl (undefined when absent). */
-const skrGet = async (
-  skr: number,
-  kind: string,
-  name: string,
-  ns?: string,
-): Promise<KubeObject | undefined> => {
-  const out = await kubectl(s.skr[skr]!, [
-    'get',
-    kind,
-    name,
-    ...(ns ? ['-n', ns] : []),
-    '-o',
-    'json',
-    '--ignore-not-found',
-  ]);
-  return out.trim() ? (JSON.parse(out) as KubeObject) : undefined;
-};
+const skrGet = (skr: number, kind: string, name: string, ns?: string) =>
+  kubectlGet(s.skr[skr]!, kind, name, ns);
 
 /** writtenBy lists the objects of kinds in an SKR whose managedFields name manager. */
 const writtenBy = async (skr: number, manager: string): Promise<string[]> => {
