@@ -47,8 +47,17 @@ export async function readPolicies(kcp: Cluster): Promise<SyncPolicy[]> {
  * holderNamespaces are the namespaces whose SyncResources may name an object in an SKR:
  * the control-plane ones and every team namespace one policy governs (policies read now).
  */
-export async function holderNamespaces(kcp: Cluster, config: Config): Promise<string[]> {
-  return [...config.controlPlaneNamespaces, ...governedNamespaces(await readPolicies(kcp), config)];
+export async function holderNamespaces(
+  policies: () => Promise<SyncPolicy[]>,
+  config: Config,
+): Promise<string[]> {
+  return [...config.controlPlaneNamespaces, ...governedNamespaces(await policies(), config)];
+}
+
+/** policiesOnce reads the SyncPolicies at most once for one run (admission and holders share the read). */
+export function policiesOnce(kcp: Cluster): () => Promise<SyncPolicy[]> {
+  let read: Promise<SyncPolicy[]> | undefined;
+  return () => (read ??= readPolicies(kcp));
 }
 
 /**
@@ -58,7 +67,7 @@ export async function holderNamespaces(kcp: Cluster, config: Config): Promise<st
  * Kyma as it is labelled now. fresh reads the Kyma afresh (apply-items, before any write).
  */
 export async function admit(
-  kcp: Cluster,
+  policies: () => Promise<SyncPolicy[]>,
   lookups: Lookups,
   config: Config,
   namespace: string,
@@ -66,7 +75,7 @@ export async function admit(
   fresh = false,
 ): Promise<SyncPolicy | undefined> {
   if (isControlPlane(namespace, config)) return undefined;
-  const g = governance(namespace, await readPolicies(kcp), config);
+  const g = governance(namespace, await policies(), config);
   if (g.kind === 'refused') throw new TerminalError(g.why, 'NotPermitted');
   if (g.kind === 'control-plane') return undefined;
   const k = await lookups.kyma(kymaHome(namespace, config), kyma, fresh);

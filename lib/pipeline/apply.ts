@@ -14,7 +14,7 @@ import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { forEachPage } from './resync.ts';
 import { claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
-import { admit, getIfBound, holderNamespaces, unbound } from '../cluster/policies.ts';
+import { admit, getIfBound, holderNamespaces, policiesOnce, unbound } from '../cluster/policies.ts';
 import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
 
 /** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
@@ -113,10 +113,12 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   let secretRef = data.secret;
   let skr;
   let policy: SyncPolicy | undefined;
+  // The SyncPolicies, read at most once in this run (its admission and who else names its objects).
+  const policies = policiesOnce(deps.kcp);
   try {
     // What a policy allows is read afresh for every run; a deletion removes what it created whatever it says now.
     if (!sr.metadata.deletionTimestamp)
-      policy = await admit(deps.kcp, deps.lookups, deps.config, data.namespace, sr.spec.kyma, true);
+      policy = await admit(policies, deps.lookups, deps.config, data.namespace, sr.spec.kyma, true);
     const cached =
       mayUseResolvedSecret(sr, data, home) && data.secret
         ? deps.cache.peek(data.secret, sr.spec.kyma)
@@ -154,7 +156,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     kcp: deps.store,
     config: deps.config,
     ...(policy ? { policy } : {}),
-    holderNamespaces: () => holderNamespaces(deps.kcp, deps.config),
+    holderNamespaces: () => holderNamespaces(policies, deps.config),
     sources,
     resourceSources,
     // Runs for a change seen in the KCP or the SKR read live state, never a snapshot.

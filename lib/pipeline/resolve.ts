@@ -4,7 +4,7 @@
 // the status step writes them; a SyncResource being deleted whose cluster is gone is
 // released (finalizer removed, Warning event) instead of blocking forever.
 import { ResolutionError } from '../cluster/resolve.ts';
-import { admit, getIfBound } from '../cluster/policies.ts';
+import { admit, getIfBound, policiesOnce } from '../cluster/policies.ts';
 import { kymaHome } from '../policy/tenancy.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import type {
@@ -99,7 +99,8 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
     // A team's SyncResource under its namespace's policy (tenancy.ts); a deletion removes
     // what it created whatever the policy says now.
-    if (!sr.metadata.deletionTimestamp) await admit(deps.kcp, deps.lookups, deps.config, ref.namespace, kyma);
+    if (!sr.metadata.deletionTimestamp)
+      await admit(policiesOnce(deps.kcp), deps.lookups, deps.config, ref.namespace, kyma);
     const secret = await deps.lookups.resolve(kymaHome(ref.namespace, deps.config), kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
