@@ -798,6 +798,8 @@ describe('trust boundary', () => {
       s.runtime.broker.observed.filter(
         (e) =>
           e.attributes.type === EventTypes.reconcileKyma &&
+          // Only this namespace's: a SyncPolicy of another test that selects Kymas by label adds its own.
+          (e.data as { namespace?: string }).namespace === s.ns &&
           (e.data as { name?: string; trigger?: string }).name === kyma &&
           (e.data as { trigger?: string }).trigger === 'secret',
       ).length;
