@@ -58,7 +58,7 @@ describe('computeStatus with health', () => {
       'a module with a warning',
       [item('a', 'Current', 'Warning')],
       'Warning',
-      ['Resources=True/Ready', 'Healthy=True/Healthy', 'Progressing=False/Settled'],
+      ['Resources=True/Ready', 'Healthy=False/Degraded', 'Progressing=False/Settled'],
       false,
     ],
   ] as const)('%s', (_t, items, state, conditions, moving) => {

@@ -7,6 +7,7 @@ import { MAX_FEEDBACK } from './feedback.ts';
 import { describeHealth } from './health.ts';
 import { canonical } from './values.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
+import type { CONDITIONS, ResourcesReason } from './reasons.ts';
 
 const rank: Record<State, number> = { Ready: 0, Processing: 1, Deleting: 1, Warning: 2, Error: 3 };
 
@@ -55,7 +56,7 @@ function named(items: ItemStatus[], objects: Map<string, string | undefined>): s
 /** computeStatus derives the status from a run's result and the previous status. */
 export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, now: Date): WrittenStatus {
   let state: State;
-  let reason: string;
+  let reason: ResourcesReason;
   let message: string;
   let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m, health, feedback }) => ({
     name,
@@ -141,24 +142,23 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
   const unhealthy = `${health.failed.length} of ${items.length} objects are unhealthy: ${named(health.failed, objects)}`;
   const waiting = `${health.progressing.length} of ${items.length} objects are not ready yet: ${named(health.progressing, objects)}`;
   // Ready means applied and working: a failed object makes the SyncResource Error, one on its way Processing.
-  if (applied && health.failed.length > 0) {
-    [state, reason, message] = ['Error', 'Unhealthy', unhealthy];
-  } else if (applied && health.progressing.length > 0) {
-    [state, reason, message] = ['Processing', 'Progressing', waiting];
-  } else if (applied && health.warned.length > 0) {
-    [state, reason, message] = [
-      'Warning',
-      'Degraded',
-      `${health.warned.length} objects report a warning: ${named(health.warned, objects)}`,
-    ];
-  }
+  const warned = `${health.warned.length} objects report a warning: ${named(health.warned, objects)}`;
+  // The Healthy condition gives the reason (Unhealthy, Progressing, Degraded); Resources stays True.
+  if (applied && health.failed.length > 0) [state, message] = ['Error', unhealthy];
+  else if (applied && health.progressing.length > 0) [state, message] = ['Processing', waiting];
+  else if (applied && health.warned.length > 0) [state, message] = ['Warning', warned];
   message = bounded(message, 4 * MAX_MESSAGE);
-  const condition = (type: string, status: Condition['status'], why: string, text: string): Condition => {
+  const condition = <T extends keyof typeof CONDITIONS>(
+    type: T,
+    status: Condition['status'],
+    why: keyof (typeof CONDITIONS)[T],
+    text: string,
+  ): Condition => {
     const prev = previous?.conditions?.find((c) => c.type === type);
     return {
       type,
       status,
-      reason: why,
+      reason: why as string,
       message: bounded(text, 4 * MAX_MESSAGE),
       lastTransitionTime: prev && prev.status === status ? prev.lastTransitionTime : now.toISOString(),
       observedGeneration: r.generation,
@@ -176,7 +176,9 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       ? condition('Healthy', 'False', 'Unhealthy', unhealthy)
       : health.progressing.length > 0
         ? condition('Healthy', 'False', 'Progressing', waiting)
-        : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
+        : health.warned.length > 0
+          ? condition('Healthy', 'False', 'Degraded', warned)
+          : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
   // Suspended or unreachable, nothing can move on its own: the resync tick tries again.
   const moving =
     !r.suspended &&

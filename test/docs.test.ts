@@ -7,7 +7,8 @@ import { loadAll } from 'js-yaml';
 import { describe, expect, it } from 'vitest';
 import { renderRun, replaceFigures } from '../bench/render.ts';
 import type { Run } from '../bench/record.ts';
-import { ARCHITECTURE, withEvents } from '../infra/docs.ts';
+import { API, ARCHITECTURE, withEvents, withReasons } from '../infra/docs.ts';
+import { CONDITIONS, ITEM_REASONS, RETRY_REASONS } from '../lib/reasons.ts';
 import { ApiServerRefTypes, EVENT_CONTRACT, EventTypes, PING_TYPE } from '../lib/events.ts';
 
 const root = join(import.meta.dirname, '..');
@@ -56,6 +57,34 @@ describe('the docs', () => {
       docs.filter((d) => /Source$/.test(d?.kind ?? '')).map((d) => (d as Trigger).metadata.name),
     );
     for (const s of EVENT_CONTRACT.flatMap((e) => e.from.sources ?? [])) expect(sources).toContain(s);
+  });
+
+  it('list every reason a status can hold, as lib/reasons.ts has them, and each is one the code writes', async () => {
+    const doc = await readFile(API, 'utf8');
+    expect(doc, 'run node infra/docs.ts').toBe(withReasons(doc));
+    // The types keep the code from writing a reason not listed; a listed one the code never writes is a stale doc.
+    const code: string[] = [];
+    const walk = async (dir: string) => {
+      for (const e of await readdir(join(root, dir), { withFileTypes: true })) {
+        const path = join(dir, e.name);
+        if (e.isDirectory()) await walk(path);
+        else if (path.endsWith('.ts') && !path.endsWith('.test.ts') && path !== join('lib', 'reasons.ts'))
+          code.push(await readFile(join(root, path), 'utf8'));
+      }
+    };
+    await walk('lib');
+    const source = code.join('\n');
+    const listed = [
+      ...Object.keys(ITEM_REASONS),
+      ...Object.values(CONDITIONS).flatMap((c) => Object.keys(c)),
+      ...Object.keys(RETRY_REASONS),
+    ];
+    // A Resources reason that is an item's state is written as the state itself (status.ts: reason = state).
+    const states = ['Ready', 'Processing', 'Warning', 'Error', 'Deleting'];
+    for (const r of new Set(listed)) {
+      if (states.includes(r)) continue;
+      expect(source.includes(`'${r}'`), `${r} is listed but no code writes it`).toBe(true);
+    }
   });
 
   it("show BENCHMARKS.md's figures as the recorded run's JSON renders them", async () => {

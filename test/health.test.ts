@@ -49,6 +49,25 @@ spec:
     metadata: {labels: {pod-container-running-failed.stage.kwok.x-k8s.io: "${failing}"}}
     spec: {restartPolicy: Never, containers: [{name: c, image: example.io/job:1}]}
 `;
+// A module CR of a CRD the SyncResources bring, its status.state written by a subresource item.
+const crd = `apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: modules.${group}}
+spec:
+  group: ${group}
+  names: {kind: Module, plural: modules}
+  scope: Namespaced
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
+`;
+const cr = (name: string) =>
+  `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
+const status = (name: string, st: Record<string, unknown>) =>
+  `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
 const healthOf = (x: SyncResource | undefined, name: string) =>
   x?.status?.items?.find((i) => i.name === name)?.health;
 const condition = (x: SyncResource | undefined, type: string) =>
@@ -180,24 +199,6 @@ describe('health', () => {
   }, 150_000);
 
   it('reads a module CR by its status.state, copies feedback, applies a CEL rule and refuses a Secret as feedback source', async () => {
-    const crd = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: modules.${group}}
-spec:
-  group: ${group}
-  names: {kind: Module, plural: modules}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`;
-    const cr = (name: string) =>
-      `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
-    const status = (name: string, st: Record<string, unknown>) =>
-      `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
     await kubectl(
       s.kcp,
       ['apply', '-f', '-'],
@@ -278,6 +279,30 @@ spec:
       ]),
     ).toBe('');
     expect(JSON.stringify(out?.status)).not.toContain('hunter2');
+  }, 150_000);
+
+  it('makes a SyncResource Warning, Healthy=False/Degraded, while a module CR reports Warning, and Ready once it does not', async () => {
+    const name = `${P}-warn`;
+    const spec = (state: string) =>
+      sr(name, 'kyma-1', [
+        item('crd', crd),
+        item('module', cr('m3'), { subresource: status('m3', { state, conditions: [] }) }),
+      ]);
+    await kubectl(s.kcp, ['apply', '-f', '-'], spec('Warning'));
+    const warned = await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Warning'), 90_000);
+    expect(warned?.status?.items?.find((i) => i.name === 'module')).toMatchObject({
+      state: 'Ready',
+      health: { status: 'Current', reason: 'Warning' },
+    });
+    expect(condition(warned, 'Resources')).toMatchObject({ status: 'True', reason: 'Ready' });
+    expect(condition(warned, 'Healthy')).toMatchObject({
+      status: 'False',
+      reason: 'Degraded',
+      message: `1 objects report a warning: Module ${P}/m3: Warning: status.state is Warning`,
+    });
+    await kubectl(s.kcp, ['apply', '-f', '-'], spec('Ready'));
+    const ready = await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'), 90_000);
+    expect(condition(ready, 'Healthy')).toMatchObject({ status: 'True', reason: 'Healthy' });
   }, 150_000);
 
   it('ends a deletion that waits for a Namespace when the SKR source sees it gone', async () => {

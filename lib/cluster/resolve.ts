@@ -8,6 +8,7 @@ import { KYMA_API_VERSION, KYMA_NAME_LABEL, SYNC_SOURCE_LABEL } from '../model.t
 import { configMapInfo, readSource, type SourceConfigMap, type SourceSecret } from './sources.ts';
 import { listObjects } from '../kube/objects.ts';
 import { TtlMemo } from '../memo.ts';
+import type { ClusterReason } from '../reasons.ts';
 
 /** METADATA_ONLY asks a LIST for names and labels only (PartialObjectMetadataList). */
 export const METADATA_ONLY = { accept: 'application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1' };
@@ -46,7 +47,7 @@ export interface AccessSecret {
 }
 
 /** ResolutionError says why a target cluster could not be found (reasons KymaNotFound, AccessSecretNotFound, ...). */
-export class ResolutionError extends TerminalError {}
+export class ResolutionError extends TerminalError<ClusterReason> {}
 
 /** getKyma reads the Kyma, failing with KymaNotFound. */
 export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Promise<KubeObject> {

@@ -11,7 +11,13 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { sourceRefusal } from '../policy/rules.ts';
 
 /** SourceError is why a source Secret cannot be used: reason SecretSourceNotFound or SecretSourceRejected. */
-export class SourceError extends TerminalError {}
+export class SourceError extends TerminalError<
+  | 'SecretSourceNotFound'
+  | 'SecretSourceRejected'
+  | 'ResourceSourceNotFound'
+  | 'ResourceSourceRejected'
+  | 'ResourceSourceTooLarge'
+> {}
 
 /** SourceSecret is the part of a KCP Secret that a source check needs. */
 export type SourceSecret = KubeObject & { data?: Record<string, string> | null };

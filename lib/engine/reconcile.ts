@@ -47,6 +47,7 @@ import {
 import { ClusterUnreachableError, guard } from './unreachable.ts';
 import { deleteEntries } from './prune.ts';
 import { result, type ApplyResult, type ItemResult } from './result.ts';
+import type { RetryReason } from '../reasons.ts';
 
 /** ReconcileDeps are the engine's collaborators, resolved by the caller. */
 export interface ReconcileDeps {
@@ -162,7 +163,7 @@ async function writeInventory(
 }
 
 /** inKcp runs a KCP request whose failure fails the run transiently (it is retried). */
-async function inKcp<T>(what: string, reason: string, fn: () => Promise<T>): Promise<T> {
+async function inKcp<T>(what: string, reason: RetryReason, fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {

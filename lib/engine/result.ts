@@ -2,14 +2,15 @@
 import type { Change } from '../changeset.ts';
 import type { FeedbackValue, Health, InventoryEntry, State } from '../model.ts';
 import { bounded } from '../policy/rules.ts';
+import type { ClusterReason, ItemReason } from '../reasons.ts';
 import type { Recorded } from './inventory.ts';
 
 /** ItemResult is the outcome for one spec item. */
 export interface ItemResult {
   name: string;
   state: State;
-  /** reason is machine-readable: Created, Applied, Unchanged, Ignored, Deleted, NotFound, ... */
-  reason: string;
+  /** reason is machine-readable (lib/reasons.ts ITEM_REASONS). */
+  reason: ItemReason;
   message: string;
   /** transient marks a failure a later run may overcome. */
   transient?: boolean;
@@ -42,14 +43,14 @@ export interface ApplyResult {
   /** suspended is set when spec.suspend held: the run made no request to the SKR. */
   suspended?: boolean;
   /** clusterError is set when the SKR could not be reached or resolved at all. */
-  clusterError?: { reason: string; message: string; transient: boolean };
+  clusterError?: { reason: ClusterReason; message: string; transient: boolean };
 }
 
 /** result builds an ItemResult; its message is bounded. */
 export function result(
   name: string,
   state: State,
-  reason: string,
+  reason: ItemReason,
   message: string,
   extra: Partial<ItemResult> = {},
 ): ItemResult {

@@ -1,12 +1,13 @@
 // errors.ts: typed errors of the product. Every failure is either transient (retry
 // later: the broker gets a 5xx) or terminal (bad input: written to status, acked).
+import { CLUSTER_REASONS, type ClusterReason, type ItemReason, type RetryReason } from '../reasons.ts';
 
 /** SyncError is the base of the product's errors; `transient` says whether a retry can help. */
-export class SyncError extends Error {
+export class SyncError<R extends ItemReason | RetryReason = ItemReason | RetryReason> extends Error {
   readonly transient: boolean;
-  /** reason is the machine-readable reason shown on the item or the SyncResource. */
-  readonly reason: string;
-  constructor(message: string, opts: { reason: string; transient: boolean; cause?: unknown }) {
+  /** reason is the machine-readable reason shown on the item or the SyncResource (lib/reasons.ts). */
+  readonly reason: R;
+  constructor(message: string, opts: { reason: R; transient: boolean; cause?: unknown }) {
     super(message, { cause: opts.cause });
     this.name = new.target.name;
     this.reason = opts.reason;
@@ -16,17 +17,21 @@ export class SyncError extends Error {
 
 /** TransientError is a failure that a later attempt can overcome. */
 export class TransientError extends SyncError {
-  constructor(message: string, reason: string, cause?: unknown) {
+  constructor(message: string, reason: ItemReason | RetryReason, cause?: unknown) {
     super(message, { reason, transient: true, cause });
   }
 }
 
-/** TerminalError is a failure that retrying the same input cannot fix. */
-export class TerminalError extends SyncError {
-  constructor(message: string, reason: string, cause?: unknown) {
+/** TerminalError is a failure that retrying the same input cannot fix: its reason goes into the status. */
+export class TerminalError<R extends ItemReason = ItemReason> extends SyncError<R> {
+  constructor(message: string, reason: R, cause?: unknown) {
     super(message, { reason, transient: false, cause });
   }
 }
+
+/** isResolutionFailure tells a terminal failure to resolve the target cluster (its reason is the SyncResource's). */
+export const isResolutionFailure = (err: unknown): err is TerminalError<ClusterReason> =>
+  err instanceof TerminalError && Object.hasOwn(CLUSTER_REASONS, err.reason);
 
 /** Status is the body of a Kubernetes API error response (metav1.Status). */
 export interface Status {

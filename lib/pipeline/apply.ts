@@ -5,7 +5,7 @@ import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
 import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
-import { lostRace, TerminalError, TransientError } from '../kube/errors.ts';
+import { isResolutionFailure, lostRace, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
@@ -131,7 +131,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
       skr = await deps.cache.get(secret, sr.spec.kyma);
     }
   } catch (err) {
-    if (!(err instanceof TerminalError)) throw err;
+    if (!isResolutionFailure(err)) throw err;
     return { kind: 'applied', data: failure(sr, err), retry: false };
   }
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.

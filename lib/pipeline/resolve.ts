@@ -16,7 +16,8 @@ import type {
   SyncRef,
   SyncResourceChanged,
 } from '../events.ts';
-import { KubeApiError, TerminalError } from '../kube/errors.ts';
+import { isResolutionFailure, KubeApiError, TerminalError } from '../kube/errors.ts';
+import type { ClusterReason } from '../reasons.ts';
 import {
   FINALIZER,
   KYMA_NAME_LABEL,
@@ -119,7 +120,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
       },
     };
   } catch (err) {
-    if (!(err instanceof TerminalError)) throw err;
+    if (!isResolutionFailure(err)) throw err;
     // What is written for a failure is written on the SyncResource as it is.
     const live = seen ? await deps.store.get(ref.namespace, ref.name) : sr;
     if (!live || live.metadata.uid !== sr.metadata.uid) return { kind: 'none', why: 'gone or replaced' };
@@ -175,7 +176,7 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     return { kind: 'resolved', data: { ...req, secret: secret.ref } };
   } catch (err) {
-    if (!(err instanceof TerminalError)) throw err;
+    if (!isResolutionFailure(err)) throw err;
     const failed: ItemsApplied[] = [];
     await forEachPage<SyncResource>(
       deps,
@@ -200,7 +201,7 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
  */
 export function failure(
   sr: SyncResource,
-  err: TerminalError | NonNullable<ItemsApplied['result']['clusterError']>,
+  err: TerminalError<ClusterReason> | NonNullable<ItemsApplied['result']['clusterError']>,
 ): ItemsApplied {
   return {
     namespace: sr.metadata.namespace!,

@@ -188,7 +188,7 @@ export const isClusterFailure = (err: KubeApiError): boolean => err.code === 0 |
 export function requestFailure(
   what: string,
   err: unknown,
-): { reason: string; message: string; transient: boolean } {
+): { reason: 'ApplyFailed' | 'InvalidManifest'; message: string; transient: boolean } {
   if (err instanceof KubeApiError && !isClusterFailure(err)) {
     return {
       reason: 'ApplyFailed',
