@@ -87,6 +87,19 @@ describe('the docs', () => {
     }
   });
 
+  it("give one version: the image tags of knative.yaml and the docs are package.json's, which the CHANGELOG describes", async () => {
+    const { version } = JSON.parse(await readFile(join(root, 'package.json'), 'utf8')) as { version: string };
+    for (const f of ['knative.yaml', 'Containerfile', 'docs/user/operating.md']) {
+      const tags = [...(await readFile(join(root, f), 'utf8')).matchAll(/kcp-sync-resource:([\w.-]+)/g)].map(
+        (m) => m[1],
+      );
+      expect(tags.length, f).toBeGreaterThan(0);
+      expect(new Set(tags), f).toEqual(new Set([version]));
+    }
+    const changelog = await readFile(join(root, 'CHANGELOG.md'), 'utf8');
+    expect(changelog.match(/^## (\S+)/m)?.[1], 'the newest CHANGELOG section').toBe(version);
+  });
+
   it("show BENCHMARKS.md's figures as the recorded run's JSON renders them", async () => {
     const run = JSON.parse(await readFile(join(root, 'bench', 'results', 'latest.json'), 'utf8')) as Run;
     expect(run.rows.length).toBeGreaterThan(20);
@@ -96,7 +109,7 @@ describe('the docs', () => {
   });
 
   it('link only to files that exist, and keep the README short', async () => {
-    const files = ['README.md', 'BENCHMARKS.md'];
+    const files = ['README.md', 'BENCHMARKS.md', 'CHANGELOG.md'];
     for (const dir of ['docs/user', 'docs/contributor']) {
       for (const f of await readdir(join(root, dir))) if (f.endsWith('.md')) files.push(join(dir, f));
     }
