@@ -20,7 +20,7 @@
 //     (kstatus, polled) until its resource reports it (product: Ready; GRM:
 //     ResourcesHealthy True and ResourcesProgressing False);
 //   - deletion: all resources deleted until their objects are gone and the resources too;
-//   - CPU at rest (30 s with nothing to do) and over each side's scenarios, and RSS now
+//   - CPU at rest (30 s with nothing to do, a minute after the side started) and over each side's scenarios, and RSS now
 //     and at peak (product: its functions; GRM: its processes).
 // Figures only; each row names both and the ratio product/peer.
 import { writeFile, readFile, mkdir } from 'node:fs/promises';
@@ -538,7 +538,9 @@ async function runSide(
     await applyObjects(skrOf(t), [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: side.ns(t) } }]);
   await side.start();
   await side.quiet();
-  // At rest: nothing to do, for 30 s.
+  // At rest: nothing to do, for 30 s, on a side started at least a minute ago (what a
+  // process does once, after it starts, is not rest: its first minute is start-up).
+  await sleep(60_000);
   const rest0 = await side.cpu();
   await sleep(30_000);
   figure('rest', ((await side.cpu()) - rest0) * 2);
