@@ -1,7 +1,8 @@
 // binaries.ts finds or builds the Go programs the local stack runs: kube-apiserver,
 // kube-controller-manager and etcd (infra/kube), kube-scheduler and KWOK (infra/kwok), Knative Eventing's commands
-// (infra/knative), Knative Serving's queue-proxy (infra/serving) and, for the benchmark
-// alone, Gardener's resource-manager (infra/gardener, the peer). Builds go to a cache outside the git tree, keyed by a
+// (infra/knative), Knative Serving's queue-proxy (infra/serving), Prometheus for the
+// monitoring test (infra/prometheus) and, for the benchmark alone, Gardener's
+// resource-manager (infra/gardener, the peer). Builds go to a cache outside the git tree, keyed by a
 // hash of each Go module's files and build script, so a version change rebuilds and
 // anything else reuses.
 import { createHash } from 'node:crypto';
@@ -17,6 +18,7 @@ const knativeModule = join(import.meta.dirname, 'knative');
 const servingModule = join(import.meta.dirname, 'serving');
 const kwokModule = join(import.meta.dirname, 'kwok');
 const gardenerModule = join(import.meta.dirname, 'gardener');
+const prometheusModule = join(import.meta.dirname, 'prometheus');
 
 /** Binaries are the paths of the three programs a local cluster runs. */
 export interface Binaries {
@@ -94,7 +96,9 @@ export function cacheDir(module = kubeModule): string {
           ? 'kwok-'
           : module === gardenerModule
             ? 'gardener-'
-            : 'serving-';
+            : module === prometheusModule
+              ? 'prometheus-'
+              : 'serving-';
   return join(base, `${prefix}${hash.digest('hex').slice(0, 16)}`);
 }
 
@@ -110,6 +114,7 @@ const STEPS: Record<string, string[]> = {
   [knativeModule]: EVENTING_COMMANDS,
   [servingModule]: ['queue-proxy'],
   [gardenerModule]: ['gardener-resource-manager'],
+  [prometheusModule]: ['prometheus'],
 };
 
 let firstBuildAt: number | undefined;
@@ -244,6 +249,19 @@ export async function ensurePeerBinaries(log: (line: string) => void = () => {})
   };
 }
 
+/** PrometheusBinaries is Prometheus, which the monitoring test runs (infra/prometheus). */
+export interface PrometheusBinaries {
+  prometheus: string;
+  versions: { prometheus: string };
+}
+
+export async function ensurePrometheusBinaries(
+  log: (line: string) => void = () => {},
+): Promise<PrometheusBinaries> {
+  const dir = await build(prometheusModule, 'Prometheus (the monitoring test)', log);
+  return { prometheus: join(dir, 'prometheus'), versions: versionsIn<PrometheusBinaries['versions']>(dir)! };
+}
+
 if (import.meta.main) {
   const log = (l: string) => console.log(l);
   console.log(
@@ -253,6 +271,7 @@ if (import.meta.main) {
         workloads: await ensureWorkloadBinaries(log),
         knative: await ensureKnativeBinaries(log),
         serving: await ensureServingBinaries(log),
+        prometheus: await ensurePrometheusBinaries(log),
       },
       null,
       2,

@@ -67,6 +67,12 @@ export async function inSpan<T>(
   });
 }
 
+/**
+ * SECONDS are the buckets of the duration histograms: the SDK's default boundaries (0, 5,
+ * 10, 25, ... 10000) are for milliseconds, and put every run under 5 s in one bucket.
+ */
+const SECONDS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120];
+
 function createInstruments() {
   const meter = metrics.getMeter(NAME);
   return {
@@ -74,6 +80,7 @@ function createInstruments() {
     reconcileDuration: meter.createHistogram('sync.step.duration', {
       unit: 's',
       description: 'Duration of one pipeline step run',
+      advice: { explicitBucketBoundaries: SECONDS },
     }),
     /** items: item results by strategy, reason and state. */
     items: meter.createCounter('sync.items', { description: 'Item results by strategy, reason and state' }),
@@ -118,6 +125,7 @@ function createInstruments() {
     senderVerifyDuration: meter.createHistogram('sync.sender.verify.duration', {
       unit: 's',
       description: "Duration of verifying one delivery's OIDC token",
+      advice: { explicitBucketBoundaries: SECONDS },
     }),
     healthTransitions: meter.createCounter('sync.health.transitions', {
       description:

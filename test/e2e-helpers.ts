@@ -82,7 +82,7 @@ async function startRealStack(stateDir: string, opts: Partial<RuntimeOptions>): 
   const stop = async (runtime?: Runtime) => {
     await runtime?.stop();
     await set.stop();
-    await rm(stateDir, { recursive: true, force: true });
+    if (!process.env.KCP_SYNC_KEEP_STATE) await rm(stateDir, { recursive: true, force: true });
   };
   let runtime: Runtime | undefined;
   try {

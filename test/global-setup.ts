@@ -4,7 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { TestProject } from 'vitest/node';
-import { ensureKnativeBinaries, ensureServingBinaries } from '../infra/binaries.ts';
+import { ensureKnativeBinaries, ensurePrometheusBinaries, ensureServingBinaries } from '../infra/binaries.ts';
 import { build } from '../infra/build.ts';
 import { ClusterSet } from '../infra/clusters.ts';
 import { setupKcp } from '../infra/kcp-setup.ts';
@@ -33,6 +33,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   // Built once here (a cold build takes minutes), not by every test's runtime at once.
   await ensureKnativeBinaries((l) => console.log(`[clusters] ${l}`));
   await ensureServingBinaries((l) => console.log(`[clusters] ${l}`));
+  await ensurePrometheusBinaries((l) => console.log(`[clusters] ${l}`));
   // The processes the runtimes start run the build in dist/, as the image does.
   await build();
   set = await ClusterSet.start({ skrs: 3, stateDir, log: (l) => console.log(`[clusters] ${l}`) });

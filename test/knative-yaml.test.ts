@@ -120,6 +120,26 @@ describe('knative.yaml', () => {
       expect(text).toContain(t);
   });
 
+  it("exports every function's metrics by default on the port its Pods are annotated to be scraped on", async () => {
+    const docs = (loadAll(await readFile(knativeYaml, 'utf8')) as Doc[]).filter(Boolean);
+    type Template = {
+      metadata?: { annotations?: Record<string, string> };
+      spec: { containers: { env?: { name: string; value?: string }[] }[] };
+    };
+    const services = docs.filter((d) => d.kind === 'Service' && d.apiVersion === 'serving.knative.dev/v1');
+    expect(services.length).toBe(5);
+    for (const svc of services) {
+      const t = (svc.spec as { template: Template }).template;
+      const env = Object.fromEntries((t.spec.containers[0]!.env ?? []).map((e) => [e.name, e.value]));
+      expect(env.OTEL_METRICS_EXPORTER?.split(','), svc.metadata.name).toContain('prometheus');
+      expect(t.metadata?.annotations, svc.metadata.name).toMatchObject({
+        'prometheus.io/scrape': 'true',
+        'prometheus.io/port': env.OTEL_EXPORTER_PROMETHEUS_PORT ?? '9464',
+        'prometheus.io/path': '/metrics',
+      });
+    }
+  });
+
   it('lets each sender post to the Broker only the types the events table says it sends (EventPolicies)', async () => {
     type Filter = { exact?: { type?: string }; prefix?: { type?: string }; any?: Filter[] };
     type Policy = Doc & {

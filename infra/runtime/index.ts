@@ -19,6 +19,7 @@ import { Broker } from './broker.ts';
 import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
 import { loadRouting, pingSchedule, type Routing } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
+import { metricsPortOf, podEnv, podIp, type Pod } from './pods.ts';
 
 import {
   DEFAULT_REPLICAS,
@@ -40,9 +41,9 @@ export {
 const root = join(import.meta.dirname, '..', '..');
 
 async function startFunction(
-  service: string,
+  svc: Routing['services'][number],
   replica: number,
-  env: Record<string, string>,
+  pod: Pod,
   port: number,
   opts: RuntimeOptions,
   brokerUrl: string,
@@ -50,9 +51,12 @@ async function startFunction(
   kubeconfig: string | null,
 ): Promise<FunctionProc> {
   // The function's own ServiceAccount (identities.ts); none: no KCP access at all, as its Pod.
+  const service = svc.name;
+  const env = svc.env;
   const processEnv: Record<string, string | undefined> = {
     ...process.env,
     ...env,
+    ...podEnv(env, pod.ip),
     // The broker stand-in plays Knative without sender identity (authentication-oidc):
     // no delivery carries a token, and no post needs one (knative: real plays it).
     SYNC_EVENT_AUTH: 'none',
@@ -84,7 +88,18 @@ async function startFunction(
     () =>
       proc.child.exitCode !== null ? `exited with ${proc.child.exitCode}; see ${proc.logFile}` : undefined,
   );
-  return { service, replica, url, port, proc };
+  return { service, replica, url, port, proc, pod };
+}
+
+/** podOf is the Pod a replica of svc would run in, with an address of its own (pods.ts). */
+async function podOf(svc: Routing['services'][number], namespace: string, replica: number): Promise<Pod> {
+  return {
+    name: `${svc.name}-${replica}`,
+    namespace,
+    ip: await podIp(metricsPortOf(svc.annotations)),
+    labels: { ...svc.labels, 'serving.knative.dev/service': svc.name },
+    annotations: svc.annotations,
+  };
 }
 
 /**
@@ -304,8 +319,17 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     const started = await Promise.all(
       routing.services.flatMap((s) =>
         Array.from({ length: replicas }, async (_, r) =>
-          startOnFreePort((port) =>
-            startFunction(s.name, r, s.env, port, opts, brokerUrl, logDir, identities.get(s.name) ?? null),
+          startOnFreePort(async (port) =>
+            startFunction(
+              s,
+              r,
+              await podOf(s, routing.namespace, r),
+              port,
+              opts,
+              brokerUrl,
+              logDir,
+              identities.get(s.name) ?? null,
+            ),
           ),
         ),
       ),
@@ -368,11 +392,11 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
         /* gone */
       }
       await f.proc.exited;
-      const env = routing.services.find((s) => s.name === service)!.env;
+      // A container restarted in its Pod: the same address.
       functions[i] = await startFunction(
-        service,
+        routing.services.find((s) => s.name === service)!,
         replica,
-        env,
+        f.pod!,
         f.port,
         opts,
         brokerUrl,

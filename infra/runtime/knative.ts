@@ -52,6 +52,9 @@ export interface Routing {
   services: {
     name: string;
     env: Record<string, string>;
+    /** annotations and labels are the Revision template's (its Pods'). */
+    annotations: Record<string, string>;
+    labels: Record<string, string>;
     concurrency: number;
     timeoutMs: number;
     serviceAccountName?: string;
@@ -146,6 +149,8 @@ export async function loadRouting(file: string): Promise<Routing> {
             e.value,
           ]),
         ),
+        annotations: (s.spec.template.metadata?.annotations ?? {}) as Record<string, string>,
+        labels: (s.spec.template.metadata?.labels ?? {}) as Record<string, string>,
         concurrency: Number(s.spec.template.spec.containerConcurrency ?? 0),
         timeoutMs: Number(s.spec.template.spec.timeoutSeconds ?? 300) * 1000,
         ...(s.spec.template.spec.serviceAccountName

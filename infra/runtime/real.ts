@@ -371,6 +371,7 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
       url: r.url,
       port: r.port,
       proc: r.proc,
+      pod: r.pod,
     }));
   const skrPods = () => k.kubelet.byCommand(PRODUCT_COMMAND).sort((a, b) => a.name.localeCompare(b.name));
   const skrProc = (p: LocalPod, replica: number): AdapterProc => {

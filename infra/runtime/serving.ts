@@ -24,6 +24,7 @@ import type { ClusterNet, Target } from './clusternet.ts';
 import { join } from 'node:path';
 import { mountedToken, projectTokens } from './identities.ts';
 import { informer } from '../../lib/kube/informer.ts';
+import { metricsPortOf, podEnv, podIp, type Pod } from './pods.ts';
 
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
@@ -66,6 +67,8 @@ export interface Replica {
   inFlight: number;
   /** renewals are the timers renewing its projected tokens. */
   renewals: NodeJS.Timeout[];
+  /** pod is the Pod it plays, with an address of its own (pods.ts). */
+  pod: Pod;
 }
 
 export interface ServingOptions {
@@ -223,6 +226,24 @@ export class Serving {
       this.opts.tokenDir,
     );
     const pod = `${revision}-${replica}`;
+    const meta = (s.spec.template.metadata ?? {}) as {
+      annotations?: Record<string, string>;
+      labels?: Record<string, string>;
+    };
+    const annotations = meta.annotations ?? {};
+    const podInfo: Pod = {
+      name: pod,
+      namespace,
+      ip: await podIp(metricsPortOf(annotations)),
+      // The labels Serving gives a Revision's Pods.
+      labels: {
+        ...meta.labels,
+        'serving.knative.dev/service': name,
+        'serving.knative.dev/configuration': name,
+        'serving.knative.dev/revision': revision,
+      },
+      annotations,
+    };
     const renewals = await projectTokens(this.opts.kcp, {
       namespace: s.metadata.namespace,
       serviceAccount: t.serviceAccountName ?? 'default',
@@ -243,6 +264,7 @@ export class Serving {
     const fnEnv: Record<string, string | undefined> = {
       ...process.env,
       ...env,
+      ...podEnv(env, podInfo.ip),
       ...this.opts.env,
       ...this.opts.envFor?.(name, replica),
       ...this.opts.net.env(),
@@ -313,7 +335,19 @@ export class Serving {
       await Promise.all([killProcess(proc), killProcess(queue)]);
       throw err;
     }
-    return { service: name, revision, replica, port, queuePort, url, proc, queue, inFlight: 0, renewals };
+    return {
+      service: name,
+      revision,
+      replica,
+      port,
+      queuePort,
+      url,
+      proc,
+      queue,
+      inFlight: 0,
+      renewals,
+      pod: podInfo,
+    };
   }
 
   /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */

@@ -6,6 +6,7 @@ import type { ReceiveAdapter } from './adapter.ts';
 import type { ApiProxy } from './apiproxy.ts';
 import type { BrokerStats, Chaos, Observed } from './broker.ts';
 import type { Delivery, Doc } from './knative.ts';
+import type { Pod } from './pods.ts';
 
 /** RuntimeOptions configure startRuntime. */
 export interface RuntimeOptions {
@@ -66,6 +67,8 @@ export interface FunctionProc {
   url: string;
   port: number;
   proc: Proc;
+  /** pod is the Pod it plays (its own address: pods.ts). */
+  pod?: Pod;
 }
 
 /** AdapterProc is one running replica of the product's own adapter (the SKR source). */
