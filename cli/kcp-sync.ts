@@ -1,6 +1,8 @@
 #!/usr/bin/env node
 // kcp-sync: the module teams' CLI. `validate` checks SyncResource files offline with the
-// product's own rules; `diff` shows what a reconcile would do in an SKR, writing nothing.
+// product's own rules; `diff` shows what a reconcile would do in an SKR, writing nothing
+// there: with an SKR kubeconfig directly, or with only KCP credentials through a preview
+// SyncResource the product runs (lib/pipeline/preview.ts).
 // A thin adapter: argument parsing and output here, the checks in lib/validate.ts and
 // lib/diff.ts.
 import { readFile } from 'node:fs/promises';
@@ -22,6 +24,7 @@ const usage = {
 Commands:
   kcp-sync validate FILE... [--policy P]     check SyncResource files offline
   kcp-sync diff FILE --kubeconfig SKR        show what a reconcile would do in that cluster
+  kcp-sync diff FILE --kcp KCP               the same, through the KCP (no SKR credentials)
 
 Run "kcp-sync <command> --help" for a command's options.`,
   validate: `kcp-sync validate FILE... [--policy P] [-o json]
@@ -43,6 +46,7 @@ product would write into the status (or why the API server would refuse the obje
 
 Exit status: 0 clean, 1 problems found, 2 a file could not be read.`,
   diff: `kcp-sync diff FILE --kubeconfig SKR [--context C] [--policy P] [-o json]
+       kcp-sync diff FILE --kcp KCP [--context C] [--timeout S] [-o json]
 
 Shows, per item of each SyncResource in FILE, what a reconcile would do in the cluster of
 the kubeconfig: create, update, adopt, delete, unchanged, conflict, restricted, not
@@ -53,6 +57,15 @@ SyncResource's inventory in the control plane).
 
 --policy P checks each item against the SyncPolicy in file P as the product would, after
 the cluster's discovery: an item the policy refuses is shown restricted (NotPermitted).
+
+--kcp KCP needs no access to the SKR: with the kubeconfig of the control plane (a module
+team's own credentials, allowed to create SyncResources in the file's namespace), it
+creates for each SyncResource a preview of it (spec.preview.of: its name; the product
+computes the preview in the SKR by dry run and writes nothing there), waits for the
+product to write status.preview (--timeout S, default 120), prints it and deletes the
+preview. Items resourceFrom and dataFrom take their sources from the KCP, as a run does;
+objects the SyncResource holds that no item names any more are shown pruned; the SKR's
+policy for a team namespace applies as it will.
 
 Exit status: 0 nothing would change, 1 something would change, 2 errors.`,
 };
@@ -145,7 +158,7 @@ async function personCredentials(path: string, context: string | undefined): Pro
 
 async function diff(
   file: string,
-  kubeconfig: string,
+  through: { skr: string } | { kcp: string; timeoutMs: number },
   context: string | undefined,
   format: Format,
   config: Config,
@@ -155,7 +168,10 @@ async function diff(
     (d) => d?.apiVersion === SYNC_API_VERSION && d.kind === 'SyncResource',
   );
   if (docs.length === 0) throw new Error(`${file} holds no SyncResource`);
-  const client = KubeClient.create(await personCredentials(kubeconfig, context), { name: 'skr' });
+  const kubeconfig = 'skr' in through ? through.skr : through.kcp;
+  const client = KubeClient.create(await personCredentials(kubeconfig, context), {
+    name: 'skr' in through ? 'skr' : 'kcp',
+  });
   const results: { syncResource: string; items: ItemDiff[] }[] = [];
   try {
     const skr = { client, mapper: new RestMapper(client) };
@@ -163,7 +179,10 @@ async function diff(
       sr.metadata.namespace ??= config.controlPlaneNamespaces[0];
       results.push({
         syncResource: `${sr.metadata.namespace}/${sr.metadata.name}`,
-        items: await diffSyncResource(sr, skr, config, policy),
+        items:
+          'skr' in through
+            ? await diffSyncResource(sr, skr, config, policy)
+            : await previewInKcp(client, sr, through.timeoutMs),
       });
     }
   } finally {
@@ -195,6 +214,45 @@ async function diff(
   return all.some((i) => CHANGES.has(i.outcome)) ? 1 : 0;
 }
 
+/** PREVIEW_SUFFIX ends the name of a preview kcp-sync diff --kcp creates. */
+const PREVIEW_SUFFIX = '-preview-';
+
+/** previewInKcp has the product compute sr's preview (spec.preview) and returns its items; the preview is deleted. */
+async function previewInKcp(kcp: KubeClient, sr: SyncResource, timeoutMs: number): Promise<ItemDiff[]> {
+  const ns = sr.metadata.namespace!;
+  const base = `/apis/${SYNC_API_VERSION}/namespaces/${ns}/syncresources`;
+  const name = `${sr.metadata.name.slice(0, 200)}${PREVIEW_SUFFIX}${Math.random().toString(36).slice(2, 7)}`;
+  const created = await kcp.call<SyncResource>('POST', base, {
+    body: {
+      apiVersion: SYNC_API_VERSION,
+      kind: 'SyncResource',
+      metadata: { name, namespace: ns, labels: sr.metadata.labels ?? {} },
+      spec: { ...sr.spec, preview: { of: sr.metadata.name } },
+    },
+  });
+  try {
+    const generation = created.metadata.generation ?? 1;
+    const until = Date.now() + timeoutMs;
+    for (;;) {
+      const now = await kcp.call<SyncResource>('GET', `${base}/${name}`);
+      const st = now.status;
+      if (st?.preview?.observedGeneration === generation) return st.preview.items as ItemDiff[];
+      // The product could not get to the SKR at all (no Kyma, no access, not permitted): its reason.
+      if (st?.observedGeneration === generation && st.state === 'Error') {
+        const why = st.conditions?.find((c) => c.type === 'Resources');
+        throw new Error(`the preview of ${ns}/${sr.metadata.name} failed: ${why?.reason}: ${why?.message}`);
+      }
+      if (Date.now() > until)
+        throw new Error(
+          `no preview of ${ns}/${sr.metadata.name} within ${timeoutMs / 1000} s (is the product running?)`,
+        );
+      await new Promise((r) => setTimeout(r, 250));
+    }
+  } finally {
+    await kcp.call('DELETE', `${base}/${name}`).catch(() => undefined);
+  }
+}
+
 async function main(argv: string[]): Promise<number> {
   const [command, ...rest] = argv;
   const { values, positionals } = parseArgs({
@@ -206,6 +264,8 @@ async function main(argv: string[]): Promise<number> {
       kubeconfig: { type: 'string' },
       context: { type: 'string' },
       policy: { type: 'string' },
+      kcp: { type: 'string' },
+      timeout: { type: 'string' },
     },
   });
   if (command !== 'validate' && command !== 'diff') {
@@ -225,8 +285,12 @@ async function main(argv: string[]): Promise<number> {
       throw new Error('validate needs at least one FILE (or - for standard input)');
     return validate(positionals, format, config, policy);
   }
-  if (positionals.length !== 1 || !values.kubeconfig) throw new Error('diff needs one FILE and --kubeconfig');
-  return diff(positionals[0]!, values.kubeconfig, values.context, format, config, policy);
+  if (positionals.length !== 1 || !(values.kubeconfig || values.kcp) || (values.kubeconfig && values.kcp))
+    throw new Error('diff needs one FILE and either --kubeconfig (an SKR) or --kcp (the control plane)');
+  const timeoutMs = Number(values.timeout ?? 120) * 1000;
+  if (!(timeoutMs > 0)) throw new Error(`--timeout ${values.timeout}: a number of seconds`);
+  const through = values.kcp ? { kcp: values.kcp, timeoutMs } : { skr: values.kubeconfig! };
+  return diff(positionals[0]!, through, values.context, format, config, policy);
 }
 
 try {

@@ -2,22 +2,39 @@
 // without writing: the engine's own parsing, kind resolution, reads and decisions
 // (engine/plan.ts, engine/items.ts), and a server-side dry-run apply with the product's
 // field manager for the fields it would own, shown as a unified diff. Secret values are
-// masked. Pruning needs the inventory in the KCP and is not shown.
+// masked. With the inventory of the SyncResource it previews (a preview in the KCP,
+// pipeline/preview.ts), what a run would prune is shown too.
 import { createTwoFilesPatch } from 'diff';
 import { dump } from 'js-yaml';
 import type { Config } from './config.ts';
 import { decide, itemFailure, observe, sameValues } from './engine/items.ts';
-import { isResolved, parseItems, resolveKind, type PlanItem, type ResolvedItem } from './engine/plan.ts';
+import {
+  isResolved,
+  parseItems,
+  resolveKind,
+  type PlanItem,
+  type ResolvedItem,
+  type ResourceTexts,
+} from './engine/plan.ts';
 import { mergeFields, ownedFields, project } from './fields.ts';
 import { applyObject, type Cluster, type KubeObject } from './kube/objects.ts';
 import { describeId } from './manifest.ts';
-import type { SyncResource } from './model.ts';
+import { objectKey, type SyncResource } from './model.ts';
 import { ADOPTION_REFUSAL, type SyncPolicy } from './policy/tenancy.ts';
 import { fieldConflicts, heldElsewhere, OwnedFieldConflict, writerOf, type Writer } from './engine/share.ts';
 
 /** Outcome is what a reconcile would do to an item's object. */
 export type Outcome =
-  'create' | 'update' | 'adopt' | 'delete' | 'unchanged' | 'conflict' | 'restricted' | 'not found' | 'error';
+  | 'create'
+  | 'update'
+  | 'adopt'
+  | 'delete'
+  | 'prune'
+  | 'unchanged'
+  | 'conflict'
+  | 'restricted'
+  | 'not found'
+  | 'error';
 
 /** ItemDiff is one item's outcome, with the product's reason and message where it has one. */
 export interface ItemDiff {
@@ -31,7 +48,15 @@ export interface ItemDiff {
 }
 
 /** CHANGES are the outcomes that change the cluster. */
-export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt', 'delete']);
+export const CHANGES: ReadonlySet<Outcome> = new Set(['create', 'update', 'adopt', 'delete', 'prune']);
+
+/** DiffOptions are what a preview in the KCP knows besides the items. */
+export interface DiffOptions {
+  /** texts are the resourceFrom items' texts (read in the KCP); without them such items are errors. */
+  texts?: ResourceTexts;
+  /** as is the SyncResource the items are previewed as: its field manager, and its inventory for what would be pruned. */
+  as?: SyncResource;
+}
 
 /** diffSyncResource computes every item's outcome for sr in the cluster skr; nothing is written. */
 export async function diffSyncResource(
@@ -39,9 +64,10 @@ export async function diffSyncResource(
   skr: Cluster,
   config: Config,
   policy?: SyncPolicy,
+  opts: DiffOptions = {},
 ): Promise<ItemDiff[]> {
-  const w = writerOf(sr, config);
-  const plan = parseItems(sr.spec.items ?? [], config);
+  const w = writerOf(opts.as ?? sr, config);
+  const plan = parseItems(sr.spec.items ?? [], config, opts.texts);
   const out: ItemDiff[] = [];
   for (const p of plan) {
     const object = p.id ? describeId(p.id) : undefined;
@@ -77,6 +103,19 @@ export async function diffSyncResource(
       const r = itemFailure(p, err);
       out.push({ ...base, outcome: 'error', reason: r.reason, message: r.message });
     }
+  }
+  // What the previewed SyncResource holds and no item names any more: its run would prune it.
+  const named = new Set(plan.flatMap((p) => (p.id ? [objectKey(p.id)] : [])));
+  for (const e of opts.as?.status?.synced ?? []) {
+    if (named.has(objectKey(e))) continue;
+    out.push({
+      item: e.item,
+      outcome: 'prune',
+      object: describeId(e),
+      message: e.adopted
+        ? 'no item names it: it would be released (it existed before), never deleted'
+        : 'no item names it: it would be deleted, or released where another SyncResource still names it',
+    });
   }
   return out;
 }

@@ -119,11 +119,41 @@ export interface SyncStatus {
   lastOperation?: { operation: string; lastUpdateTime?: string };
   items?: ItemStatus[];
   synced?: InventoryEntry[];
+  /** preview is what a preview SyncResource's items would do (spec.preview). */
+  preview?: PreviewStatus;
+}
+
+/** PreviewItem is what one item (or an inventory entry no item names) would come to. */
+export interface PreviewItem {
+  item: string;
+  outcome: string;
+  object?: string;
+  reason?: string;
+  message?: string;
+  /** diff is a unified diff of the fields the product would own (Secret values masked). */
+  diff?: string;
+}
+
+/** PreviewStatus is a preview run's result: nothing was written to the SKR. */
+export interface PreviewStatus {
+  observedGeneration: number;
+  time: string;
+  /** of is the SyncResource previewed as, if any. */
+  of?: string;
+  changes: boolean;
+  items: PreviewItem[];
 }
 
 /** SyncResource is the custom resource. */
 export interface SyncResource extends KubeObject {
-  spec: { kyma: string; deletionPolicy?: 'Delete' | 'Orphan'; suspend?: boolean; items: SyncItem[] };
+  spec: {
+    kyma: string;
+    deletionPolicy?: 'Delete' | 'Orphan';
+    suspend?: boolean;
+    /** preview makes it a preview: runs compute by dry run and write status.preview, never the SKR. */
+    preview?: { of?: string };
+    items: SyncItem[];
+  };
   status?: SyncStatus;
 }
 

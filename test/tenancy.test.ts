@@ -4,6 +4,7 @@
 // the policy refuses what it should, and nothing outside the named objects changes in any
 // SKR: no object the refused items name exists, and no object anywhere carries the field
 // manager of a refused team SyncResource.
+import { execFile } from 'node:child_process';
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { dump, load, loadAll } from 'js-yaml';
@@ -12,6 +13,16 @@ import type { KubeObject } from '../lib/kube/objects.ts';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
 import { kubectl, kubectlGet, startStack, type Stack } from './e2e-helpers.ts';
 import { eventually, uniqueName } from './helpers.ts';
+
+const bin = join(import.meta.dirname, '..', 'dist', 'cli', 'kcp-sync.js');
+
+/** cli runs the built kcp-sync as a module team would, returning its exit code and output. */
+const cli = (args: string[]): Promise<{ code: number; stdout: string; stderr: string }> =>
+  new Promise((resolve) => {
+    execFile(process.execPath, [bin, ...args], { maxBuffer: 8 << 20 }, (err, stdout, stderr) =>
+      resolve({ code: err ? (typeof err.code === 'number' ? err.code : 99) : 0, stdout, stderr }),
+    );
+  });
 
 let s: Stack;
 /** team is the kubeconfig of the team's ServiceAccount; P prefixes every name of this file. */
@@ -345,6 +356,96 @@ describe('team namespaces under a SyncPolicy', () => {
     await waitFor(T, name, (x) => expect(condition(x)?.reason).toBe('NotPermitted'));
     expect(await skrGet(1, 'persistentvolumeclaim', `${P}-k2`, D)).toBeDefined();
   }, 120_000);
+
+  it("previews a change through the KCP with the team's credentials alone (kcp-sync diff --kcp), writing nothing to the SKR", async () => {
+    const name = `${P}-prev`;
+    // The destination namespace exists (the NFS example's SyncResource creates it when the whole file runs).
+    if (!(await skrGet(0, 'namespace', D))) await kubectl(s.skr[0]!, ['create', 'namespace', D]);
+    const labelled = (n: string, v: string) =>
+      pvc(n, D).replace(
+        `metadata: {name: ${n}, namespace: ${D}}`,
+        `metadata: {name: ${n}, namespace: ${D}, labels: {v: "${v}"}}`,
+      );
+    await kubectl(
+      team,
+      ['apply', '-f', '-'],
+      srOf(T, name, 'kyma-1', [
+        { name: 'a', strategy: 'CreateAndSync', resource: labelled(`${P}-pa`, '1') },
+        { name: 'b', strategy: 'CreateAndSync', resource: pvc(`${P}-pb`, D) },
+      ]),
+    );
+    // Applied (claims that wait for a volume keep it Processing).
+    const live = await waitFor(T, name, (x) =>
+      expect(x?.status?.items?.map((i) => i.state)).toEqual(['Ready', 'Ready']),
+    );
+    // The text of one item comes from a ConfigMap of the team's namespace (resourceFrom).
+    await kubectl(
+      team,
+      ['apply', '-f', '-'],
+      JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'ConfigMap',
+        metadata: {
+          name: `${P}-text`,
+          namespace: T,
+          labels: { 'operator.kyma-project.io/sync-source': 'true' },
+        },
+        data: { pvc: pvc(`${P}-pf`, D) },
+      }),
+    );
+    const changed = srOf(T, name, 'kyma-1', [
+      { name: 'a', strategy: 'CreateAndSync', resource: labelled(`${P}-pa`, '2') },
+      { name: 'c', strategy: 'CreateAndSync', resource: pvc(`${P}-pc`, D) },
+      { name: 'far', strategy: 'CreateAndSync', resource: pvc(`${P}-far`, 'default') },
+      {
+        name: 'from',
+        strategy: 'CreateAndSync',
+        resourceFrom: { configMapKeyRef: { name: `${P}-text`, key: 'pvc' } },
+      } as SyncItem,
+    ]);
+    const file = join(s.stateDir, `${name}.json`);
+    await writeFile(file, changed);
+    const before = await Promise.all(
+      [`${P}-pa`, `${P}-pb`].map((n) => skrGet(0, 'persistentvolumeclaim', n, D)),
+    );
+    const out = await cli(['diff', file, '--kcp', team, '-o', 'json']);
+    expect(out.stderr).toBe('');
+    expect(out.code).toBe(1); // something would change
+    const report = JSON.parse(out.stdout) as {
+      changes: boolean;
+      syncResources: {
+        syncResource: string;
+        items: { item: string; outcome: string; reason?: string; diff?: string }[];
+      }[];
+    };
+    expect(report.syncResources.map((r) => r.syncResource)).toEqual([`${T}/${name}`]);
+    const items = report.syncResources[0]!.items;
+    expect(Object.fromEntries(items.map((i) => [i.item, i.outcome]))).toEqual({
+      a: 'update',
+      c: 'create',
+      far: 'restricted',
+      from: 'create',
+      b: 'prune',
+    });
+    expect(items.find((i) => i.item === 'a')!.diff).toMatch(/-\s+v: ['"]1['"][\s\S]*\+\s+v: ['"]2['"]/);
+    expect(items.find((i) => i.item === 'far')!.reason).toBe('NotPermitted');
+    // Nothing was written to the SKR, the SyncResource previewed is as it was, and no preview is left.
+    expect(await skrGet(0, 'persistentvolumeclaim', `${P}-pc`, D)).toBeUndefined();
+    expect(await skrGet(0, 'persistentvolumeclaim', `${P}-pf`, D)).toBeUndefined();
+    const after = await Promise.all(
+      [`${P}-pa`, `${P}-pb`].map((n) => skrGet(0, 'persistentvolumeclaim', n, D)),
+    );
+    expect(after.map((o) => o?.metadata.resourceVersion)).toEqual(
+      before.map((o) => o?.metadata.resourceVersion),
+    );
+    expect((await getSr(T, name))?.metadata.resourceVersion).toBe(live.metadata.resourceVersion);
+    expect(await kubectl(team, ['get', 'syncresources', '-o', 'name'])).not.toContain('-preview-');
+    // A preview of a SyncResource for a Kyma the policy does not allow says why, and writes nothing either.
+    await writeFile(file, changed.replace('"kyma":"kyma-1"', '"kyma":"kyma-2"'));
+    const refused = await cli(['diff', file, '--kcp', team]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/the preview of .* failed: NotPermitted: /);
+  }, 180_000);
 
   it('never adopts an object the product did not create', async () => {
     await kubectl(s.skr[0]!, ['apply', '-f', '-'], pvc(`${P}-theirs`, D));

@@ -12,6 +12,7 @@ import { Metrics } from '../telemetry.ts';
 import { KeyedQueue, mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
+import { previewRun } from './preview.ts';
 import { forEachPage } from './resync.ts';
 import { claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
 import { admit, getIfBound, holderNamespaces, policiesOnce, unbound } from '../cluster/policies.ts';
@@ -151,6 +152,11 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
       .then((c) =>
         resourceText(c, data.namespace, name, key, sr.spec.kyma, deps.config.maxReferencedManifestBytes),
       );
+  // A preview writes its status and nothing else: no claim, no inventory, nothing in the SKR.
+  if (sr.spec.preview && !sr.metadata.deletionTimestamp) {
+    const preview = await previewRun(deps, sr, skr, policy, resourceSources);
+    return { kind: 'none', why: `preview of ${preview.items.length} items written` };
+  }
   const { result, sr: last } = await reconcileRun(sr, {
     skr,
     kcp: deps.store,
