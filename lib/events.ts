@@ -103,8 +103,8 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     to: ['sync-resolve-cluster'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',
-    data: ['namespace', 'name', 'uid', 'generation', 'kyma', 'change?', 'deleting?', 'policy?'],
-    what: 'a SyncResource is new, edited or being deleted, or the SyncPolicy of its namespace changed: reconcile it (not sent for its own writes)',
+    data: ['namespace', 'name', 'uid', 'generation', 'kyma', 'change?', 'deleting?', 'policy?', 'requested?'],
+    what: 'a SyncResource is new, edited or being deleted, a run of it was asked for (the reconcile annotation), or the SyncPolicy of its namespace changed: reconcile it (not sent for its own writes)',
   },
   {
     type: EventTypes.reconcileKyma,
@@ -191,6 +191,8 @@ export interface SyncResourceChanged extends SyncRef {
   deleting?: true;
   /** policy: the SyncPolicy of its namespace was created, changed or deleted (a run at a generation already run). */
   policy?: true;
+  /** requested: a run was asked for (a new value of the reconcile annotation), at a generation already run. */
+  requested?: true;
 }
 
 /**
@@ -355,6 +357,7 @@ export function checkSyncResourceChanged(data: unknown): SyncResourceChanged {
     ...(flag('change') ? { change: true } : {}),
     ...(flag('deleting') ? { deleting: true } : {}),
     ...(flag('policy') ? { policy: true } : {}),
+    ...(flag('requested') ? { requested: true } : {}),
   };
 }
 
@@ -413,6 +416,7 @@ export function checkItemsApplied(data: unknown): ItemsApplied {
   if (!isMap(r)) throw new EventDataError('data.result is not an object');
   count(r, 'generation');
   str(r, 'observedAt', undefined, 64);
+  if (r.requested !== undefined) str(r, 'requested', undefined, 256);
   for (const key of ['items', 'changes', 'inventory', 'pending']) {
     if (!Array.isArray(r[key])) throw new EventDataError(`data.result.${key} is not a list`);
   }

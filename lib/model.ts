@@ -119,6 +119,8 @@ export interface SyncStatus {
   lastOperation?: { operation: string; lastUpdateTime?: string };
   items?: ItemStatus[];
   synced?: InventoryEntry[];
+  /** lastHandledReconcileAt is the RECONCILE_ANNOTATION value of the last run that saw one (as Flux's). */
+  lastHandledReconcileAt?: string;
   /** preview is what a preview SyncResource's items would do (spec.preview). */
   preview?: PreviewStatus;
 }

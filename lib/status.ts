@@ -198,6 +198,8 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       lastUpdateTime: r.observedAt,
     },
     items,
+    // The reconcile asked for with the annotation was made (kubectl wait reads it).
+    ...(r.requested !== undefined ? { lastHandledReconcileAt: r.requested } : {}),
   };
 }
 

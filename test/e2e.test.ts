@@ -258,6 +258,43 @@ describe.each(['emulated', 'real'] as const)('end to end (knative: %s)', (knativ
     for (const n of fresh) await waitSr(s, n, (x) => expect(x).toBeUndefined());
   });
 
+  it('runs when asked with the reconcile annotation, and kubectl wait sees the request handled', async () => {
+    const name = uniqueName('asked');
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [
+        { name: 'a', strategy: 'CreateAndSync', resource: cm(name, 'default', { k: 'ours' }) },
+      ]),
+    );
+    await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready'));
+    // A change the SKR source does not report (a field it does not own: a label added) is not drift;
+    // asking for a run is answered with a run, which the status says it handled.
+    const asked = `asked-${Date.now()}`;
+    await kubectl(s.kcp, [
+      'annotate',
+      'syncresource',
+      name,
+      '-n',
+      s.ns,
+      '--overwrite',
+      `kcp-sync.kyma-project.io/reconcile-requested-at=${asked}`,
+    ]);
+    // As docs/user/api.md "Reconcile now, and wait for it" says.
+    await kubectl(s.kcp, [
+      'wait',
+      `syncresource/${name}`,
+      '-n',
+      s.ns,
+      '--timeout=60s',
+      `--for=jsonpath={.status.lastHandledReconcileAt}=${asked}`,
+    ]);
+    const sr = await getSr(s, name);
+    expect(sr?.status?.state).toBe('Ready');
+    expect(sr?.status?.lastHandledReconcileAt).toBe(asked);
+    await kubectl(s.kcp, ['delete', 'syncresource', name, '-n', s.ns, '--wait=false']);
+  });
+
   it('reports an unknown Kyma, and a bad item while the others are Ready', async () => {
     const lost = uniqueName('lost');
     await kubectl(

@@ -440,6 +440,27 @@ describe('team namespaces under a SyncPolicy', () => {
     );
     expect((await getSr(T, name))?.metadata.resourceVersion).toBe(live.metadata.resourceVersion);
     expect(await kubectl(team, ['get', 'syncresources', '-o', 'name'])).not.toContain('-preview-');
+    // The same with kubectl alone: the team creates a preview, waits for it, reads it and deletes it.
+    const preview = JSON.parse(changed) as SyncResource;
+    preview.metadata.name = `${name}-mine`;
+    preview.spec.preview = { of: name };
+    await kubectl(team, ['apply', '-f', '-'], JSON.stringify(preview));
+    await kubectl(team, [
+      'wait',
+      `syncresource/${name}-mine`,
+      '--timeout=60s',
+      '--for=jsonpath={.status.preview.observedGeneration}=1',
+    ]);
+    const read = JSON.parse(
+      await kubectl(team, ['get', 'syncresource', `${name}-mine`, '-o', 'jsonpath={.status.preview}']),
+    ) as { of: string; changes: boolean; items: { item: string; outcome: string }[] };
+    expect(read.of).toBe(name);
+    expect(read.changes).toBe(true);
+    expect(read.items.map((i) => `${i.item}:${i.outcome}`).sort()).toEqual(
+      ['a:update', 'b:prune', 'c:create', 'far:restricted', 'from:create'].sort(),
+    );
+    await kubectl(team, ['delete', 'syncresource', `${name}-mine`]);
+    expect(await skrGet(0, 'persistentvolumeclaim', `${P}-pc`, D)).toBeUndefined();
     // A preview of a SyncResource for a Kyma the policy does not allow says why, and writes nothing either.
     await writeFile(file, changed.replace('"kyma":"kyma-1"', '"kyma":"kyma-2"'));
     const refused = await cli(['diff', file, '--kcp', team]);

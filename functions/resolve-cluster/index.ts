@@ -110,8 +110,9 @@ function changed(context: Context, event: CloudEvent<unknown>): Promise<CloudEve
   const seen = checkData(() => checkSyncResourceChanged(event.data));
   const ref = { namespace: seen.namespace, name: seen.name };
   return run(context, event, 'resolve-cluster', async (d, log) => {
-    // A policy's change runs it at a generation already run: a reconcile request, never an echo.
-    const trigger = seen.policy ? 'kyma' : 'watch';
+    // A policy's change, or a run asked for with the annotation, runs it at a generation
+    // already run: a reconcile request, never taken for the echo of a run that left it Ready.
+    const trigger = seen.policy || seen.requested ? 'kyma' : 'watch';
     const out = await resolveStep(d, ref, { trigger, change: seen.change === true, seen });
     return answer(d, log, event, ref, out);
   });

@@ -42,6 +42,8 @@ export interface ApplyResult {
   deleting?: { finalizerRemoved: boolean; policy: 'Delete' | 'Orphan' };
   /** suspended is set when spec.suspend held: the run made no request to the SKR. */
   suspended?: boolean;
+  /** requested is the reconcile-now annotation's value the run saw (status.lastHandledReconcileAt). */
+  requested?: string;
   /** clusterError is set when the SKR could not be reached or resolved at all. */
   clusterError?: { reason: ClusterReason; message: string; transient: boolean };
 }

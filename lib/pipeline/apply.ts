@@ -4,7 +4,7 @@
 import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import type { ClusterResolved, ItemsApplied, KymaResolved, Seen, SyncRef } from '../events.ts';
-import { KYMA_NAME_LABEL, type SyncResource } from '../model.ts';
+import { KYMA_NAME_LABEL, RECONCILE_ANNOTATION, type SyncResource } from '../model.ts';
 import { isResolutionFailure, lostRace, TransientError } from '../kube/errors.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { computeStatus, sameStatus } from '../status.ts';
@@ -14,7 +14,7 @@ import type { Deps } from './deps.ts';
 import { failure } from './resolve.ts';
 import { previewRun } from './preview.ts';
 import { forEachPage } from './resync.ts';
-import { claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
+import { bounded, claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
 import { admit, getIfBound, holderNamespaces, policiesOnce, unbound } from '../cluster/policies.ts';
 import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
 
@@ -169,6 +169,8 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     snapshots: data.trigger !== 'watch' && data.trigger !== 'skr',
     ...(data.since ? { snapshotsSince: Date.parse(data.since) } : {}),
   });
+  const requested = sr.metadata.annotations?.[RECONCILE_ANNOTATION];
+  if (requested !== undefined) result.requested = bounded(requested, 256);
   if (result.clusterError) {
     // The credential or the trust may have been rotated: connect afresh next time.
     deps.cache.evict(secretRef);

@@ -12,6 +12,7 @@ import type { PreviewItem, PreviewStatus, SyncResource } from '../model.ts';
 import { bounded } from '../policy/rules.ts';
 import type { SyncPolicy } from '../policy/tenancy.ts';
 import type { Deps } from './deps.ts';
+import { canonical } from '../values.ts';
 
 /** MAX_DIFF bounds one item's diff in the status (the CRD's limit); a longer one says so. */
 const MAX_DIFF = 8192;
@@ -50,6 +51,15 @@ export async function previewRun(
     changes: items.some((i) => CHANGES.has(i.outcome)),
     items: [...note, ...items.map(toStatus)].slice(0, 300),
   };
+  // Unchanged since the last write (a resync's rerun): nothing is written.
+  const last = sr.status?.preview;
+  if (
+    last?.observedGeneration === preview.observedGeneration &&
+    sr.status?.observedGeneration === preview.observedGeneration &&
+    canonical(last.items) === canonical(preview.items) &&
+    last.of === preview.of
+  )
+    return last;
   await deps.store.writeStatus(
     sr,
     { state: 'Ready', observedGeneration: preview.observedGeneration, preview },

@@ -60,12 +60,12 @@ describe('changed', () => {
     ],
     ['deleting, our write', sr({ deleting: true }), sr({ deleting: true, rv: '9' }), undefined],
     ['recreated under the same name', sr({ status: ready(1) }), sr({ uid: 'u2' }), 'new'],
-    ['a reconcile asked for', sr({ status: ready(1) }), sr({ requested: 't1', status: ready(1) }), 'change'],
+    ['a reconcile asked for', sr({ status: ready(1) }), sr({ requested: 't1', status: ready(1) }), 'request'],
     [
       'asked for again',
       sr({ requested: 't1', status: ready(1) }),
       sr({ requested: 't2', status: ready(1) }),
-      'change',
+      'request',
     ],
     [
       'the same request, our write',
@@ -77,7 +77,7 @@ describe('changed', () => {
       'asked for while its deletion failed',
       sr({ deleting: true, status: { state: 'Error', observedGeneration: 1 } }),
       sr({ deleting: true, requested: 't1', status: { state: 'Error', observedGeneration: 1 } }),
-      'change',
+      'request',
     ],
   ] as const)('%s', (_, before, now, want) => {
     expect(changed(before ? seenOf(before) : undefined, now)).toBe(want);

@@ -51,7 +51,7 @@ export function changed(
   before: Seen | undefined,
   sr: SyncResource,
   home?: string,
-): 'new' | 'change' | undefined {
+): 'new' | 'change' | 'request' | undefined {
   const now = seenOf(sr, home);
   if (!before || before.uid !== now.uid) {
     if (now.settled) return undefined;
@@ -59,7 +59,7 @@ export function changed(
   }
   if (now.deleting && !before.deleting) return 'change';
   if (now.generation !== before.generation) return 'change';
-  if (now.requested !== undefined && now.requested !== before.requested) return 'change';
+  if (now.requested !== undefined && now.requested !== before.requested) return 'request';
   return undefined;
 }
 
@@ -131,7 +131,7 @@ export class Changes {
     const now = seenOf(sr, home);
     this.seen.set(key, now);
     if (!verdict) this.stats.echoes++;
-    else this.offer(key, now, verdict === 'change');
+    else this.offer(key, now, verdict !== 'new', false, verdict === 'request');
   }
 
   /** drop forgets a SyncResource that is gone. */
@@ -148,7 +148,7 @@ export class Changes {
     for (const [key, s] of this.seen) if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, true);
   }
 
-  private offer(key: string, s: Seen, change: boolean, policy = false): void {
+  private offer(key: string, s: Seen, change: boolean, policy = false, requested = false): void {
     if (!this.owns(s.kyma)) return;
     const [namespace, name] = key.split('/') as [string, string];
     const data: SyncResourceChanged = {
@@ -160,6 +160,7 @@ export class Changes {
       ...(change ? { change: true } : {}),
       ...(s.deleting ? { deleting: true } : {}),
       ...(policy ? { policy: true } : {}),
+      ...(requested ? { requested: true } : {}),
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
     void this.posts
