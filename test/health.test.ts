@@ -116,8 +116,11 @@ describe('health', () => {
         .availableReplicas,
     ).toBe(2);
 
-    // Settled: three resync ticks write no status.
-    const rv = ready!.metadata.resourceVersion;
+    // Settled: resync ticks write no status. The first may record the item as Unchanged
+    // where the run that saw it Ready was its creation (a fast rollout); none after that.
+    s.runtime.ping[0]!.fire();
+    await s.runtime.broker.idle();
+    const rv = (await waitSr(s, `${P}-roll`, () => undefined))!.metadata.resourceVersion;
     for (let i = 0; i < 3; i++) {
       s.runtime.ping[0]!.fire();
       await s.runtime.broker.idle();
