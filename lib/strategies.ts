@@ -1,4 +1,4 @@
-// strategies.ts: the strategy table of DESIGN.md section 2, as data. The engine
+// strategies.ts: the strategy table of docs/user/api.md, as data. The engine
 // reads these options; it never branches on a strategy's name.
 import type { Strategy } from './model.ts';
 

@@ -1,4 +1,4 @@
-// Every cell of the strategy table (DESIGN.md section 2) against a real SKR:
+// Every cell of the strategy table (docs/user/api.md) against a real SKR:
 // object absent, present, edited by a user, deleted by a user, item removed.
 import { describe, expect, it } from 'vitest';
 import { FINALIZER, MANAGED_BY_LABEL } from '../lib/model.ts';

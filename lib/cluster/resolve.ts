@@ -1,6 +1,7 @@
-// resolve.ts finds a SyncResource's target cluster (DESIGN section 3): the Kyma
-// named by spec.kyma in the same namespace, and the one access Secret labelled
-// with that Kyma's name, whose key "config" is the SKR's kubeconfig.
+// resolve.ts finds a SyncResource's target cluster (docs/contributor/architecture.md): the
+// Kyma named by spec.kyma where the SyncResource's Kymas are (its namespace, or the
+// control-plane namespace for a team's: policy/tenancy.ts kymaHome), and the one access
+// Secret there labelled with that Kyma's name, whose key "config" is the SKR's kubeconfig.
 import { resourcePath, type ResourceInfo } from '../kube/discovery.ts';
 import { isNotFound, TerminalError } from '../kube/errors.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';

@@ -1,4 +1,4 @@
-// rules.ts is the trust boundary (DESIGN: "a SyncResource touches only what it names"), one
+// rules.ts is the trust boundary (docs/user/security.md lists each rule and its tests), one
 // function per rule, called from where the rule applies. Two rules are modules of their own
 // beside it: identity.ts (identities and request paths) and kubeconfig.ts (kubeconfigs).
 // docs/user/security.md maps every rule to its function here and to the test that attacks it.

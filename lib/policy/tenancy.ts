@@ -1,4 +1,4 @@
-// tenancy.ts is the tenancy rule (DESIGN "Tenancy"): a SyncResource outside the
+// tenancy.ts is the tenancy rule (docs/user/api.md "Team namespaces"): a SyncResource outside the
 // control-plane namespaces is acted on only as the one SyncPolicy that governs its namespace
 // allows: which Kymas it may target, which SKR namespaces and kinds its items may write, which
 // strategies they may use. Exact names only; absent lists allow what the API documents
