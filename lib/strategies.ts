@@ -49,7 +49,7 @@ export const strategies: Record<Strategy, StrategyOptions> = {
 
 // Install order by kind, as Helm and Gardener use it, with CRDs moved up next to
 // Namespaces so that custom resources find their kinds; unknown kinds go last.
-const installOrder = [
+const INSTALL_ORDER = [
   'Namespace',
   'CustomResourceDefinition',
   'NetworkPolicy',
@@ -85,8 +85,8 @@ const installOrder = [
 
 /** installRank orders kinds for creation; deletions run in reverse. */
 export function installRank(kind: string): number {
-  const i = installOrder.indexOf(kind);
-  return i === -1 ? installOrder.length : i;
+  const i = INSTALL_ORDER.indexOf(kind);
+  return i === -1 ? INSTALL_ORDER.length : i;
 }
 
 /** isFoundation tells whether a kind must exist before other kinds can be applied (first phase). */

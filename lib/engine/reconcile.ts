@@ -198,7 +198,7 @@ interface Step {
 
 /**
  * applyItems makes the SKR match sr's items, in phases: plan the items (read, parse, fill
- * values by reference); take them to the SKR stage by stage (installOrder); confirm the
+ * values by reference); take them to the SKR stage by stage (installStages); confirm the
  * sources did not change meanwhile; collect the results; prune what no item claims.
  */
 async function applyItems(
@@ -217,7 +217,7 @@ async function applyItems(
     writer: writerOf(sr, deps.config),
     holders: holdersReader(sr, deps),
   };
-  const [foundation, rest, statusOnly] = installOrder(run.plan);
+  const [foundation, rest, statusOnly] = installStages(run.plan);
   await applyStage(run, foundation);
   await waitForCrds(run.plan, [...rest, ...statusOnly], deps.skr, deps.config);
   await applyStage(run, rest);
@@ -237,11 +237,11 @@ async function planItems(sr: SyncResource, deps: ReconcileDeps): Promise<PlanIte
 }
 
 /**
- * installOrder splits the plan into its stages: Namespaces and CRDs; then every other
+ * installStages splits the plan into its stages: Namespaces and CRDs; then every other
  * object; then items that only write a status, so that an object created by another item
  * of this run is there for them.
  */
-function installOrder(plan: PlanItem[]): [PlanItem[], PlanItem[], PlanItem[]] {
+function installStages(plan: PlanItem[]): [PlanItem[], PlanItem[], PlanItem[]] {
   const foundation = plan.filter((p) => p.id && isFoundation(p.id.kind));
   const statusOnly = plan.filter((p) => !p.object && !foundation.includes(p));
   const rest = plan.filter((p) => !foundation.includes(p) && !statusOnly.includes(p));

@@ -11,7 +11,7 @@ import { computeStatus, sameStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue, mapLimit } from '../concurrency.ts';
 import type { Deps } from './deps.ts';
-import { failure } from './resolve.ts';
+import { unresolved } from './resolve.ts';
 import { previewRun } from './preview.ts';
 import { forEachPage } from './resync.ts';
 import { bounded, claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
@@ -133,7 +133,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     }
   } catch (err) {
     if (!isResolutionFailure(err)) throw err;
-    return { kind: 'applied', data: failure(sr, err), retry: false };
+    return { kind: 'applied', data: unresolved(sr, err), retry: false };
   }
   // Source Secrets of dataFrom items: read by this run, checked for this Kyma.
   const sources = (name: string) =>
@@ -324,7 +324,7 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved): Promise<Kym
       Metrics.runs.add(1, { outcome: 'skipped' });
       if (knownUnreachable(sr)) out.unchanged++;
       else {
-        out.outcomes.push(failure(sr, tripped));
+        out.outcomes.push(unresolved(sr, tripped));
         out.retry = true;
       }
       return;

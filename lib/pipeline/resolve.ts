@@ -127,7 +127,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
     if (live.metadata.deletionTimestamp && err.reason === 'NotPermitted')
       return resolveOnce(deps, ref, { ...opts, seen: undefined });
     if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
-    return { kind: 'failed', data: failure(live, err) };
+    return { kind: 'failed', data: unresolved(live, err) };
   }
 }
 
@@ -186,7 +186,7 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
         for (const sr of page) {
           if (sr.spec.kyma !== kyma) continue;
           if (sr.metadata.deletionTimestamp) await letGoOfDeleted(deps, sr, err);
-          else failed.push(failure(sr, err));
+          else failed.push(unresolved(sr, err));
         }
       },
       true,
@@ -196,10 +196,10 @@ async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcom
 }
 
 /**
- * failure turns a resolution error, or a cluster error another run found (apply.ts: the
+ * unresolved turns a resolution error, or a cluster error another run found (apply.ts: the
  * batch's breaker), into an outcome for the status step.
  */
-export function failure(
+export function unresolved(
   sr: SyncResource,
   err: TerminalError<ClusterReason> | NonNullable<ItemsApplied['result']['clusterError']>,
 ): ItemsApplied {
