@@ -1,16 +1,21 @@
 // telemetry-sdk.ts starts the OpenTelemetry SDK when, and only when, the standard
 // OTEL_* variables configure an exporter: otherwise the API stays a no-op.
 
+/** isSet tells whether an OTEL_* variable asks for something ("none" and empty do not). */
+const isSet = (env: Record<string, string | undefined>, k: string) =>
+  env[k] !== undefined && env[k] !== '' && env[k] !== 'none';
+
+/** TRACES_OR_OTLP are the variables that ask for traces or an OTLP exporter. */
+const TRACES_OR_OTLP = [
+  'OTEL_TRACES_EXPORTER',
+  'OTEL_EXPORTER_OTLP_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_TRACES_ENDPOINT',
+  'OTEL_EXPORTER_OTLP_METRICS_ENDPOINT',
+];
+
 /** telemetryConfigured tells whether the environment asks for traces or metrics. */
 export function telemetryConfigured(env: Record<string, string | undefined> = process.env): boolean {
-  const set = (k: string) => env[k] !== undefined && env[k] !== '' && env[k] !== 'none';
-  return (
-    set('OTEL_TRACES_EXPORTER') ||
-    set('OTEL_METRICS_EXPORTER') ||
-    set('OTEL_EXPORTER_OTLP_ENDPOINT') ||
-    set('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') ||
-    set('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT')
-  );
+  return isSet(env, 'OTEL_METRICS_EXPORTER') || TRACES_OR_OTLP.some((k) => isSet(env, k));
 }
 
 /**
@@ -43,14 +48,7 @@ export async function startTelemetry(
  * (about 9 MiB less per process).
  */
 function prometheusOnly(env: Record<string, string | undefined>): boolean {
-  const none = (k: string) => env[k] === undefined || env[k] === '' || env[k] === 'none';
-  return (
-    env.OTEL_METRICS_EXPORTER === 'prometheus' &&
-    none('OTEL_TRACES_EXPORTER') &&
-    none('OTEL_EXPORTER_OTLP_ENDPOINT') &&
-    none('OTEL_EXPORTER_OTLP_TRACES_ENDPOINT') &&
-    none('OTEL_EXPORTER_OTLP_METRICS_ENDPOINT')
-  );
+  return env.OTEL_METRICS_EXPORTER === 'prometheus' && !TRACES_OR_OTLP.some((k) => isSet(env, k));
 }
 
 /** startPrometheus serves the metrics on OTEL_EXPORTER_PROMETHEUS_HOST:PORT (default all addresses, 9464), as the Node SDK would. */
