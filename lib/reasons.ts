@@ -6,6 +6,12 @@ import type { State } from './model.ts';
 
 type Entry = { state: State | 'any'; when: string };
 
+/** ON_EVERY_ITEM is a cluster reason (CLUSTER_REASONS) as the items of the last run show it. */
+const ON_EVERY_ITEM = {
+  state: 'Error',
+  when: 'as the SyncResource’s reason, on every item of the last run',
+} as const;
+
 /** ITEM_REASONS are status.items[].reason. */
 export const ITEM_REASONS = {
   Created: { state: 'Ready', when: 'the object was created' },
@@ -69,16 +75,10 @@ export const ITEM_REASONS = {
     state: 'Error',
     when: 'the SKR could not be reached (the items of the last run keep their objects)',
   },
-  KymaNotFound: { state: 'Error', when: 'as the SyncResource’s reason, on every item of the last run' },
-  AccessSecretNotFound: {
-    state: 'Error',
-    when: 'as the SyncResource’s reason, on every item of the last run',
-  },
-  AmbiguousAccessSecret: {
-    state: 'Error',
-    when: 'as the SyncResource’s reason, on every item of the last run',
-  },
-  InvalidKubeconfig: { state: 'Error', when: 'as the SyncResource’s reason, on every item of the last run' },
+  KymaNotFound: ON_EVERY_ITEM,
+  AccessSecretNotFound: ON_EVERY_ITEM,
+  AmbiguousAccessSecret: ON_EVERY_ITEM,
+  InvalidKubeconfig: ON_EVERY_ITEM,
 } as const satisfies Record<string, Entry>;
 
 /** CLUSTER_REASONS are the target cluster's: why a run could not reach its SKR at all. */
