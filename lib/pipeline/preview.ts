@@ -14,7 +14,7 @@ import type { SyncPolicy } from '../policy/tenancy.ts';
 import type { Deps } from './deps.ts';
 import { canonical } from '../values.ts';
 
-/** MAX_DIFF bounds one item's diff in the status (the CRD's limit); a longer one says so. */
+/** MAX_DIFF bounds one item's diff in the status (the CRD's limit). */
 const MAX_DIFF = 8192;
 
 /** previewRun computes sr's preview in skr and writes it to sr's status. */
@@ -68,7 +68,7 @@ export async function previewRun(
   return preview;
 }
 
-/** toStatus bounds an item's outcome for the status (messages as the item statuses' are; the diff at MAX_DIFF). */
+/** toStatus bounds an item's outcome for the status (as the CRD bounds each field). */
 function toStatus(i: ItemDiff): PreviewItem {
   return {
     item: i.item,
@@ -76,13 +76,6 @@ function toStatus(i: ItemDiff): PreviewItem {
     ...(i.object ? { object: bounded(i.object, 1024) } : {}),
     ...(i.reason ? { reason: bounded(i.reason, 64) } : {}),
     ...(i.message ? { message: bounded(i.message, 2048) } : {}),
-    ...(i.diff
-      ? {
-          diff:
-            i.diff.length <= MAX_DIFF
-              ? i.diff
-              : `${i.diff.slice(0, MAX_DIFF - 64)}\n... (${i.diff.length - MAX_DIFF + 64} more characters)`,
-        }
-      : {}),
+    ...(i.diff ? { diff: bounded(i.diff, MAX_DIFF) } : {}),
   };
 }
