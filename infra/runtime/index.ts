@@ -19,7 +19,7 @@ import { Broker } from './broker.ts';
 import { serviceAccountKubeconfigs, tokenKubeconfig } from './identities.ts';
 import { loadRouting, pingSchedule, type Routing } from './knative.ts';
 import { ApiServerWatch, PingTimer } from './sources.ts';
-import { metricsPortOf, podEnv, podIp, type Pod } from './pods.ts';
+import { newPod, podEnv, type Pod } from './pods.ts';
 
 import {
   DEFAULT_REPLICAS,
@@ -92,15 +92,13 @@ async function startFunction(
 }
 
 /** podOf is the Pod a replica of svc would run in, with an address of its own (pods.ts). */
-async function podOf(svc: Routing['services'][number], namespace: string, replica: number): Promise<Pod> {
-  return {
-    name: `${svc.name}-${replica}`,
+const podOf = (svc: Routing['services'][number], namespace: string, replica: number): Promise<Pod> =>
+  newPod(
+    `${svc.name}-${replica}`,
     namespace,
-    ip: await podIp(metricsPortOf(svc.annotations)),
-    labels: { ...svc.labels, 'serving.knative.dev/service': svc.name },
-    annotations: svc.annotations,
-  };
-}
+    { ...svc.labels, 'serving.knative.dev/service': svc.name },
+    svc.annotations,
+  );
 
 /**
  * startAdapterProcess starts one replica of a Deployment of knative.yaml (the SKR source) as

@@ -30,10 +30,23 @@ const free = (ip: string, port: number) =>
   });
 
 /**
+ * newPod is the Pod a replica plays: its names, and an address of its own on which the
+ * metrics port its annotations name is free.
+ */
+export async function newPod(
+  name: string,
+  namespace: string,
+  labels: Record<string, string>,
+  annotations: Record<string, string>,
+): Promise<Pod> {
+  return { name, namespace, ip: await podIp(metricsPortOf(annotations)), labels, annotations };
+}
+
+/**
  * podIp picks an address of 127.0.0.0/8 no other local Pod of this process uses, on which
  * the ports named are free (other test processes pick theirs at random too).
  */
-export async function podIp(ports: number[]): Promise<string> {
+async function podIp(ports: number[]): Promise<string> {
   for (;;) {
     const ip = `127.${randomInt(1, 255)}.${randomInt(0, 256)}.${randomInt(1, 255)}`;
     if (used.has(ip)) continue;
@@ -50,7 +63,7 @@ export function podEnv(env: Record<string, string | undefined>, ip: string): Rec
 }
 
 /** metricsPortOf is the port a template's prometheus.io/port annotation names, if any. */
-export function metricsPortOf(annotations: Record<string, string>): number[] {
+function metricsPortOf(annotations: Record<string, string>): number[] {
   const p = Number(annotations['prometheus.io/port']);
   return Number.isInteger(p) && p > 0 ? [p] : [];
 }

@@ -24,7 +24,7 @@ import type { ClusterNet, Target } from './clusternet.ts';
 import { join } from 'node:path';
 import { mountedToken, projectTokens } from './identities.ts';
 import { informer } from '../../lib/kube/informer.ts';
-import { metricsPortOf, podEnv, podIp, type Pod } from './pods.ts';
+import { newPod, podEnv, type Pod } from './pods.ts';
 
 type KService = {
   metadata: { name: string; namespace: string; generation?: number; resourceVersion?: string };
@@ -230,20 +230,18 @@ export class Serving {
       annotations?: Record<string, string>;
       labels?: Record<string, string>;
     };
-    const annotations = meta.annotations ?? {};
-    const podInfo: Pod = {
-      name: pod,
+    // With the labels Serving gives a Revision's Pods.
+    const podInfo = await newPod(
+      pod,
       namespace,
-      ip: await podIp(metricsPortOf(annotations)),
-      // The labels Serving gives a Revision's Pods.
-      labels: {
+      {
         ...meta.labels,
         'serving.knative.dev/service': name,
         'serving.knative.dev/configuration': name,
         'serving.knative.dev/revision': revision,
       },
-      annotations,
-    };
+      meta.annotations ?? {},
+    );
     const renewals = await projectTokens(this.opts.kcp, {
       namespace: s.metadata.namespace,
       serviceAccount: t.serviceAccountName ?? 'default',
