@@ -131,7 +131,7 @@ export class Changes {
     const now = seenOf(sr, home);
     this.seen.set(key, now);
     if (!verdict) this.stats.echoes++;
-    else this.offer(key, now, verdict !== 'new', false, verdict === 'request');
+    else this.offer(key, now, verdict !== 'new', verdict === 'request' ? { requested: true } : {});
   }
 
   /** drop forgets a SyncResource that is gone. */
@@ -145,10 +145,17 @@ export class Changes {
    * SyncResources proceed (or told why not) without touching them.
    */
   rerun(namespace: string): void {
-    for (const [key, s] of this.seen) if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, true);
+    for (const [key, s] of this.seen)
+      if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, { policy: true });
   }
 
-  private offer(key: string, s: Seen, change: boolean, policy = false, requested = false): void {
+  /** offer posts a change of key; why says, for a run at a generation already run, what asked for it. */
+  private offer(
+    key: string,
+    s: Seen,
+    change: boolean,
+    why: Pick<SyncResourceChanged, 'policy' | 'requested'> = {},
+  ): void {
     if (!this.owns(s.kyma)) return;
     const [namespace, name] = key.split('/') as [string, string];
     const data: SyncResourceChanged = {
@@ -159,8 +166,7 @@ export class Changes {
       kyma: s.kyma.slice(s.kyma.indexOf('/') + 1),
       ...(change ? { change: true } : {}),
       ...(s.deleting ? { deleting: true } : {}),
-      ...(policy ? { policy: true } : {}),
-      ...(requested ? { requested: true } : {}),
+      ...why,
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
     void this.posts
