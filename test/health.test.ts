@@ -11,6 +11,7 @@ import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
 import { kubeEvents, kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
+import { Harness } from './engine-harness.ts';
 import { uniqueName } from './helpers.ts';
 
 let s: Stack;
@@ -50,24 +51,11 @@ spec:
     spec: {restartPolicy: Never, containers: [{name: c, image: example.io/job:1}]}
 `;
 // A module CR of a CRD the SyncResources bring, its status.state written by a subresource item.
-const crd = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: modules.${group}}
-spec:
-  group: ${group}
-  names: {kind: Module, plural: modules}
-  scope: Namespaced
-  versions:
-  - name: v1
-    served: true
-    storage: true
-    subresources: {status: {}}
-    schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
-`;
+const crd = Harness.crd(group, 'Module', 'modules');
 const cr = (name: string) =>
-  `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
+  `apiVersion: ${group}/v1alpha1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nspec: {}\n`;
 const status = (name: string, st: Record<string, unknown>) =>
-  `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
+  `apiVersion: ${group}/v1alpha1\nkind: Module\nmetadata: {name: ${name}, namespace: ${P}}\nstatus: ${JSON.stringify(st)}\n`;
 const healthOf = (x: SyncResource | undefined, name: string) =>
   x?.status?.items?.find((i) => i.name === name)?.health;
 const condition = (x: SyncResource | undefined, type: string) =>

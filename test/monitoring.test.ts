@@ -18,6 +18,7 @@ import { startProcess, stopProcess, type Proc } from '../infra/processes.ts';
 import { podTargets } from '../infra/runtime/pods.ts';
 import { EventTypes } from '../lib/events.ts';
 import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import { Harness } from './engine-harness.ts';
 import { eventually, uniqueName } from './helpers.ts';
 
 const root = join(import.meta.dirname, '..');
@@ -204,17 +205,8 @@ describe('monitoring on the real local stack', () => {
     );
     // 3. Items that fail, an object that does not work, and, on a second Kyma, fields someone else keeps changing.
     const group = `${uniqueName('mon')}.example.io`;
-    const crd = `apiVersion: apiextensions.k8s.io/v1
-kind: CustomResourceDefinition
-metadata: {name: modules.${group}}
-spec:
-  group: ${group}
-  names: {kind: Module, plural: modules}
-  scope: Namespaced
-  versions:
-  - {name: v1, served: true, storage: true, subresources: {status: {}}, schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}}
-`;
-    const module = `apiVersion: ${group}/v1\nkind: Module\nmetadata: {name: m, namespace: default}\n`;
+    const crd = Harness.crd(group, 'Module', 'modules');
+    const module = `apiVersion: ${group}/v1alpha1\nkind: Module\nmetadata: {name: m, namespace: default}\n`;
     const fought = Array.from({ length: 60 }, (_, i) => `${uniqueName('fought')}-${i}`);
     const srs = [
       syncResourceYaml(ns, uniqueName('down'), down, [
