@@ -7,7 +7,7 @@
 //     functions' own histogram, sync_sender_verify_duration_{sum,count}, over the whole run.
 // Figures only.
 import { setTimeout as sleep } from 'node:timers/promises';
-import { kcpIssuer } from '../functions/shared.ts';
+import { kcpIssuer } from '../functions/senders.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
 import { SenderVerifier } from '../lib/policy/senders.ts';
 import { scrape } from './scale.ts';

@@ -23,10 +23,11 @@ phases.telemetry = performance.now();
 const quiet = await import('./quiet.ts');
 quiet.stopOverloadSampler();
 quiet.skipDefaultMetrics();
-const [{ default: faas }, mod, { getDeps, senderGuard }, { IdleCollector }] = await Promise.all([
+const [{ default: faas }, mod, { getDeps }, { senderGuard }, { IdleCollector }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
-  import('./shared.ts'),
+  import('./deps.ts'),
+  import('./senders.ts'),
   import('./idle.ts'),
 ]);
 phases.imports = performance.now();

@@ -4,7 +4,7 @@
 // infra/docs.ts` writes them; test/docs.test.ts fails when they differ.
 import { readFile, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { EVENT_CONTRACT } from '../lib/events.ts';
+import { EVENT_CONTRACT } from '../lib/events/table.ts';
 import { CONDITIONS, ITEM_REASONS, RETRY_REASONS } from '../lib/reasons.ts';
 
 export const ARCHITECTURE = join(import.meta.dirname, '..', 'docs', 'contributor', 'architecture.md');

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ClusterResolved } from './events.ts';
+import type { ClusterResolved } from './events/contract.ts';
 import { mergeRequests } from './pipeline/apply.ts';
 import { KeyedQueue, PriorityGate, yieldToUrgent } from './concurrency.ts';
 import { Memo, TtlMemo } from './memo.ts';

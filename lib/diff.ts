@@ -1,13 +1,15 @@
 // diff.ts tells, per item, what a reconcile of a SyncResource would do in a cluster,
 // without writing: the engine's own parsing, kind resolution, reads and decisions
-// (engine/plan.ts, engine/items.ts), and a server-side dry-run apply with the product's
+// (engine/plan.ts, engine/decide.ts), and a server-side dry-run apply with the product's
 // field manager for the fields it would own, shown as a unified diff. Secret values are
 // masked. With the inventory of the SyncResource it previews (a preview in the KCP,
 // pipeline/preview.ts), what a run would prune is shown too.
 import { createTwoFilesPatch } from 'diff';
 import { dump } from 'js-yaml';
 import type { Config } from './config.ts';
-import { decide, itemFailure, observe, sameValues } from './engine/items.ts';
+import { decide } from './engine/decide.ts';
+import { itemFailure, sameValues } from './engine/execute.ts';
+import { observe } from './engine/observe.ts';
 import {
   isResolved,
   parseItems,
@@ -69,11 +71,12 @@ export async function diffSyncResource(
   const w = writerOf(opts.as ?? sr, config);
   const plan = parseItems(sr.spec.items ?? [], config, opts.texts);
   const out: ItemDiff[] = [];
-  for (const p of plan) {
-    const object = p.id ? describeId(p.id) : undefined;
-    const base = { item: p.item.name, ...(object ? { object } : {}) };
+  for (const parsed of plan) {
+    const object = parsed.id ? describeId(parsed.id) : undefined;
+    const base = { item: parsed.item.name, ...(object ? { object } : {}) };
+    let p: PlanItem = parsed;
     try {
-      await resolveKind(p, plan, skr, config, policy);
+      p = await resolveKind(parsed, plan, skr, config, policy);
       if (!isResolved(p)) {
         const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
         out.push({
@@ -92,9 +95,12 @@ export async function diffSyncResource(
       }
       if (p.item.dataFrom && p.object) {
         // Values by reference live in the KCP: compared as they are in the cluster, never shown.
-        p.object = { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } };
+        const asLive = {
+          ...p,
+          object: { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } },
+        };
         const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
-        const o = await outcomeOf(p, live, w, skr);
+        const o = await outcomeOf(asLive, live, w, skr);
         out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
         continue;
       }

@@ -28,20 +28,29 @@ function summary(items: ItemResult[]): string {
   return `${bad.length} of ${items.length} items not ready: ${shown}${bad.length > 5 ? '; ...' : ''}`;
 }
 
-/** HealthSummary sorts the items by their objects' health. */
+/** HealthSummary sorts the items by their objects' health, with the message each kind gets. */
 interface HealthSummary {
   failed: ItemStatus[];
   progressing: ItemStatus[];
   warned: ItemStatus[];
+  unhealthyText: string;
+  waitingText: string;
+  warnedText: string;
 }
 
-function healthSummary(items: ItemStatus[]): HealthSummary {
+function healthSummary(items: ItemStatus[], objects: Map<string, string | undefined>): HealthSummary {
+  const failed = items.filter((i) => i.health?.status === 'Failed');
+  const progressing = items.filter(
+    (i) => i.health && ['InProgress', 'Terminating', 'Unknown'].includes(i.health.status),
+  );
+  const warned = items.filter((i) => i.health?.status === 'Current' && i.health.reason === 'Warning');
   return {
-    failed: items.filter((i) => i.health?.status === 'Failed'),
-    progressing: items.filter(
-      (i) => i.health && ['InProgress', 'Terminating', 'Unknown'].includes(i.health.status),
-    ),
-    warned: items.filter((i) => i.health?.status === 'Current' && i.health.reason === 'Warning'),
+    failed,
+    progressing,
+    warned,
+    unhealthyText: `${failed.length} of ${items.length} objects are unhealthy: ${named(failed, objects)}`,
+    waitingText: `${progressing.length} of ${items.length} objects are not ready yet: ${named(progressing, objects)}`,
+    warnedText: `${warned.length} objects report a warning: ${named(warned, objects)}`,
   };
 }
 
@@ -55,15 +64,105 @@ function named(items: ItemStatus[], objects: Map<string, string | undefined>): s
 
 /** computeStatus derives the status from a run's result and the previous status. */
 export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, now: Date): WrittenStatus {
-  let state: State;
-  let reason: ResourcesReason;
-  let message: string;
-  let items: ItemStatus[] = r.items.map(({ name, state: s, reason: why, message: m, health, feedback }) => ({
+  const applied = appliedState(r, previous);
+  const items = applied.items;
+  const ready = applied.state === 'Ready';
+  const health = healthSummary(items, new Map(r.items.map((i) => [i.name, i.object])));
+  // Ready means applied and working: a failed object makes the SyncResource Error, one on its way Processing.
+  const [state, text] =
+    ready && health.failed.length > 0
+      ? (['Error', health.unhealthyText] as const)
+      : ready && health.progressing.length > 0
+        ? (['Processing', health.waitingText] as const)
+        : ready && health.warned.length > 0
+          ? (['Warning', health.warnedText] as const)
+          : ([applied.state, applied.message] as const);
+  const message = bounded(text, 4 * MAX_MESSAGE);
+  return {
+    state,
+    observedGeneration: r.generation,
+    conditions: conditionsOf(r, previous, now, applied, health, message),
+    lastOperation: {
+      operation: state === 'Ready' ? 'all resources successfully synced to skr' : message,
+      lastUpdateTime: r.observedAt,
+    },
+    items,
+    // The reconcile asked for with the annotation was made (kubectl wait reads it).
+    ...(r.requested !== undefined ? { lastHandledReconcileAt: r.requested } : {}),
+  };
+}
+
+/** Applied is the state of the run itself, before the objects' health: the Resources condition. */
+interface Applied {
+  state: State;
+  reason: ResourcesReason;
+  message: string;
+  items: ItemStatus[];
+}
+
+/** appliedState is what the run did: suspended, unreachable, deleting, or the worst of its items and prunes. */
+function appliedState(r: ApplyResult, previous: SyncStatus | undefined): Applied {
+  const failed = r.failed ?? [];
+  // Objects that could not be deleted or released, each named with the API's answer.
+  const failedMessage = `${failed.length} synced objects could not be deleted or released: ${failed
+    .slice(0, 5)
+    .map((f) => f.message)
+    .join('; ')}`;
+  const before = previous?.items ?? [];
+  if (r.suspended && !r.deleting)
+    return {
+      state: 'Warning',
+      reason: 'Suspended',
+      message:
+        'sync is suspended (spec.suspend): nothing is created, changed or deleted in the SKR; items show the last run',
+      items: before,
+    };
+  if (r.clusterError) {
+    const reason = r.clusterError.reason;
+    const items = before.map((i): ItemStatus => ({
+      ...i,
+      state: 'Error',
+      reason,
+      message: 'the SKR could not be reached',
+      ...(i.health ? { health: { status: 'Unknown', message: 'the SKR could not be reached' } } : {}),
+    }));
+    return { state: 'Error', reason, message: r.clusterError.message, items };
+  }
+  if (r.deleting) {
+    if (failed.length > 0)
+      return { state: 'Error', reason: 'DeletionFailed', message: failedMessage, items: before };
+    const message =
+      r.pending.length > 0
+        ? `waiting for ${r.pending.length} synced objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`
+        : r.deleting.policy === 'Orphan'
+          ? 'synced objects are orphaned'
+          : 'synced objects are deleted';
+    return { state: 'Deleting', reason: 'Deleting', message, items: before };
+  }
+  const items = r.items.map(itemStatusOf);
+  // An item being deleted is progress, not the SyncResource's own deletion.
+  const worstItem = worst(r.items.map((i) => (i.state === 'Deleting' ? 'Processing' : i.state)));
+  if (failed.length > 0) {
+    const message = r.items.every((i) => i.state === 'Ready')
+      ? failedMessage
+      : `${summary(r.items)}; ${failedMessage}`;
+    return { state: 'Error', reason: 'Error', message, items };
+  }
+  if (worstItem === 'Ready' && r.pending.length > 0) {
+    const message = `waiting for ${r.pending.length} pruned objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`;
+    return { state: 'Processing', reason: 'Processing', message, items };
+  }
+  const message = worstItem === 'Ready' ? 'resources are synced' : summary(r.items);
+  return { state: worstItem, reason: worstItem, message, items };
+}
+
+/** itemStatusOf is an item's result as status.items shows it, bounded as the CRD bounds it: a result is an event, and an event may lie. */
+function itemStatusOf({ name, state, reason, message, health, feedback }: ItemResult): ItemStatus {
+  return {
     name,
-    state: s,
-    reason: why,
-    message: bounded(m),
-    // Bounded as the CRD bounds them: a result is an event, and an event may lie.
+    state,
+    reason,
+    message: bounded(message),
     ...(health
       ? {
           health: {
@@ -83,71 +182,23 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
           })),
         }
       : {}),
-  }));
-  const failed = r.failed ?? [];
-  // Objects that could not be deleted or released, each named with the API's answer.
-  const failedMessage = `${failed.length} synced objects could not be deleted or released: ${failed
-    .slice(0, 5)
-    .map((f) => f.message)
-    .join('; ')}`;
-  if (r.suspended && !r.deleting) {
-    state = 'Warning';
-    reason = 'Suspended';
-    message =
-      'sync is suspended (spec.suspend): nothing is created, changed or deleted in the SKR; items show the last run';
-    items = previous?.items ?? [];
-  } else if (r.clusterError) {
-    state = 'Error';
-    reason = r.clusterError.reason;
-    message = r.clusterError.message;
-    items = (previous?.items ?? []).map((i) => ({
-      ...i,
-      state: 'Error',
-      reason,
-      message: 'the SKR could not be reached',
-      ...(i.health ? { health: { status: 'Unknown', message: 'the SKR could not be reached' } } : {}),
-    }));
-  } else if (r.deleting) {
-    state = failed.length > 0 ? 'Error' : 'Deleting';
-    reason = failed.length > 0 ? 'DeletionFailed' : 'Deleting';
-    message =
-      failed.length > 0
-        ? failedMessage
-        : r.pending.length > 0
-          ? `waiting for ${r.pending.length} synced objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`
-          : r.deleting.policy === 'Orphan'
-            ? 'synced objects are orphaned'
-            : 'synced objects are deleted';
-    items = previous?.items ?? [];
-  } else {
-    // An item being deleted is progress, not the SyncResource's own deletion.
-    state = worst(r.items.map((i) => (i.state === 'Deleting' ? 'Processing' : i.state)));
-    if (failed.length > 0) {
-      state = 'Error';
-      message = r.items.every((i) => i.state === 'Ready')
-        ? failedMessage
-        : `${summary(r.items)}; ${failedMessage}`;
-    } else if (state === 'Ready' && r.pending.length > 0) {
-      state = 'Processing';
-      message = `waiting for ${r.pending.length} pruned objects to be deleted: ${r.pending.slice(0, 5).join(', ')}`;
-    } else {
-      message = state === 'Ready' ? 'resources are synced' : summary(r.items);
-    }
-    reason = state;
-  }
-  const applied = state === 'Ready';
-  const appliedMessage = bounded(message, 4 * MAX_MESSAGE);
-  const objects = new Map(r.items.map((i) => [i.name, i.object]));
-  const health = healthSummary(items);
-  const unhealthy = `${health.failed.length} of ${items.length} objects are unhealthy: ${named(health.failed, objects)}`;
-  const waiting = `${health.progressing.length} of ${items.length} objects are not ready yet: ${named(health.progressing, objects)}`;
-  // Ready means applied and working: a failed object makes the SyncResource Error, one on its way Processing.
-  const warned = `${health.warned.length} objects report a warning: ${named(health.warned, objects)}`;
-  // The Healthy condition gives the reason (Unhealthy, Progressing, Degraded); Resources stays True.
-  if (applied && health.failed.length > 0) [state, message] = ['Error', unhealthy];
-  else if (applied && health.progressing.length > 0) [state, message] = ['Processing', waiting];
-  else if (applied && health.warned.length > 0) [state, message] = ['Warning', warned];
-  message = bounded(message, 4 * MAX_MESSAGE);
+  };
+}
+
+/**
+ * conditionsOf are the three conditions. Resources: every item applied. Healthy: every
+ * object works (else Unhealthy, Progressing or Degraded; Resources stays True).
+ * Progressing: some object is on its way (or being deleted); suspended or unreachable,
+ * nothing can move on its own (the resync tick tries again).
+ */
+function conditionsOf(
+  r: ApplyResult,
+  previous: SyncStatus | undefined,
+  now: Date,
+  applied: Applied,
+  health: HealthSummary,
+  message: string,
+): Condition[] {
   const condition = <T extends keyof typeof CONDITIONS>(
     type: T,
     status: Condition['status'],
@@ -164,22 +215,21 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       observedGeneration: r.generation,
     };
   };
-  // Resources: every item applied. Healthy: every object works. Progressing: some object is on its way (or being deleted).
+  const ready = applied.state === 'Ready';
   const resources = condition(
     'Resources',
-    applied ? 'True' : 'False',
-    applied ? 'Ready' : reason,
-    appliedMessage,
+    ready ? 'True' : 'False',
+    ready ? 'Ready' : applied.reason,
+    applied.message,
   );
   const healthy =
     health.failed.length > 0
-      ? condition('Healthy', 'False', 'Unhealthy', unhealthy)
+      ? condition('Healthy', 'False', 'Unhealthy', health.unhealthyText)
       : health.progressing.length > 0
-        ? condition('Healthy', 'False', 'Progressing', waiting)
+        ? condition('Healthy', 'False', 'Progressing', health.waitingText)
         : health.warned.length > 0
-          ? condition('Healthy', 'False', 'Degraded', warned)
+          ? condition('Healthy', 'False', 'Degraded', health.warnedText)
           : condition('Healthy', 'True', 'Healthy', 'every synced object is healthy');
-  // Suspended or unreachable, nothing can move on its own: the resync tick tries again.
   const moving =
     !r.suspended &&
     !r.clusterError &&
@@ -187,20 +237,14 @@ export function computeStatus(r: ApplyResult, previous: SyncStatus | undefined, 
       r.pending.length > 0 ||
       (r.deleting !== undefined && !r.deleting.finalizerRemoved));
   const progressing = moving
-    ? condition('Progressing', 'True', 'Progressing', health.progressing.length > 0 ? waiting : message)
+    ? condition(
+        'Progressing',
+        'True',
+        'Progressing',
+        health.progressing.length > 0 ? health.waitingText : message,
+      )
     : condition('Progressing', 'False', 'Settled', 'nothing is on its way');
-  return {
-    state,
-    observedGeneration: r.generation,
-    conditions: [resources, healthy, progressing],
-    lastOperation: {
-      operation: state === 'Ready' ? 'all resources successfully synced to skr' : message,
-      lastUpdateTime: r.observedAt,
-    },
-    items,
-    // The reconcile asked for with the annotation was made (kubectl wait reads it).
-    ...(r.requested !== undefined ? { lastHandledReconcileAt: r.requested } : {}),
-  };
+  return [resources, healthy, progressing];
 }
 
 /** sameStatus tells whether writing next over live would change anything but timestamps. */

@@ -9,7 +9,8 @@ import { renderRun, replaceFigures } from '../bench/render.ts';
 import type { Run } from '../bench/record.ts';
 import { API, ARCHITECTURE, withEvents, withReasons } from '../infra/docs.ts';
 import { CONDITIONS, ITEM_REASONS, RETRY_REASONS } from '../lib/reasons.ts';
-import { ApiServerRefTypes, EVENT_CONTRACT, EventTypes, PING_TYPE } from '../lib/events.ts';
+import { ApiServerRefTypes, EventTypes, PING_TYPE } from '../lib/events/contract.ts';
+import { EVENT_CONTRACT } from '../lib/events/table.ts';
 
 const root = join(import.meta.dirname, '..');
 

@@ -8,7 +8,8 @@ import { loadAll } from 'js-yaml';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { ensureKnativeBinaries } from '../infra/binaries.ts';
 import { installCrds, knativeYaml } from '../infra/kcp-setup.ts';
-import { EVENT_CONTRACT, EventTypes } from '../lib/events.ts';
+import { EventTypes } from '../lib/events/contract.ts';
+import { EVENT_CONTRACT } from '../lib/events/table.ts';
 import { triggerSubject } from '../lib/policy/senders.ts';
 import { cluster } from './helpers.ts';
 

@@ -13,7 +13,7 @@ import { ClusterSet } from '../infra/clusters.ts';
 import { controlPlaneNamespace, setupKcp } from '../infra/kcp-setup.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import { QUEUE_PROBE } from '../infra/runtime/serving.ts';
-import { EventTypes } from '../lib/events.ts';
+import { EventTypes } from '../lib/events/contract.ts';
 import { SYNC_SOURCE_LABEL, type SyncResource } from '../lib/model.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
 import { senderAttacks } from './sender-identity.ts';

@@ -16,7 +16,7 @@ import { kymaObjects } from '../infra/kcp-setup.ts';
 import { freePort, waitFor } from '../infra/net.ts';
 import { startProcess, stopProcess, type Proc } from '../infra/processes.ts';
 import { podTargets } from '../infra/runtime/pods.ts';
-import { EventTypes } from '../lib/events.ts';
+import { EventTypes } from '../lib/events/contract.ts';
 import { kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { Harness } from './engine-harness.ts';
 import { eventually, uniqueName } from './helpers.ts';

@@ -5,8 +5,8 @@ import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
 import { expect } from 'vitest';
 import { handle } from '../functions/resolve-cluster/index.ts';
-import { getDeps } from '../functions/shared.ts';
-import { EventTypes } from '../lib/events.ts';
+import { getDeps } from '../functions/deps.ts';
+import { EventTypes } from '../lib/events/contract.ts';
 import { fanoutsDone } from '../lib/pipeline/fanout.ts';
 
 /**

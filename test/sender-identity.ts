@@ -16,7 +16,7 @@ import { ProxyAgent, request } from 'undici';
 import { expect } from 'vitest';
 import type { ClusterSet } from '../infra/clusters.ts';
 import type { KnativeRuntime } from '../infra/runtime/real.ts';
-import { ApiServerRefTypes, EventTypes, PING_TYPE, SOURCE_PREFIX } from '../lib/events.ts';
+import { ApiServerRefTypes, EventTypes, PING_TYPE, SOURCE_PREFIX } from '../lib/events/contract.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { triggerSubject } from '../lib/policy/senders.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';

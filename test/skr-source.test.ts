@@ -7,7 +7,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Cluster } from '../lib/kube/objects.ts';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
-import { EventTypes } from '../lib/events.ts';
+import { EventTypes } from '../lib/events/contract.ts';
 import { kubeEvents, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 

@@ -9,7 +9,7 @@ import { writeFile } from 'node:fs/promises';
 import { dump, load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
-import { EventTypes } from '../lib/events.ts';
+import { EventTypes } from '../lib/events/contract.ts';
 import { MAX_MESSAGE } from '../lib/policy/rules.ts';
 import { RECONCILE_ANNOTATION, type SyncResource } from '../lib/model.ts';
 import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';

@@ -4,10 +4,10 @@
 // anyway. It needs no KCP access (its ServiceAccount mounts no token) and builds no clients.
 import type { CloudEvent } from 'cloudevents';
 import type { Context } from 'faas-js-runtime';
-import { ApiServerRefTypes, EventTypes, PING_TYPE } from '../../lib/events.ts';
+import { ApiServerRefTypes, EventTypes, PING_TYPE } from '../../lib/events/contract.ts';
 import type { Logger } from '../../lib/pipeline/deps.ts';
 import { Metrics } from '../../lib/telemetry.ts';
-import { logger } from '../shared.ts';
+import { logger } from '../step.ts';
 
 /** handle is the function's CloudEvent handler. */
 export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {

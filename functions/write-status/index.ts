@@ -1,25 +1,13 @@
 // write-status: "items applied" in; status, label and Kubernetes Events written.
-import type { CloudEvent } from 'cloudevents';
-import type { Context } from 'faas-js-runtime';
-import { checkItemsApplied, EventTypes } from '../../lib/events.ts';
+import { EventTypes } from '../../lib/events/contract.ts';
+import { checkItemsApplied } from '../../lib/events/parse.ts';
 import { writeStatusStep } from '../../lib/pipeline/status.ts';
-import { checkData, HttpError, run } from '../shared.ts';
+import { defineFunction, ofType, route } from '../define.ts';
 
-/** handle is the function's CloudEvent handler. */
-export async function handle(context: Context, event?: CloudEvent<unknown>): Promise<void> {
-  if (!event) throw new HttpError(400, 'a CloudEvent is required');
-  if (event.type !== EventTypes.itemsApplied) throw new HttpError(400, `expected ${EventTypes.itemsApplied}`);
-  const data = checkData(() => checkItemsApplied(event.data));
-  await run(context, event, 'write-status', async (d, log) => {
-    const outcome = await writeStatusStep(d, data);
-    log.info(
-      {
-        step: 'write-status',
-        syncResource: `${data.namespace}/${data.name}`,
-        generation: data.result.generation,
-        outcome,
-      },
-      'status handled',
-    );
-  });
-}
+export const handle = defineFunction('write-status', [
+  route({
+    accepts: ofType(EventTypes.itemsApplied),
+    parse: (e) => checkItemsApplied(e.data),
+    run: writeStatusStep,
+  }),
+]);

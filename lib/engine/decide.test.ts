@@ -12,7 +12,7 @@ import {
   type SyncResource,
 } from '../model.ts';
 import { appliedDigest } from './drift.ts';
-import { decide, desiredObject, manifestDigest } from './items.ts';
+import { decide, desiredObject, manifestDigest } from './decide.ts';
 import { parseItems, type ResolvedItem } from './plan.ts';
 import { writerOf } from './share.ts';
 

@@ -17,6 +17,7 @@ import { strategies, type StrategyOptions } from '../strategies.ts';
 import { compileFeedback, type FeedbackPath } from '../feedback.ts';
 import { compileRules, type CompiledRules } from '../health.ts';
 import { guard } from './unreachable.ts';
+import { crdProvides } from './crds.ts';
 import { result, type ItemResult } from './result.ts';
 
 /**
@@ -26,37 +27,38 @@ import { result, type ItemResult } from './result.ts';
  * SKR is settled (done) at whichever stage that happens, and goes no further.
  */
 export interface PlanItem {
-  item: SyncItem;
-  opts: StrategyOptions;
+  readonly item: SyncItem;
+  readonly opts: StrategyOptions;
   /** object is the parsed resource (absent for subresource-only items). */
-  object?: KubeObject;
+  readonly object?: KubeObject;
   /** status is the parsed subresource text. */
-  status?: KubeObject;
-  id?: ObjectId;
-  info?: ResourceInfo;
-  /** done is set once the item's outcome is known without touching the SKR. */
-  done?: ItemResult;
-  /** applied holds the digests of the object (and status) as the server holds them after this run (drift.ts). */
-  applied?: { digest?: string; statusDigest?: string; manifest?: string };
+  readonly status?: KubeObject;
+  readonly id?: ObjectId;
+  readonly info?: ResourceInfo;
+  /** done is set once the item's outcome is known without touching the SKR (settle). */
+  readonly done?: ItemResult;
   /** secrets are the values a dataFrom item took from its source (base64 and plain), for redaction only. */
-  secrets?: string[];
+  readonly secrets?: readonly string[];
   /** sourceVersion is the resourceVersion of the source Secret a dataFrom item was filled from. */
-  sourceVersion?: string;
+  readonly sourceVersion?: string;
   /** rules are the item's own health expressions, compiled. */
-  rules?: CompiledRules;
+  readonly rules?: CompiledRules;
   /** feedback are the item's feedback paths, compiled. */
-  feedback?: FeedbackPath[];
+  readonly feedback?: FeedbackPath[];
 }
 
 /** ParsedItem is an item whose text was read: the object it names is known. */
 export interface ParsedItem extends PlanItem {
-  id: ObjectId;
+  readonly id: ObjectId;
 }
 
 /** ResolvedItem is a parsed item whose kind the SKR serves: the engine reads and writes its object (isResolved: and it is not settled). */
 export interface ResolvedItem extends ParsedItem {
-  info: ResourceInfo;
+  readonly info: ResourceInfo;
 }
+
+/** settle is p with its outcome known: it goes no further in the run. */
+export const settle = <P extends PlanItem>(p: P, done: ItemResult): P => ({ ...p, done });
 
 export const isParsed = (p: PlanItem): p is ParsedItem => p.id !== undefined;
 export const isResolved = (p: PlanItem): p is ResolvedItem =>
@@ -110,54 +112,68 @@ export async function readResourceTexts(
  * its text from texts (read in the KCP); without one (offline) it is left unparsed.
  */
 export function parseItems(items: SyncItem[], config: Config, texts?: ResourceTexts): PlanItem[] {
-  const plan = items.map((item) => {
-    const p: PlanItem = { item, opts: strategies[item.strategy] };
-    try {
-      if (item.resource !== undefined)
-        p.object = parseManifest(item.resource, 'resource', config.maxManifestBytes);
-      else if (item.resourceFrom !== undefined) {
-        const text = texts?.get(item.name);
-        if (text instanceof SourceError) {
-          p.done = result(item.name, 'Error', text.reason, text.message);
-          return p;
-        }
-        if (text === undefined) {
-          const ref = item.resourceFrom.configMapKeyRef;
-          p.done = result(
+  return markDuplicates(
+    items.map((item) => parseItem(item, config, texts)),
+    config,
+  );
+}
+
+/** parseItem reads one item's texts: the object it names, its compiled rules, or the reason it cannot be applied. */
+function parseItem(item: SyncItem, config: Config, texts: ResourceTexts | undefined): PlanItem {
+  const base: PlanItem = { item, opts: strategies[item.strategy] };
+  try {
+    const text =
+      item.resource !== undefined
+        ? item.resource
+        : item.resourceFrom !== undefined
+          ? texts?.get(item.name)
+          : undefined;
+    if (item.resource === undefined && item.resourceFrom !== undefined) {
+      if (text instanceof SourceError)
+        return settle(base, result(item.name, 'Error', text.reason, text.message));
+      if (text === undefined) {
+        const ref = item.resourceFrom.configMapKeyRef;
+        return settle(
+          base,
+          result(
             item.name,
             'Processing',
             'ResourceSourcePending',
             `the text is read from ConfigMap ${ref?.name} key ${ref?.key} in the KCP`,
-          );
-          return p;
-        }
-        p.object = parseManifest(text, 'resource', config.maxReferencedManifestBytes);
+          ),
+        );
       }
-      if (item.subresource !== undefined) {
-        p.status = parseManifest(item.subresource, 'subresource', config.maxManifestBytes);
-        if (p.status.status === undefined) throw new ManifestError('subresource has no status');
-        if (p.object && !sameId(idOf(p.object), idOf(p.status))) {
-          throw new ManifestError(
-            `subresource names ${describeId(idOf(p.status))} but resource names ${describeId(idOf(p.object))}`,
-          );
-        }
-      }
-      const obj = p.object ?? p.status;
-      if (!obj) throw new ManifestError('item has neither resource nor subresource');
-      p.id = idOf(obj);
-      if (item.dataFrom !== undefined) checkDataFrom(p);
-      if (item.health !== undefined) p.rules = compileRules(item.health);
-      if (item.feedback !== undefined) p.feedback = compileFeedback(item.feedback, p.id);
-      const restricted = restriction(p.id, config, byReference(p));
-      if (restricted) p.done = result(item.name, 'Warning', 'Restricted', restricted);
-    } catch (err) {
-      if (!(err instanceof ManifestError)) throw err;
-      p.done = result(item.name, 'Error', 'InvalidManifest', err.message);
     }
-    return p;
-  });
-  markDuplicates(plan, config);
-  return plan;
+    const limit = item.resource !== undefined ? config.maxManifestBytes : config.maxReferencedManifestBytes;
+    const object = typeof text === 'string' ? parseManifest(text, 'resource', limit) : undefined;
+    const status = item.subresource !== undefined ? parseStatus(item.subresource, object, config) : undefined;
+    const obj = object ?? status;
+    if (!obj) throw new ManifestError('item has neither resource nor subresource');
+    const id = idOf(obj);
+    const parsed: ParsedItem = { ...base, id, ...(object ? { object } : {}), ...(status ? { status } : {}) };
+    if (item.dataFrom !== undefined) checkDataFrom(parsed);
+    const p: ParsedItem = {
+      ...parsed,
+      ...(item.health !== undefined ? { rules: compileRules(item.health) } : {}),
+      ...(item.feedback !== undefined ? { feedback: compileFeedback(item.feedback, id) } : {}),
+    };
+    const restricted = restriction(id, config, byReference(p));
+    return restricted ? settle(p, result(item.name, 'Warning', 'Restricted', restricted)) : p;
+  } catch (err) {
+    if (!(err instanceof ManifestError)) throw err;
+    return settle(base, result(item.name, 'Error', 'InvalidManifest', err.message));
+  }
+}
+
+/** parseStatus reads a subresource text: it must have a status, and name the item's object if it has one. */
+function parseStatus(text: string, object: KubeObject | undefined, config: Config): KubeObject {
+  const status = parseManifest(text, 'subresource', config.maxManifestBytes);
+  if (status.status === undefined) throw new ManifestError('subresource has no status');
+  if (object && !sameId(idOf(object), idOf(status)))
+    throw new ManifestError(
+      `subresource names ${describeId(idOf(status))} but resource names ${describeId(idOf(object))}`,
+    );
+  return status;
 }
 
 /**
@@ -177,36 +193,32 @@ function checkDataFrom(p: PlanItem): void {
  * or may not ship here settles the item (SecretSourceNotFound, SecretSourceRejected) before
  * anything is read or written in the SKR. A failure to read is the run's (transient).
  */
-export async function fillSources(
-  plan: PlanItem[],
+export function fillSources(
+  plan: readonly PlanItem[],
   read: SourceReader | undefined,
   concurrency: number,
-): Promise<void> {
-  await mapLimit(
-    plan.filter((p) => !p.done && p.item.dataFrom !== undefined),
-    concurrency,
-    async (p) => {
-      const name = p.item.dataFrom!.secretRef.name;
-      if (!read) {
-        p.done = result(
+): Promise<PlanItem[]> {
+  return mapLimit(plan, concurrency, async (p): Promise<PlanItem> => {
+    if (p.done || p.item.dataFrom === undefined) return p;
+    const name = p.item.dataFrom.secretRef.name;
+    if (!read)
+      return settle(
+        p,
+        result(
           p.item.name,
           'Error',
           'SecretSourceNotFound',
           `Secret ${name} (dataFrom.secretRef) cannot be read here`,
-        );
-        return;
-      }
-      try {
-        const { data, version } = await read(name);
-        p.object = { ...p.object!, data };
-        p.sourceVersion = version;
-        p.secrets = secretValues(data);
-      } catch (err) {
-        if (!(err instanceof SourceError)) throw err;
-        p.done = result(p.item.name, 'Error', err.reason, err.message);
-      }
-    },
-  );
+        ),
+      );
+    try {
+      const { data, version } = await read(name);
+      return { ...p, object: { ...p.object!, data }, sourceVersion: version, secrets: secretValues(data) };
+    } catch (err) {
+      if (!(err instanceof SourceError)) throw err;
+      return settle(p, result(p.item.name, 'Error', err.reason, err.message));
+    }
+  });
 }
 
 /**
@@ -236,106 +248,101 @@ const byReference = (p: PlanItem): boolean =>
   p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
 
 /**
- * markDuplicates makes every item that names an object an earlier item already names an
- * Error (DuplicateObject): the first in spec order owns it. Items that only write a status
- * are compared among themselves (they may name an object another item creates). It runs
- * on the parsed items, and again once discovery has settled their namespaces (a
- * cluster-scoped object loses the namespace its manifest gave it).
+ * markDuplicates settles every item that names an object an earlier item already names
+ * (DuplicateObject): the first in spec order owns it. Items that only write a status are
+ * compared among themselves (they may name an object another item creates). It runs on the
+ * parsed items, and again (among: the resolved ones) once discovery has settled their
+ * namespaces (a cluster-scoped object loses the namespace its manifest gave it).
  */
-export function markDuplicates(plan: PlanItem[], config: Config): void {
+export function markDuplicates(
+  plan: readonly PlanItem[],
+  config: Config,
+  among: (p: PlanItem) => boolean = () => true,
+): PlanItem[] {
   const named = plan.filter(
-    (p): p is ParsedItem => p.id !== undefined && p.done?.reason !== 'DuplicateObject',
+    (p): p is ParsedItem => among(p) && p.id !== undefined && p.done?.reason !== 'DuplicateObject',
   );
   const keys = named.map((p) => ({
     name: p.item.name,
     key: `${p.object ? 'object' : 'status'} ${objectKey({ ...p.id, namespace: p.id.namespace ?? config.defaultNamespace })}`,
   }));
-  for (const [i, owner] of firstClaims(keys)) {
-    const p = named[i]!;
-    p.done = result(
-      p.item.name,
-      'Error',
-      'DuplicateObject',
-      `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`,
-    );
-  }
-}
-
-/** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
-export function crdProvides(
-  plan: PlanItem[],
-  apiVersion: string,
-  kind: string,
-): (PlanItem & { object: KubeObject }) | undefined {
-  const [group, version] = apiVersion.split('/');
-  return plan.find((p): p is PlanItem & { object: KubeObject } => {
-    if (p.object?.kind !== 'CustomResourceDefinition') return false;
-    const spec = p.object.spec as
-      { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
-    return (
-      spec?.group === group &&
-      spec?.names?.kind === kind &&
-      (spec?.versions ?? []).some((v) => v.name === version)
-    );
+  const duplicates = new Map<PlanItem, string>();
+  for (const [i, owner] of firstClaims(keys)) duplicates.set(named[i]!, owner);
+  return plan.map((p) => {
+    const owner = duplicates.get(p);
+    return owner === undefined || !isParsed(p)
+      ? p
+      : settle(
+          p,
+          result(
+            p.item.name,
+            'Error',
+            'DuplicateObject',
+            `${describeId(p.id)} is already named by item ${owner}; an object belongs to one item`,
+          ),
+        );
   });
 }
 
 /**
- * resolveKind maps an item to its REST resource and settles its namespace: a
- * namespaced object without one gets the default; a cluster-scoped one with one is
- * an error. A kind the SKR does not serve is an error, unless a CRD item of the same
- * SyncResource defines it (then the item waits for it).
+ * resolveKind maps an item to its REST resource and settles its namespace: a namespaced
+ * object without one gets the default; a cluster-scoped one with one loses it (kubectl and
+ * the API server ignore it: upstream manifests carry one, e.g. a ClusterRoleBinding
+ * rendered into a namespace). A kind the SKR does not serve is an error, unless a CRD item
+ * of the same SyncResource defines it (then the item waits for it).
  */
 export async function resolveKind(
   p: PlanItem,
-  plan: PlanItem[],
+  plan: readonly PlanItem[],
   skr: Cluster,
   config: Config,
   policy?: SyncPolicy,
-): Promise<void> {
-  if (p.done || !isParsed(p)) return;
+): Promise<PlanItem> {
+  if (p.done || !isParsed(p)) return p;
   const info = await guard(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
   if (!info) {
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
-    p.done = crd
-      ? result(
-          p.item.name,
-          'Processing',
-          'WaitingForCRD',
-          `waiting for CustomResourceDefinition ${crd.object.metadata.name} to be established`,
-        )
-      : result(
-          p.item.name,
-          'Error',
-          'UnknownKind',
-          `the SKR does not serve kind ${p.id.kind} in ${p.id.apiVersion}`,
-        );
-    return;
+    return settle(
+      p,
+      crd
+        ? result(
+            p.item.name,
+            'Processing',
+            'WaitingForCRD',
+            `waiting for CustomResourceDefinition ${crd.object.metadata.name} to be established`,
+          )
+        : result(
+            p.item.name,
+            'Error',
+            'UnknownKind',
+            `the SKR does not serve kind ${p.id.kind} in ${p.id.apiVersion}`,
+          ),
+    );
   }
-  p.info = info;
-  if (info.namespaced && !p.id.namespace) {
-    p.id.namespace = config.defaultNamespace;
-    const ns = (o: KubeObject) => ({ ...o, metadata: { ...o.metadata, namespace: config.defaultNamespace } });
-    if (p.object) p.object = ns(p.object);
-    if (p.status) p.status = ns(p.status);
-  } else if (!info.namespaced && p.id.namespace) {
-    // kubectl and the API server ignore the namespace of a cluster-scoped object (upstream
-    // manifests carry one, e.g. a ClusterRoleBinding rendered into a namespace): so do we.
-    delete p.id.namespace;
-    const clusterScoped = (o: KubeObject) => {
-      const { namespace: _, ...metadata } = o.metadata;
-      return { ...o, metadata };
-    };
-    if (p.object) p.object = clusterScoped(p.object);
-    if (p.status) p.status = clusterScoped(p.status);
-  }
+  const namespace = info.namespaced ? p.id.namespace || config.defaultNamespace : undefined;
+  const r: ResolvedItem =
+    namespace === p.id.namespace ? { ...p, info } : { ...inNamespace(p, namespace), info };
   // The namespace is settled only now (defaulted): check it again.
-  const restricted = restriction(p.id, config, byReference(p));
-  if (restricted) p.done = result(p.item.name, 'Warning', 'Restricted', restricted);
+  const restricted = restriction(r.id, config, byReference(r));
+  if (restricted) return settle(r, result(p.item.name, 'Warning', 'Restricted', restricted));
   // A team's SyncResource: its policy, on the kind and scope discovery gave (never the manifest's).
-  const refused =
-    policy && !p.done ? itemRefusal(policy, identityOf(p.id, info), p.item.strategy) : undefined;
-  if (refused) p.done = result(p.item.name, 'Error', 'NotPermitted', refused);
+  const refused = policy ? itemRefusal(policy, identityOf(r.id, info), p.item.strategy) : undefined;
+  return refused ? settle(r, result(p.item.name, 'Error', 'NotPermitted', refused)) : r;
+}
+
+/** inNamespace is p with its object, status and identity in namespace (undefined: cluster-scoped). */
+function inNamespace<P extends ParsedItem>(p: P, namespace: string | undefined): P {
+  const move = (o: KubeObject): KubeObject => {
+    const { namespace: _, ...metadata } = o.metadata;
+    return { ...o, metadata: namespace === undefined ? metadata : { ...metadata, namespace } };
+  };
+  const { namespace: _, ...id } = p.id;
+  return {
+    ...p,
+    id: namespace === undefined ? id : { ...id, namespace },
+    ...(p.object ? { object: move(p.object) } : {}),
+    ...(p.status ? { status: move(p.status) } : {}),
+  };
 }
 
 /** identityOf is what a policy is checked on: group and kind as discovery serves them, scope and settled namespace. */

@@ -1,5 +1,6 @@
 // prune.ts lets go of the objects of inventory entries that no item claims any more (item
-// removed, object renamed or moved), and of all of them when a SyncResource is deleted.
+// removed, object renamed or moved), and of all of them when a SyncResource is deleted
+// (delete.ts), and writes the inventory as a run leaves the SKR.
 // An object another SyncResource still names is handed over to it (share.ts letGo); the
 // last to let go deletes it, or releases it (our marks removed) when it was adopted: what
 // we did not create we never delete. Only objects that still carry our mark are touched. A
@@ -11,10 +12,15 @@ import { pruneAction, requestFailure } from '../policy/rules.ts';
 import { entryHolders, letGo, writtenByUsOnly, type Holders, type Writer } from './share.ts';
 import { deleteObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
-import type { InventoryEntry } from '../model.ts';
+import { objectKey, type InventoryEntry } from '../model.ts';
+import type { Recorded } from './inventory.ts';
+import { itemRefusal } from '../policy/tenancy.ts';
+import type { Executed } from './execute.ts';
+import { identityOf, isParsed, type ParsedItem, type PlanItem } from './plan.ts';
+import type { Run } from './run.ts';
 import { installRank } from '../strategies.ts';
 import { mapLimit } from '../concurrency.ts';
-import { guard } from './unreachable.ts';
+import { ClusterUnreachableError, guard } from './unreachable.ts';
 import { release } from './marks.ts';
 
 /** PruneOutcome says, per entry, whether it may leave the inventory. */
@@ -94,4 +100,89 @@ async function pruneOne(
     if (!after || after.metadata.uid !== live.metadata.uid) return void out.gone.push(e);
   }
   out.pending.push(e);
+}
+
+/** Pruned is what a run's prune did: changes, objects still going (pending) or kept (failed), and the digests the status step records. */
+export interface Pruned {
+  changes: Change[];
+  pending: string[];
+  failed: { subject: string; message: string }[];
+  recorded: Recorded[];
+}
+
+/**
+ * pruneUnclaimed deletes what no current item claims (keeping the entries of items whose
+ * text cannot be read now) and writes the inventory as the run leaves the SKR: each
+ * claimed entry with the digests its item's outcome gives (executed, by item name),
+ * without the entries of objects gone or whose create was refused for good (refused).
+ */
+export async function pruneUnclaimed(
+  run: Run,
+  plan: readonly PlanItem[],
+  executed: ReadonlyMap<string, Executed>,
+  refused: ReadonlySet<string>,
+): Promise<Pruned> {
+  const { inventory, deps } = run;
+  const claimed = claims(plan);
+  const unreadable = new Set(plan.filter((p) => !p.id).map((p) => p.item.name));
+  const unclaimed = inventory.entries.filter((e) => !claimed.has(objectKey(e)) && !unreadable.has(e.item));
+  // Under a policy, an object outside it is never pruned: it stays, and says why.
+  const kept = await outsidePolicy(run, unclaimed);
+  const orphans = unclaimed.filter((e) => !kept.has(e));
+  const pruned = await deleteEntries(deps.skr, orphans, run.writer, deps.config, run.holders);
+  const goneKeys = new Set(pruned.gone.map(objectKey));
+  const next: InventoryEntry[] = [];
+  for (const e of inventory.entries) {
+    const key = objectKey(e);
+    if (goneKeys.has(key) || refused.has(key)) continue;
+    const p = claimed.get(key);
+    const outcome = p && executed.get(p.item.name);
+    if (p && !p.done && !p.opts.own) {
+      // Delete keeps its entry until the object is gone; UpdateAndDelete never owns.
+      if (p.opts.remove && outcome?.result.state !== 'Ready') next.push({ ...e, item: p.item.name });
+      continue;
+    }
+    // The digests of what the server holds after this run; an entry whose item wrote nothing keeps its own.
+    next.push(p ? { ...e, item: p.item.name, apiVersion: p.id.apiVersion, ...outcome?.applied } : e);
+  }
+  return {
+    changes: pruned.changes,
+    pending: pruned.pending.map(objectKey),
+    failed: [...pruned.failed, ...kept.values()],
+    recorded: await inventory.settle(next),
+  };
+}
+
+/**
+ * claims maps each object key to the item that claims it: an item with a resource wins
+ * over a status-only one; a duplicate claims nothing (the first item naming an object owns it).
+ */
+function claims(plan: readonly PlanItem[]): Map<string, ParsedItem> {
+  const claimed = new Map<string, ParsedItem>();
+  for (const p of plan.filter(isParsed)) {
+    if (p.done?.reason !== 'DuplicateObject' && (p.object || !claimed.has(objectKey(p.id))))
+      claimed.set(objectKey(p.id), p);
+  }
+  return claimed;
+}
+
+/** outsidePolicy are the entries (with why) a run under a policy may not prune: their kind, scope or namespace is not allowed now. */
+async function outsidePolicy(
+  run: Run,
+  entries: InventoryEntry[],
+): Promise<Map<InventoryEntry, { subject: string; message: string }>> {
+  const out = new Map<InventoryEntry, { subject: string; message: string }>();
+  const policy = run.deps.policy;
+  if (!policy) return out;
+  for (const e of entries) {
+    const info = await guard(() => run.deps.skr.mapper.find(e.apiVersion, e.kind)).catch((err: unknown) => {
+      if (err instanceof ClusterUnreachableError) throw err;
+      return undefined;
+    });
+    // A kind the SKR no longer serves has nothing left to prune.
+    if (!info) continue;
+    const why = itemRefusal(policy, identityOf(e, info), 'CreateAndSync');
+    if (why) out.set(e, { subject: subjectOf(e), message: `${describeId(e)} is not pruned: ${why}` });
+  }
+  return out;
 }

@@ -7,15 +7,17 @@ import { ResolutionError } from '../cluster/resolve.ts';
 import { admit, getIfBound, policiesOnce } from '../cluster/policies.ts';
 import { kymaHome } from '../policy/tenancy.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
-import type {
-  ClusterResolved,
-  ItemsApplied,
-  KymaRequest,
-  KymaResolved,
-  SkrChanged,
-  SyncRef,
-  SyncResourceChanged,
-} from '../events.ts';
+import {
+  EventTypes,
+  type ClusterResolved,
+  type ItemsApplied,
+  type KymaRequest,
+  type KymaResolved,
+  type SyncRef,
+  type SyncResourceChanged,
+} from '../events/contract.ts';
+import type { Answer } from './answer.ts';
+import { isUrgent, type ResolveRequest } from './requests.ts';
 import { isResolutionFailure, KubeApiError, TerminalError } from '../kube/errors.ts';
 import type { ClusterReason } from '../reasons.ts';
 import {
@@ -27,56 +29,52 @@ import {
   type SyncResource,
 } from '../model.ts';
 import { forEachPage } from './resync.ts';
-import type { Deps } from './deps.ts';
+import type { Deps, Logger } from './deps.ts';
 
-/** ResolveOutcome is what the step replies with. */
-export type ResolveOutcome =
+/** ResolveOutcome is what resolving one SyncResource's cluster comes to. */
+type ResolveOutcome =
   | { kind: 'resolved'; data: ClusterResolved }
   | { kind: 'failed'; data: ItemsApplied }
   | { kind: 'none'; why: string };
 
 /** holds tells whether sr is the SyncResource of the claim (uid) and its inventory holds one of the objects named. */
-export function holds(sr: SyncResource, held: NonNullable<ResolveOptions['held']>): boolean {
+export function holds(sr: SyncResource, held: NonNullable<ResolveRequest['held']>): boolean {
   if (sr.metadata.uid !== held.uid) return false;
   const inventory = new Set((sr.status?.synced ?? []).map(objectKey));
   return held.changes.some((c) => inventory.has(objectKey(c)));
 }
 
-/** isEdit tells whether a watch event reports an edit or deletion of a SyncResource that has been reconciled before. */
-export function isEdit(sr: SyncResource, trigger: ClusterResolved['trigger']): boolean {
-  const observed = sr.status?.observedGeneration;
-  return trigger === 'watch' && observed !== undefined && observed !== sr.metadata.generation;
+/**
+ * resolveStep resolves the target cluster of one SyncResource and answers at once: the
+ * cluster resolved (or the failure, for the status step) is posted after the answer, not
+ * replied. A channel-based broker would hold the reply, and with it the caller (an
+ * adapter sends one event after another) for the whole run behind it; a post cut short by
+ * the end of this process is caught up by the next resync (fanout.ts).
+ */
+export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger): Promise<Answer> {
+  const out = await deps.process.resolutions.run(req.change, () => resolveOnce(deps, req));
+  const { ref } = req;
+  const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
+  if (out.kind === 'none') {
+    log.info({ ...fields, why: out.why }, 'nothing to resolve');
+    return {};
+  }
+  const key = `resolve ${ref.namespace}/${ref.name}`;
+  if (out.kind === 'failed') {
+    log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
+    return { later: { key, events: [{ type: EventTypes.itemsApplied, data: out.data }], urgent: false } };
+  }
+  const urgent = out.data.urgent === true;
+  log.info(
+    { ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent },
+    'cluster resolved',
+  );
+  return { later: { key, events: [{ type: EventTypes.clusterResolved, data: out.data }], urgent } };
 }
 
-/** ResolveOptions describe the request being resolved. */
-export interface ResolveOptions {
-  /** onlyIfUnsettled skips SyncResources that are settled (watch events). */
-  onlyIfUnsettled?: boolean;
-  trigger?: ClusterResolved['trigger'];
-  /** change marks a watch event for an existing SyncResource (update or delete): it starts ahead of bulk requests. */
-  change?: boolean;
-  /** since is a reconcile request's ReconcileRequest.since, passed on. */
-  since?: string;
-  /** held is the SKR source's claim: the SyncResource's uid and objects its inventory should hold (checked, not trusted). */
-  held?: Pick<SkrChanged, 'uid' | 'changes'>;
-  /**
-   * seen is the source's account of a SyncResource change (uid, generation, Kyma): it saves
-   * the read here. apply-items reads the SyncResource and acts only if it is that uid at no
-   * older generation, and uses the Secret resolved here only if it is the one that resolves
-   * for its spec.kyma now; a failed resolution reads it (the status names it).
-   */
-  seen?: SyncResourceChanged;
-}
-
-/** resolveStep resolves the target cluster of ref. */
-export function resolveStep(deps: Deps, ref: SyncRef, opts: ResolveOptions = {}): Promise<ResolveOutcome> {
-  return deps.process.resolutions.run(opts.change === true, () => resolveOnce(deps, ref, opts));
-}
-
-async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Promise<ResolveOutcome> {
-  const { held, since, seen } = opts;
-  const onlyIfUnsettled = opts.onlyIfUnsettled === true;
-  const trigger = opts.trigger ?? 'resync';
+async function resolveOnce(deps: Deps, req: ResolveRequest): Promise<ResolveOutcome> {
+  const { ref, held, since, seen, trigger } = req;
+  const onlyIfUnsettled = req.onlyIfUnsettled === true;
   // A namespace the operator has not bound the product in: nothing to read or write there.
   const sr = seen ? seenObject(ref, seen) : await getIfBound(deps.store, deps.config, ref);
   if (!sr) return { kind: 'none', why: 'gone' };
@@ -115,7 +113,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
         generation: sr.metadata.generation ?? 0,
         kyma,
         secret: secret.ref,
-        ...(isEdit(sr, trigger) || trigger === 'skr' || seen?.change ? { urgent: true } : {}),
+        ...(isUrgent(req, sr) ? { urgent: true } : {}),
         ...(since ? { since } : {}),
       },
     };
@@ -125,7 +123,7 @@ async function resolveOnce(deps: Deps, ref: SyncRef, opts: ResolveOptions): Prom
     const live = seen ? await deps.store.get(ref.namespace, ref.name) : sr;
     if (!live || live.metadata.uid !== sr.metadata.uid) return { kind: 'none', why: 'gone or replaced' };
     if (live.metadata.deletionTimestamp && err.reason === 'NotPermitted')
-      return resolveOnce(deps, ref, { ...opts, seen: undefined });
+      return resolveOnce(deps, { ...req, seen: undefined });
     if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
     return { kind: 'failed', data: unresolved(live, err) };
   }
@@ -148,7 +146,7 @@ function seenObject(ref: SyncRef, seen: SyncResourceChanged): SyncResource {
 }
 
 /** KymaOutcome is what resolving a Kyma's request comes to: its cluster, or the failure of each of its SyncResources. */
-export type KymaOutcome =
+type KymaOutcome =
   | { kind: 'resolved'; data: KymaResolved }
   | { kind: 'failed'; data: ItemsApplied[] }
   | { kind: 'none'; why: string };
@@ -158,10 +156,39 @@ export type KymaOutcome =
  * resync reads LIST snapshots of the namespace's Kymas and access Secrets (shared by the
  * requests of one tick); a change of the Kyma or its Secret reads both afresh. When the
  * cluster cannot be resolved, each SyncResource labelled for the Kyma gets the error (or,
- * being deleted, is released).
+ * being deleted, is released), posted after the answer. The resolved Kyma is replied, not
+ * posted: the request comes from a fan-out (a resync, a Kyma or Secret change) that runs
+ * behind its own answer, and holding its post for the Kyma's run bounds the Kymas in
+ * progress at once by the fan-out's parallelism.
  */
-export function resolveKymaStep(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {
-  return deps.process.resolutions.run(false, () => resolveKymaOnce(deps, req));
+export async function resolveKymaStep(deps: Deps, req: KymaRequest, log: Logger): Promise<Answer> {
+  const out = await deps.process.resolutions.run(false, () => resolveKymaOnce(deps, req));
+  const fields = {
+    step: 'resolve-cluster',
+    cluster: req.name,
+    namespace: req.namespace,
+    trigger: req.trigger,
+  };
+  switch (out.kind) {
+    case 'none':
+      log.info({ ...fields, why: out.why }, 'nothing to resolve');
+      return {};
+    case 'failed':
+      log.warn(
+        { ...fields, reason: out.data[0]?.result.clusterError?.reason, syncResources: out.data.length },
+        'cluster not resolved',
+      );
+      return {
+        later: {
+          key: `resolve kyma ${req.namespace}/${req.name}`,
+          events: out.data.map((data) => ({ type: EventTypes.itemsApplied, data })),
+          urgent: false,
+        },
+      };
+    case 'resolved':
+      log.info(fields, 'cluster resolved');
+      return { reply: { type: EventTypes.kymaResolved, data: out.data } };
+  }
 }
 
 async function resolveKymaOnce(deps: Deps, req: KymaRequest): Promise<KymaOutcome> {

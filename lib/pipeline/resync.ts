@@ -1,15 +1,19 @@
 // resync.ts fans out reconcile requests: one per Kyma on the cron tick (its
 // SyncResources are reconciled in one delivery, applyKymaStep in apply.ts), one for a Kyma when
 // it or its access Secret changed, one per SyncResource that references a changed
-// source Secret, and one per SyncResource not yet labelled with its Kyma.
-import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '../events.ts';
+// source Secret or ConfigMap, and one per SyncResource not yet labelled with its Kyma. Its
+// steps answer the tick and the changes of Kymas, Secrets and ConfigMaps at once and run
+// the fan-out after the answer (fanout.ts).
+import { EventTypes, makeEvent, type KymaRequest, type ReconcileRequest } from '../events/contract.ts';
 import { METADATA_ONLY, secretInfo } from '../cluster/resolve.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, SYNC_SOURCE_LABEL, type SyncResource } from '../model.ts';
 import { isDnsSubdomain } from '../policy/identity.ts';
 import { mapLimit } from '../concurrency.ts';
-import type { Deps } from './deps.ts';
+import type { Deps, Logger } from './deps.ts';
+import type { Answer } from './answer.ts';
+import type { ObjectChange } from './requests.ts';
 import { governedNamespaces, isControlPlane, type SyncPolicy } from '../policy/tenancy.ts';
 import { readPolicies } from '../cluster/policies.ts';
 
@@ -215,4 +219,65 @@ export async function ownerOfSecret(
   const labels = list.items?.[0]?.metadata.labels;
   const kyma = labels?.[KYMA_NAME_LABEL];
   return kyma ? { kyma, source: labels?.[SYNC_SOURCE_LABEL] !== undefined } : undefined;
+}
+
+/** tickStep is the resync function's answer to the PingSource tick: resyncAll, after the answer. */
+export async function tickStep(deps: Deps, _req: unknown, log: Logger): Promise<Answer> {
+  log.info({ step: 'resync', trigger: 'ping' }, 'resync started');
+  return { fanOut: { key: 'all', job: () => resyncAll(deps) } };
+}
+
+/** kymaChangedStep answers a change of a Kyma of a control-plane namespace: resyncKyma, after the answer. */
+export async function kymaChangedStep(deps: Deps, { ref, kind }: ObjectChange, log: Logger): Promise<Answer> {
+  const fields = { step: 'resync', trigger: kind, object: `${ref.namespace}/${ref.name}` };
+  if (!isControlPlane(ref.namespace, deps.config)) {
+    log.warn(fields, 'namespace not allowed');
+    return {};
+  }
+  log.info(fields, 'resync started');
+  return {
+    fanOut: {
+      key: `kyma ${ref.namespace}/${ref.name}`,
+      job: () => resyncKyma(deps, ref.namespace, ref.name, 'kyma'),
+    },
+  };
+}
+
+/**
+ * sourceChangedStep answers a change of a Secret or ConfigMap of a control-plane
+ * namespace (sources elsewhere are never read): an access Secret reconciles every
+ * SyncResource of its Kyma, a source Secret or ConfigMap those that reference it; the
+ * posts run after the answer.
+ */
+export async function sourceChangedStep(
+  deps: Deps,
+  { ref, kind }: ObjectChange,
+  log: Logger,
+): Promise<Answer> {
+  const object = `${ref.namespace}/${ref.name}`;
+  if (!isControlPlane(ref.namespace, deps.config)) {
+    log.warn({ step: 'resolve-cluster', trigger: kind, object }, 'namespace not allowed');
+    return {};
+  }
+  if (kind === 'ConfigMap') {
+    log.info({ step: 'resolve-cluster', trigger: 'source ConfigMap', object }, 'resync started');
+    return {
+      fanOut: { key: `configmap ${object}`, job: () => resyncResourceSource(deps, ref.namespace, ref.name) },
+    };
+  }
+  const owner = await ownerOfSecret(deps, ref.namespace, ref.name);
+  log.info(
+    {
+      step: 'resolve-cluster',
+      trigger: owner?.source ? 'source Secret' : 'Secret',
+      object,
+      cluster: owner?.kyma,
+    },
+    owner ? 'resync started' : 'not labelled for a Kyma',
+  );
+  if (!owner) return {};
+  const job = owner.source
+    ? () => resyncSource(deps, ref.namespace, owner.kyma, ref.name)
+    : () => resyncKyma(deps, ref.namespace, owner.kyma, 'secret');
+  return { fanOut: { key: `secret ${object}`, job } };
 }

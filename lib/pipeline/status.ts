@@ -6,7 +6,7 @@
 // still is what the event claims; the live object is read when a test fails or the status
 // looks unchanged.
 import { describeCorrection } from '../changeset.ts';
-import type { ItemsApplied, Seen } from '../events.ts';
+import type { ItemsApplied, Seen } from '../events/contract.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { isNotFound, lostRace } from '../kube/errors.ts';
@@ -15,13 +15,14 @@ import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.t
 import { describeHealth } from '../health.ts';
 import { computeStatus, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
-import type { Deps } from './deps.ts';
+import type { Deps, Logger } from './deps.ts';
+import type { Answer } from './answer.ts';
 import { stillRecordable } from '../engine/inventory.ts';
 import { claimRefusal, resultNamesSpec } from '../policy/rules.ts';
 import { unbound } from '../cluster/policies.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
-export type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
+type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
 
 /** isStale tells whether a result is older than the status already written. */
 export function isStale(live: SyncResource, data: ItemsApplied): boolean {
@@ -37,8 +38,18 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
 }
 
 /** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
-export function writeStatusStep(deps: Deps, data: ItemsApplied, now?: Date): Promise<StatusOutcome> {
-  return deps.process.runs.run(data.urgent === true, () => writeOnce(deps, data, now ?? new Date()));
+export async function writeStatusStep(deps: Deps, data: ItemsApplied, log: Logger): Promise<Answer> {
+  const outcome = await deps.process.runs.run(data.urgent === true, () => writeOnce(deps, data, new Date()));
+  log.info(
+    {
+      step: 'write-status',
+      syncResource: `${data.namespace}/${data.name}`,
+      generation: data.result.generation,
+      outcome,
+    },
+    'status handled',
+  );
+  return {};
 }
 
 /**
@@ -124,7 +135,8 @@ async function nextStatus(
     await syncLabel(deps, base);
     return 'stale';
   }
-  const next = computeStatus(data.result, base.status, now);
+  // The run's step computed the status on the basis it saw; a live basis is computed on here.
+  const next = tentative && data.status ? data.status : computeStatus(data.result, base.status, now);
   const recorded = tentative
     ? (data.result.recorded ?? [])
     : stillRecordable(data.result.recorded, base.status?.synced);

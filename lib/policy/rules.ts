@@ -343,7 +343,7 @@ interface Redactable {
 }
 
 /** redacted: no value of a source Secret leaves a run; API errors may quote what was sent, so every text of a result is cleaned. */
-export function redacted<R extends Redactable>(r: R, secrets: string[] | undefined): R {
+export function redacted<R extends Redactable>(r: R, secrets: readonly string[] | undefined): R {
   if (!secrets?.length) return r;
   const redact = (text: string) => secrets.reduce((t, v) => t.split(v).join('***'), text);
   return {

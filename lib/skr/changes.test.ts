@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { CloudEvent } from 'cloudevents';
 import { RECONCILE_ANNOTATION, type SyncResource, type SyncStatus } from '../model.ts';
-import type { SyncResourceChanged } from '../events.ts';
+import type { SyncResourceChanged } from '../events/contract.ts';
 import { changed, Changes, seenOf, withRetries } from './changes.ts';
 
 const sr = (o: {

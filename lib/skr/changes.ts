@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudEvent } from 'cloudevents';
 import { PriorityGate } from '../concurrency.ts';
-import { EventTypes, makeEvent, type SyncResourceChanged } from '../events.ts';
+import { EventTypes, makeEvent, type SyncResourceChanged } from '../events/contract.ts';
 import { RECONCILE_ANNOTATION, settled, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 

@@ -9,7 +9,7 @@ import type { CloudEvent } from 'cloudevents';
 import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
 import { managerOf } from '../engine/share.ts';
-import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events.ts';
+import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events/contract.ts';
 import { compileRules, type CompiledRules } from '../health.ts';
 import { KubeClient } from '../kube/client.ts';
 import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.ts';

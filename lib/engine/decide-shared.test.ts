@@ -4,7 +4,7 @@ import { describe, expect, it } from 'vitest';
 import type { KubeObject } from '../kube/objects.ts';
 import { MANAGED_BY_LABEL, MANAGED_BY_VALUE, OWNER_ANNOTATION, type Strategy } from '../model.ts';
 import { strategies } from '../strategies.ts';
-import { decide, desiredObject, manifestDigest } from './items.ts';
+import { decide, desiredObject, manifestDigest } from './decide.ts';
 import type { ResolvedItem } from './plan.ts';
 import type { Writer } from './share.ts';
 

@@ -1,0 +1,38 @@
+// delete.ts handles a SyncResource being deleted, per its deletionPolicy: what it created
+// is deleted (Delete) or left (Orphan), what it adopted is released either way, and the
+// finalizer goes once every object is handled.
+import { FINALIZER, objectKey } from '../model.ts';
+import { deleteEntries } from './prune.ts';
+import type { ApplyResult } from './result.ts';
+import { kcpWrite, type Run } from './run.ts';
+
+/** Removed is what a deletion run did. */
+export type Removed = Pick<ApplyResult, 'changes' | 'pending' | 'failed' | 'suspended'> & {
+  deleting: NonNullable<ApplyResult['deleting']>;
+};
+
+/** removeAll lets go of every object of run.sr's inventory (deleteEntries), then of its finalizer. */
+export async function removeAll(run: Run): Promise<Removed> {
+  const { sr, deps, inventory } = run;
+  const policy = sr.spec.deletionPolicy ?? 'Delete';
+  const out: Removed = { changes: [], pending: [], deleting: { finalizerRemoved: false, policy } };
+  const unfinalized = async (): Promise<Removed> => {
+    await kcpWrite(() => deps.kcp.removeFinalizer(run.latest()));
+    return { ...out, deleting: { finalizerRemoved: true, policy } };
+  };
+  if (!sr.metadata.finalizers?.includes(FINALIZER))
+    return { ...out, deleting: { finalizerRemoved: true, policy } };
+  // Suspended means no writes to the SKR, deletion included (as Flux does): the objects
+  // stay as they are, marks and all. Lift the suspension first to have them deleted.
+  if (sr.spec.suspend === true) return { ...(await unfinalized()), suspended: true };
+  // Delete deletes what we created; either policy releases what we adopted.
+  const handled = policy === 'Delete' ? [...inventory.entries] : inventory.entries.filter((e) => e.adopted);
+  if (handled.length === 0) return unfinalized();
+  const gone = await deleteEntries(deps.skr, handled, run.writer, deps.config, run.holders);
+  const goneKeys = new Set(gone.gone.map(objectKey));
+  await inventory.replace(inventory.entries.filter((e) => !goneKeys.has(objectKey(e))));
+  const result = { changes: gone.changes, pending: gone.pending.map(objectKey), failed: gone.failed };
+  // The finalizer stays until every object is handled; a failure is reported, and the next run tries again.
+  if (gone.pending.length > 0 || gone.failed.length > 0) return { ...out, ...result };
+  return { ...(await unfinalized()), ...result };
+}
