@@ -23,23 +23,23 @@ export function kcpIssuer(
   };
 }
 
-/** SenderGuard checks a delivery's sender before the handler runs (ready: before traffic). */
-export interface SenderGuard {
+/** SenderCheck checks a delivery's sender before the handler runs (ready: before traffic). */
+export interface SenderCheck {
   check(context: Context): Promise<void>;
   ready(): Promise<void>;
   close(): Promise<void>;
 }
 
 /**
- * senderGuard is the function's check of who sent a delivery (lib/policy/senders.ts),
+ * senderCheck is the function's check of who sent a delivery (lib/policy/senders.ts),
  * or undefined when SYNC_EVENT_AUTH=none. A refusal is answered 401/403 and counted by
  * reason; it is logged without the token.
  */
-export function senderGuard(
+export function senderCheck(
   fn: string,
   env: Record<string, string | undefined> = process.env,
   fallback: Logger = { info() {}, warn() {}, error() {} },
-): SenderGuard | undefined {
+): SenderCheck | undefined {
   const policy = senderPolicyFromEnv(env);
   Metrics.senderIdentity.add(policy ? 1 : 0, { function: fn });
   if (!policy) return undefined;

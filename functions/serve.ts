@@ -23,7 +23,7 @@ phases.telemetry = performance.now();
 const quiet = await import('./quiet.ts');
 quiet.stopOverloadSampler();
 quiet.skipDefaultMetrics();
-const [{ default: faas }, mod, { getDeps }, { senderGuard }, { IdleCollector }] = await Promise.all([
+const [{ default: faas }, mod, { getDeps }, { senderCheck }, { IdleCollector }] = await Promise.all([
   import('faas-js-runtime'),
   import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
   import('./deps.ts'),
@@ -39,8 +39,8 @@ const ok = async () => 'OK';
 // dead-letter reads nothing of the KCP: it builds no pipeline clients (only the sender check's).
 const usesKcp = name !== 'dead-letter';
 // Every delivery passes the sender check first (SYNC_EVENT_AUTH=oidc): a refused one does no work.
-const guard = senderGuard(name);
-if (!guard)
+const senders = senderCheck(name);
+if (!senders)
   console.log(
     JSON.stringify({
       level: 'warn',
@@ -52,9 +52,9 @@ type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) 
 const inner = mod.handle as Handle;
 // Memory a burst of deliveries grew is given back once none has been in flight for a moment (idle.ts).
 const idle = new IdleCollector();
-const checked: Handle = guard
+const checked: Handle = senders
   ? async (context, event) => {
-      await guard.check(context as never);
+      await senders.check(context as never);
       return inner(context, event);
     }
   : inner;
@@ -67,12 +67,12 @@ await faas.start(
     init: async () => {
       // The issuer's keys are read before traffic; if the KCP cannot answer yet, the first
       // deliveries are answered 503 (redelivered) until it does.
-      await Promise.all([usesKcp ? getDeps() : undefined, guard?.ready().catch(() => undefined)]);
+      await Promise.all([usesKcp ? getDeps() : undefined, senders?.ready().catch(() => undefined)]);
       phases.init = performance.now();
     },
     shutdown: async () => {
       if (usesKcp) await (await getDeps()).cache.closeAll();
-      await guard?.close();
+      await senders?.close();
       await stopTelemetry();
     },
   },

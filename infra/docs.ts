@@ -1,5 +1,5 @@
 // docs.ts renders the parts of the docs that are facts of the code, so they cannot drift:
-// the CloudEvents table of docs/contributor/architecture.md from lib/events.ts's
+// the CloudEvents table of docs/contributor/architecture.md from lib/events/table.ts's
 // EVENT_CONTRACT, and the reasons of docs/user/api.md from lib/reasons.ts. `node
 // infra/docs.ts` writes them; test/docs.test.ts fails when they differ.
 import { readFile, writeFile } from 'node:fs/promises';
@@ -10,7 +10,7 @@ import { CONDITIONS, ITEM_REASONS, RETRY_REASONS } from '../lib/reasons.ts';
 export const ARCHITECTURE = join(import.meta.dirname, '..', 'docs', 'contributor', 'architecture.md');
 export const API = join(import.meta.dirname, '..', 'docs', 'user', 'api.md');
 const BEGIN =
-  '<!-- events: rendered by infra/docs.ts from lib/events.ts (EVENT_CONTRACT); do not edit by hand -->';
+  '<!-- events: rendered by infra/docs.ts from lib/events/table.ts (EVENT_CONTRACT); do not edit by hand -->';
 const END = '<!-- end of events -->';
 
 const code = (s: string) => `\`${s}\``;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events/contract.ts';
-import { mergeRequests } from './pipeline/apply.ts';
+import { mergeRequests } from './pipeline/apply-items.ts';
 import { KeyedQueue, PriorityGate, yieldToUrgent } from './concurrency.ts';
 import { Memo, TtlMemo } from './memo.ts';
 

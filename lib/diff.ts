@@ -7,7 +7,7 @@
 import { createTwoFilesPatch } from 'diff';
 import { dump } from 'js-yaml';
 import type { Config } from './config.ts';
-import { decide } from './engine/decide.ts';
+import { decide, type Decision } from './engine/decide.ts';
 import { itemFailure, sameValues } from './engine/execute.ts';
 import { observe } from './engine/observe.ts';
 import {
@@ -77,62 +77,71 @@ export async function diffSyncResource(
     let p: PlanItem = parsed;
     try {
       p = await resolveKind(parsed, plan, skr, config, policy);
-      if (!isResolved(p)) {
-        const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
-        out.push({
-          ...base,
-          outcome: done.reason === 'Restricted' || done.reason === 'NotPermitted' ? 'restricted' : 'error',
-          reason: done.reason,
-          message: done.message,
-        });
-        continue;
-      }
-      const live = await observe(skr, p);
-      // Under a policy, an object the product did not create is never adopted.
-      if (policy && decide(p, live, { writer: w }).adopt === true) {
-        out.push({ ...base, outcome: 'restricted', reason: 'NotPermitted', message: ADOPTION_REFUSAL });
-        continue;
-      }
-      if (p.item.dataFrom && p.object) {
-        // Values by reference live in the KCP: compared as they are in the cluster, never shown.
-        const asLive = {
-          ...p,
-          object: { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } },
-        };
-        const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
-        const o = await outcomeOf(asLive, live, w, skr);
-        out.push({ ...base, ...o, message: o.message ? `${o.message}; ${note}` : note });
-        continue;
-      }
-      out.push({ ...base, ...(await outcomeOf(p, live, w, skr)) });
+      out.push({ ...base, ...(await itemOutcome(p, skr, w, policy)) });
     } catch (err) {
       const r = itemFailure(p, err);
       out.push({ ...base, outcome: 'error', reason: r.reason, message: r.message });
     }
   }
-  // What the previewed SyncResource holds and no item names any more: its run would prune it.
+  return [...out, ...pruned(plan, opts.as)];
+}
+
+type Found = Omit<ItemDiff, 'item' | 'object'>;
+
+/** itemOutcome is what a run would do to one item's object. */
+async function itemOutcome(
+  p: PlanItem,
+  skr: Cluster,
+  w: Writer,
+  policy: SyncPolicy | undefined,
+): Promise<Found> {
+  if (!isResolved(p)) {
+    const done = p.done ?? { reason: 'InvalidManifest', message: 'the item names no object' };
+    const refused = done.reason === 'Restricted' || done.reason === 'NotPermitted';
+    return { outcome: refused ? 'restricted' : 'error', reason: done.reason, message: done.message };
+  }
+  const live = await observe(skr, p);
+  // Under a policy, an object the product did not create is never adopted.
+  if (policy && decide(p, live, { writer: w }).adopt === true)
+    return { outcome: 'restricted', reason: 'NotPermitted', message: ADOPTION_REFUSAL };
+  if (!(p.item.dataFrom && p.object)) return outcomeOf(p, live, w, skr);
+  // Values by reference live in the KCP: compared as they are in the cluster, never shown.
+  const asLive = {
+    ...p,
+    object: { ...p.object, data: { ...(live?.data as Record<string, string> | undefined) } },
+  };
+  const note = `data comes from Secret ${p.item.dataFrom.secretRef.name} in the KCP by reference; values are not compared`;
+  const o = await outcomeOf(asLive, live, w, skr);
+  return { ...o, message: o.message ? `${o.message}; ${note}` : note };
+}
+
+/** pruned is what the previewed SyncResource (as) holds and no item names any more: its run would prune it. */
+function pruned(plan: readonly PlanItem[], as: SyncResource | undefined): ItemDiff[] {
   const named = new Set(plan.flatMap((p) => (p.id ? [objectKey(p.id)] : [])));
-  for (const e of opts.as?.status?.synced ?? []) {
-    if (named.has(objectKey(e))) continue;
-    out.push({
+  return (as?.status?.synced ?? [])
+    .filter((e) => !named.has(objectKey(e)))
+    .map((e) => ({
       item: e.item,
       outcome: 'prune',
       object: describeId(e),
       message: e.adopted
         ? 'no item names it: it would be released (it existed before), never deleted'
         : 'no item names it: it would be deleted, or released where another SyncResource still names it',
-    });
-  }
-  return out;
+    }));
 }
 
+/** outcomeOf is what the decision for p on live comes to; creates and updates are dry-run applied and shown as a diff. */
 async function outcomeOf(
   p: ResolvedItem,
   live: KubeObject | undefined,
   w: Writer,
   skr: Cluster,
-): Promise<Omit<ItemDiff, 'item' | 'object'>> {
+): Promise<Found> {
   const d = decide(p, live, { writer: w });
+  const statusOnly = (): Found =>
+    d.status
+      ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
+      : { outcome: 'unchanged' };
   if (d.done) {
     const outcome: Outcome =
       d.done.reason === 'Conflict' ? 'conflict' : d.done.reason === 'NotFound' ? 'not found' : 'unchanged';
@@ -147,45 +156,50 @@ async function outcomeOf(
         message: `${describeId(p.id)} exists and would be taken on (our label only)`,
       };
     case 'create':
-    case 'update': {
-      // Without force first, as the engine applies: a field another SyncResource holds with another value is a conflict.
-      try {
-        await applyObject(skr, p.info, d.desired, w.manager, undefined, true, false);
-      } catch (err) {
-        const conflicts = fieldConflicts(err);
-        const held = conflicts && heldElsewhere(conflicts, w, live);
-        if (held?.length)
-          return {
-            outcome: 'conflict',
-            reason: 'Conflict',
-            message: new OwnedFieldConflict(p.id, held).message,
-          };
-      }
-      const after = await applyObject(skr, p.info, d.desired, w.manager, undefined, true);
-      // As the engine decides: the values the apply would store are there already (defaults, quantities as the server writes them).
-      if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, w.manager)) {
-        return d.status
-          ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
-          : { outcome: 'unchanged' };
-      }
-      const fields = mergeFields(ownedFields(live, w.manager), ownedFields(after, w.manager));
-      const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
-      const [before, next] = secretValues(
-        p,
-        live,
-        d.desired,
-        live ? project(live, fields) : undefined,
-        project(after, fields),
-      );
-      return { outcome, diff: unified(p, before, next) };
-    }
+    case 'update':
+      return applyOutcome(p, live, d, w, skr, statusOnly);
     case 'unchanged':
     case 'ignore':
     case 'none':
-      return d.status
-        ? { outcome: 'update', message: `the status of ${describeId(p.id)} would be written` }
-        : { outcome: 'unchanged' };
+      return statusOnly();
   }
+}
+
+/**
+ * applyOutcome dry-runs a create or update. Without force first, as the engine applies: a
+ * field another SyncResource holds with another value is a conflict. As the engine
+ * decides, an update whose values are there already (defaults, quantities as the server
+ * writes them) is no change.
+ */
+async function applyOutcome(
+  p: ResolvedItem,
+  live: KubeObject | undefined,
+  d: Decision & { op: 'create' | 'update' },
+  w: Writer,
+  skr: Cluster,
+  statusOnly: () => Found,
+): Promise<Found> {
+  try {
+    await applyObject(skr, p.info, d.desired, w.manager, undefined, true, false);
+  } catch (err) {
+    const conflicts = fieldConflicts(err);
+    const held = conflicts && heldElsewhere(conflicts, w, live);
+    if (held?.length)
+      return { outcome: 'conflict', reason: 'Conflict', message: new OwnedFieldConflict(p.id, held).message };
+  }
+  const after = await applyObject(skr, p.info, d.desired, w.manager, undefined, true);
+  if (d.op === 'update' && !d.adopt && !d.release && live && sameValues(after, live, w.manager))
+    return statusOnly();
+  const fields = mergeFields(ownedFields(live, w.manager), ownedFields(after, w.manager));
+  const outcome: Outcome = d.op === 'create' ? 'create' : d.adopt ? 'adopt' : 'update';
+  const [before, next] = secretValues(
+    p,
+    live,
+    d.desired,
+    live ? project(live, fields) : undefined,
+    project(after, fields),
+  );
+  return { outcome, diff: unified(p, before, next) };
 }
 
 /**

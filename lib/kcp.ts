@@ -27,8 +27,8 @@ export const syncResourceInfo: ResourceInfo = {
   hasStatus: true,
 };
 
-/** StatusGuard is what a status write tests besides uid and resourceVersion: the generation, and the spec items' names in order (none: not tested). */
-export interface StatusGuard {
+/** StatusPreconditions are what a status write tests besides uid and resourceVersion: the generation, and the spec items' names in order (none: not tested). */
+export interface StatusPreconditions {
   generation: number;
   items: string[];
 }
@@ -144,17 +144,17 @@ export class KcpStore {
 
   /**
    * writeStatus writes the status fields (all but status.synced, which is the inventory's)
-   * as the status manager, in one JSON patch. With a guard the patch first tests that the
+   * as the status manager, in one JSON patch. With preconditions the patch first tests that the
    * object is still the one decided on: its uid and resourceVersion, its generation, and the
    * names of its spec items in order; a failed test changes nothing (409 or 422).
    */
   async writeStatus(
     sr: SyncResource,
     status: Omit<SyncStatus, 'synced'>,
-    guard?: StatusGuard,
+    preconditions?: StatusPreconditions,
     recorded: readonly Recorded[] = [],
   ): Promise<SyncResource> {
-    const tests = guard ? statusWriteTests(sr, guard) : [];
+    const tests = preconditions ? statusWriteTests(sr, preconditions) : [];
     const writes = sr.status
       ? Object.entries(status).map(([k, value]) => ({ op: 'add', path: `/status/${k}`, value }))
       : [{ op: 'add', path: '/status', value: status }];

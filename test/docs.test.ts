@@ -1,4 +1,4 @@
-// The docs' facts are the code's: the CloudEvents table is rendered from lib/events.ts and
+// The docs' facts are the code's: the CloudEvents table is rendered from lib/events/table.ts and
 // matches knative.yaml's Triggers, BENCHMARKS.md's figures are a run's JSON, and every link
 // between the documents leads somewhere.
 import { access, readdir, readFile } from 'node:fs/promises';
@@ -35,7 +35,7 @@ function typesOf(t: Trigger): { exact: string[]; prefix: string[] } {
 }
 
 describe('the docs', () => {
-  it('show the CloudEvents contract as lib/events.ts has it', async () => {
+  it('show the CloudEvents contract as lib/events/table.ts has it', async () => {
     const doc = await readFile(ARCHITECTURE, 'utf8');
     expect(doc, 'run node infra/docs.ts').toBe(withEvents(doc));
   });

@@ -25,7 +25,7 @@ const ready = (
   expect(sr?.status?.state).toBe('Ready');
   expect(sr?.status?.observedGeneration).toBe(sr?.metadata.generation);
 };
-// write-status labels a SyncResource just after its first status (lib/pipeline/status.ts), so Ready comes a moment before the label.
+// write-status labels a SyncResource just after its first status (lib/pipeline/write-status.ts), so Ready comes a moment before the label.
 const readyFor = (kyma: string) => (sr: SyncResource | undefined) => {
   ready(sr);
   expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe(kyma);

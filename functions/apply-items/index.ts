@@ -4,7 +4,7 @@
 // resolved") runs each of its SyncResources and sends only the outcomes that change a status.
 import { EventTypes } from '../../lib/events/contract.ts';
 import { checkClusterResolved, checkKymaResolved } from '../../lib/events/parse.ts';
-import { applyStep } from '../../lib/pipeline/apply.ts';
+import { applyStep } from '../../lib/pipeline/apply-items.ts';
 import { applyKymaStep } from '../../lib/pipeline/apply-kyma.ts';
 import { defineFunction, ofType, route } from '../define.ts';
 

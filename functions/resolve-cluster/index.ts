@@ -7,7 +7,7 @@
 import { EventTypes } from '../../lib/events/contract.ts';
 import { checkKymaRequest } from '../../lib/events/parse.ts';
 import * as requests from '../../lib/pipeline/requests.ts';
-import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve.ts';
+import { resolveKymaStep, resolveStep } from '../../lib/pipeline/resolve-cluster.ts';
 import { sourceChangedStep } from '../../lib/pipeline/resync.ts';
 import { defineFunction, ofType, route } from '../define.ts';
 

@@ -1,7 +1,7 @@
 // write-status: "items applied" in; status, label and Kubernetes Events written.
 import { EventTypes } from '../../lib/events/contract.ts';
 import { checkItemsApplied } from '../../lib/events/parse.ts';
-import { writeStatusStep } from '../../lib/pipeline/status.ts';
+import { writeStatusStep } from '../../lib/pipeline/write-status.ts';
 import { defineFunction, ofType, route } from '../define.ts';
 
 export const handle = defineFunction('write-status', [

@@ -2,29 +2,10 @@
 // CRD Established, then its kind in discovery.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { Config } from '../config.ts';
-import { getObject, mustFind, type Cluster, type KubeObject } from '../kube/objects.ts';
+import { getObject, mustFind, type Cluster } from '../kube/objects.ts';
 import { requestFailure } from '../policy/rules.ts';
-import type { PlanItem } from './plan.ts';
-import { ClusterUnreachableError, guard } from './unreachable.ts';
-
-/** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
-export function crdProvides(
-  plan: readonly PlanItem[],
-  apiVersion: string,
-  kind: string,
-): (PlanItem & { object: KubeObject }) | undefined {
-  const [group, version] = apiVersion.split('/');
-  return plan.find((p): p is PlanItem & { object: KubeObject } => {
-    if (p.object?.kind !== 'CustomResourceDefinition') return false;
-    const spec = p.object.spec as
-      { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
-    return (
-      spec?.group === group &&
-      spec?.names?.kind === kind &&
-      (spec?.versions ?? []).some((v) => v.name === version)
-    );
-  });
-}
+import { crdProvides, type PlanItem } from './plan.ts';
+import { ClusterUnreachableError, inSkr } from './unreachable.ts';
 
 type CrdStatus = { status?: { conditions?: { type: string; status: string }[] } } | undefined;
 
@@ -47,14 +28,14 @@ export async function waitForCrds(
       needed.set(crd, [...(needed.get(crd) ?? []), { apiVersion: p.id.apiVersion, kind: p.id.kind }]);
   }
   if (needed.size === 0) return;
-  const info = await guard(() => mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'));
+  const info = await inSkr(() => mustFind(skr, 'apiextensions.k8s.io/v1', 'CustomResourceDefinition'));
   const deadline = Date.now() + config.crdWaitMs;
   for (const [crd, kinds] of needed) {
     let established = false;
     while (!established && Date.now() < deadline) {
       let live: CrdStatus;
       try {
-        live = (await guard(() => getObject(skr, info, undefined, crd.object!.metadata.name))) as CrdStatus;
+        live = (await inSkr(() => getObject(skr, info, undefined, crd.object!.metadata.name))) as CrdStatus;
       } catch (err) {
         // A read the SKR refuses ends the wait: the items that need the CRD report what they find.
         requestFailure(crd.item.name, err);
@@ -76,7 +57,7 @@ export async function waitForCrds(
 async function served(skr: Cluster, apiVersion: string, kind: string): Promise<boolean> {
   skr.mapper.forget(apiVersion);
   try {
-    return (await guard(() => skr.mapper.find(apiVersion, kind))) !== undefined;
+    return (await inSkr(() => skr.mapper.find(apiVersion, kind))) !== undefined;
   } catch (err) {
     if (err instanceof ClusterUnreachableError) throw err;
     return true;

@@ -16,7 +16,7 @@ import { readFeedback } from '../feedback.ts';
 import { healthOf } from '../health.ts';
 import { immutableSummary, isImmutableRefusal, recreate } from './recreate.ts';
 import { result, type ItemResult } from './result.ts';
-import { guard } from './unreachable.ts';
+import { inSkr } from './unreachable.ts';
 import { change, manifestDigest, type Decision } from './decide.ts';
 import { observe } from './observe.ts';
 
@@ -67,7 +67,7 @@ const ignored = (p: ResolvedItem) =>
 /** operations are what each op writes, one function each. */
 const operations: { [O in Op]: Operation<O> } = {
   async create({ skr, p, d, w, applied }) {
-    const current = await guard(() => applyShared(skr, p.info, p.id, d.desired, w));
+    const current = await inSkr(() => applyShared(skr, p.info, p.id, d.desired, w));
     applied(current);
     return {
       res: result(p.item.name, 'Ready', 'Created', 'resource has been created', {
@@ -78,7 +78,7 @@ const operations: { [O in Op]: Operation<O> } = {
   },
   update: updateObject,
   async adopt({ skr, p, d, w }) {
-    await guard(() => stamp(skr, p.info, d.live, true, undefined, w.manager));
+    await inSkr(() => stamp(skr, p.info, d.live, true, undefined, w.manager));
     return { res: d.adopt ? adopted(p, change(p, 'configured')) : ignored(p), current: d.live };
   },
   async unchanged({ p, d, applied, unmark }) {
@@ -88,7 +88,7 @@ const operations: { [O in Op]: Operation<O> } = {
   },
   ignore: async ({ p, d }) => ({ res: ignored(p), current: d.live }),
   async delete({ skr, p, d }) {
-    await guard(() => deleteObject(skr, p.info, d.live));
+    await inSkr(() => deleteObject(skr, p.info, d.live));
     const after = await observe(skr, p);
     const what = describeId(p.id);
     const res =
@@ -114,7 +114,7 @@ async function updateObject(a: Act<Decision & { op: 'update' }>): Promise<Acted>
   const { skr, p, d, w } = a;
   const { live, desired } = d;
   const dry = d.confirm
-    ? await guard(() => applyObject(skr, p.info, desired, w.manager, undefined, true)).catch(
+    ? await inSkr(() => applyObject(skr, p.info, desired, w.manager, undefined, true)).catch(
         (err: unknown) => {
           if (d.recreate && isImmutableRefusal(err)) return undefined;
           throw err;
@@ -129,7 +129,7 @@ async function updateObject(a: Act<Decision & { op: 'update' }>): Promise<Acted>
   let after: KubeObject;
   try {
     const takeBack = d.drift && d.cause ? d.cause.managers : undefined;
-    after = await guard(() => applyShared(skr, p.info, p.id, desired, w, { live, takeBack }));
+    after = await inSkr(() => applyShared(skr, p.info, p.id, desired, w, { live, takeBack }));
   } catch (err) {
     if (!d.recreate || !isImmutableRefusal(err)) throw err;
     return recreateObject(a, immutableSummary(err));
@@ -146,7 +146,7 @@ async function updateObject(a: Act<Decision & { op: 'update' }>): Promise<Acted>
 async function recreateObject(a: Act<Decision & { op: 'update' }>, why: string): Promise<Acted> {
   const { skr, p, d, w } = a;
   const what = describeId(p.id);
-  const current = await guard(() => recreate(skr, p, d.live, d.desired, w.manager));
+  const current = await inSkr(() => recreate(skr, p, d.live, d.desired, w.manager));
   if (!current)
     return {
       res: result(
@@ -192,7 +192,7 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, w: Wri
         ...(d.desired && p.opts.own ? { manifest: manifestDigest(d.desired) } : {}),
       };
     },
-    unmark: async (obj) => (d.release ? guard(() => release(skr, p.info, obj, w.manager, false)) : undefined),
+    unmark: async (obj) => (d.release ? inSkr(() => release(skr, p.info, obj, w.manager, false)) : undefined),
   };
   try {
     const acted = await (operations[d.op] as Operation<Op>)(act);
@@ -214,10 +214,10 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, w: Wri
 async function keepMarks({ skr, p, d, w }: Act<Decision>, current: KubeObject | undefined) {
   if (!current || d.release) return current;
   if (d.op === 'update' || d.op === 'unchanged')
-    current = (await guard(() => takeOver(skr, p.info, current!, w))) ?? current;
+    current = (await inSkr(() => takeOver(skr, p.info, current!, w))) ?? current;
   const marked = current;
   if ((d.op === 'update' || d.op === 'unchanged' || d.op === 'ignore') && hasLegacyMarks(marked))
-    await guard(() => stamp(skr, p.info, marked, p.opts.own, d.desired, w.manager));
+    await inSkr(() => stamp(skr, p.info, marked, p.opts.own, d.desired, w.manager));
   return current;
 }
 
@@ -239,7 +239,7 @@ async function writeStatus(
   }
   const metadata = { name: p.id.name, ...(p.id.namespace ? { namespace: p.id.namespace } : {}) };
   const body = { apiVersion: sub.apiVersion, kind: sub.kind, metadata, status } as KubeObject;
-  const after = await guard(() => applyShared(skr, p.info, p.id, body, w, { subresource: 'status' }));
+  const after = await inSkr(() => applyShared(skr, p.info, p.id, body, w, { subresource: 'status' }));
   const written =
     res.reason === 'Unchanged'
       ? synced(p, 'configured', p.object ? 'resource has been synced' : 'status has been synced')

@@ -4,7 +4,7 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { getObject } from '../kube/objects.ts';
 import { decide, type DecideContext } from './decide.ts';
 import type { ResolvedItem } from './plan.ts';
-import { ClusterUnreachableError, guard } from './unreachable.ts';
+import { ClusterUnreachableError, inSkr } from './unreachable.ts';
 
 /**
  * observe reads an item's live object; unreachable clusters abort the run. With a decide
@@ -21,7 +21,7 @@ export async function observe(
   if (ctx && lists && p.object && p.opts.own) {
     // A snapshot that cannot be had (e.g. a fresh CRD's storage still initializing) is no
     // reason to fail: the live read below decides.
-    const snap = await guard(() => lists.get(p.info, p.id.namespace, p.id.name, since)).catch(
+    const snap = await inSkr(() => lists.get(p.info, p.id.namespace, p.id.name, since)).catch(
       (err: unknown) => {
         if (err instanceof ClusterUnreachableError) throw err;
         return undefined;
@@ -32,5 +32,5 @@ export async function observe(
       if ((d.op === 'unchanged' || d.op === 'ignore') && !d.status && !d.record) return snap;
     }
   }
-  return guard(() => getObject(skr, p.info, p.id.namespace, p.id.name));
+  return inSkr(() => getObject(skr, p.info, p.id.namespace, p.id.name));
 }

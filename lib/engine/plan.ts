@@ -6,18 +6,14 @@ import type { ResourceInfo } from '../kube/discovery.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { describeId, idOf, ManifestError, parseManifest } from '../manifest.ts';
 import { objectKey, type ObjectId, type SyncItem } from '../model.ts';
-import { isDnsSubdomain } from '../policy/identity.ts';
-import { dataFromRefusal, firstClaims, restriction, secretValues } from '../policy/rules.ts';
-import { parseApiVersion } from '../policy/identity.ts';
+import { dataFromRefusal, firstClaims, restriction } from '../policy/rules.ts';
+import { isDnsSubdomain, parseApiVersion } from '../policy/identity.ts';
 import { itemRefusal, type SyncPolicy } from '../policy/tenancy.ts';
 import { SourceError } from '../cluster/sources.ts';
-import { TransientError } from '../kube/errors.ts';
-import { mapLimit } from '../concurrency.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { compileFeedback, type FeedbackPath } from '../feedback.ts';
 import { compileRules, type CompiledRules } from '../health.ts';
-import { guard } from './unreachable.ts';
-import { crdProvides } from './crds.ts';
+import { inSkr } from './unreachable.ts';
 import { result, type ItemResult } from './result.ts';
 
 /**
@@ -64,48 +60,14 @@ export const isParsed = (p: PlanItem): p is ParsedItem => p.id !== undefined;
 export const isResolved = (p: PlanItem): p is ResolvedItem =>
   p.id !== undefined && p.info !== undefined && p.done === undefined;
 
-/** SourceReader returns the data and resourceVersion of the source Secret name for this SyncResource, or throws a SourceError. */
-export type SourceReader = (name: string) => Promise<{ data: Record<string, string>; version: string }>;
+/** ResourceTexts are the texts (or the reasons there is none) of the resourceFrom items of a run, by item name. */
+export type ResourceTexts = Map<string, string | SourceError>;
 
 const sameId = (a: ObjectId, b: ObjectId) =>
   a.apiVersion === b.apiVersion &&
   a.kind === b.kind &&
   a.name === b.name &&
   (a.namespace ?? '') === (b.namespace ?? '');
-
-/** ResourceSourceReader returns the text a resourceFrom item names, or throws a SourceError. */
-export type ResourceSourceReader = (name: string, key: string) => Promise<string>;
-
-/** ResourceTexts are the texts (or the reasons there is none) of the resourceFrom items of a run, by item name. */
-export type ResourceTexts = Map<string, string | SourceError>;
-
-/** readResourceTexts reads the text of every resourceFrom item; a failure to read the KCP is the run's (transient). */
-export async function readResourceTexts(
-  items: SyncItem[],
-  read: ResourceSourceReader | undefined,
-  concurrency: number,
-): Promise<ResourceTexts> {
-  const texts: ResourceTexts = new Map();
-  await mapLimit(
-    items.filter((i) => i.resourceFrom !== undefined && i.resource === undefined),
-    concurrency,
-    async (i) => {
-      const { name, key } = i.resourceFrom!.configMapKeyRef;
-      if (!read)
-        return void texts.set(
-          i.name,
-          new SourceError(`ConfigMap ${name} (resourceFrom) cannot be read here`, 'ResourceSourceNotFound'),
-        );
-      try {
-        texts.set(i.name, await read(name, key));
-      } catch (err) {
-        if (!(err instanceof SourceError)) throw err;
-        texts.set(i.name, err);
-      }
-    },
-  );
-  return texts;
-}
 
 /**
  * parseItems parses every item; problems stay on their item. A resourceFrom item takes
@@ -188,64 +150,28 @@ function checkDataFrom(p: PlanItem): void {
     throw new ManifestError('dataFrom.secretRef.name must name a Secret (a lowercase RFC 1123 subdomain)');
 }
 
-/**
- * fillSources gives every dataFrom item its source Secret's data; a source that is missing
- * or may not ship here settles the item (SecretSourceNotFound, SecretSourceRejected) before
- * anything is read or written in the SKR. A failure to read is the run's (transient).
- */
-export function fillSources(
-  plan: readonly PlanItem[],
-  read: SourceReader | undefined,
-  concurrency: number,
-): Promise<PlanItem[]> {
-  return mapLimit(plan, concurrency, async (p): Promise<PlanItem> => {
-    if (p.done || p.item.dataFrom === undefined) return p;
-    const name = p.item.dataFrom.secretRef.name;
-    if (!read)
-      return settle(
-        p,
-        result(
-          p.item.name,
-          'Error',
-          'SecretSourceNotFound',
-          `Secret ${name} (dataFrom.secretRef) cannot be read here`,
-        ),
-      );
-    try {
-      const { data, version } = await read(name);
-      return { ...p, object: { ...p.object!, data }, sourceVersion: version, secrets: secretValues(data) };
-    } catch (err) {
-      if (!(err instanceof SourceError)) throw err;
-      return settle(p, result(p.item.name, 'Error', err.reason, err.message));
-    }
-  });
-}
-
-/**
- * confirmSources re-reads the source of every dataFrom item this run wrote and fails the
- * run (transient: it is redelivered) if one changed meanwhile. Two runs of one
- * SyncResource may overlap (two replicas): one that read a source before a rotation and
- * wrote after the other wrote the new value must not be the last word.
- */
-export async function confirmSources(plan: PlanItem[], read: SourceReader | undefined): Promise<void> {
-  for (const p of plan) {
-    if (p.sourceVersion === undefined || !read) continue;
-    const name = p.item.dataFrom!.secretRef.name;
-    const now = await read(name).then(
-      (s) => s.version,
-      (err: unknown) => (err instanceof SourceError ? undefined : Promise.reject(err)),
-    );
-    if (now !== p.sourceVersion)
-      throw new TransientError(
-        `Secret ${name} (dataFrom.secretRef) changed while this run applied it; retry`,
-        'SecretSourceChanged',
-      );
-  }
-}
-
 /** byReference tells whether p is a v1 Secret whose values come by reference (dataFrom): the one Secret that is not restricted. */
 const byReference = (p: PlanItem): boolean =>
   p.item.dataFrom !== undefined && p.object?.apiVersion === 'v1' && p.object.kind === 'Secret';
+
+/** crdProvides returns the CRD item of plan that defines apiVersion/kind, if any. */
+export function crdProvides(
+  plan: readonly PlanItem[],
+  apiVersion: string,
+  kind: string,
+): (PlanItem & { object: KubeObject }) | undefined {
+  const [group, version] = apiVersion.split('/');
+  return plan.find((p): p is PlanItem & { object: KubeObject } => {
+    if (p.object?.kind !== 'CustomResourceDefinition') return false;
+    const spec = p.object.spec as
+      { group?: string; names?: { kind?: string }; versions?: { name?: string }[] } | undefined;
+    return (
+      spec?.group === group &&
+      spec?.names?.kind === kind &&
+      (spec?.versions ?? []).some((v) => v.name === version)
+    );
+  });
+}
 
 /**
  * markDuplicates settles every item that names an object an earlier item already names
@@ -299,7 +225,7 @@ export async function resolveKind(
   policy?: SyncPolicy,
 ): Promise<PlanItem> {
   if (p.done || !isParsed(p)) return p;
-  const info = await guard(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
+  const info = await inSkr(() => skr.mapper.find(p.id.apiVersion, p.id.kind));
   if (!info) {
     const crd = crdProvides(plan, p.id.apiVersion, p.id.kind);
     return settle(

@@ -20,7 +20,7 @@ import { identityOf, isParsed, type ParsedItem, type PlanItem } from './plan.ts'
 import type { Run } from './run.ts';
 import { installRank } from '../strategies.ts';
 import { mapLimit } from '../concurrency.ts';
-import { ClusterUnreachableError, guard } from './unreachable.ts';
+import { ClusterUnreachableError, inSkr } from './unreachable.ts';
 import { release } from './marks.ts';
 
 /** PruneOutcome says, per entry, whether it may leave the inventory. */
@@ -74,29 +74,29 @@ async function pruneOne(
   out: PruneOutcome,
   holders: () => Promise<Holders>,
 ): Promise<void> {
-  const info = await guard(() => skr.mapper.find(e.apiVersion, e.kind));
+  const info = await inSkr(() => skr.mapper.find(e.apiVersion, e.kind));
   // A kind the SKR no longer serves has no objects left.
   if (!info) return void out.gone.push(e);
-  const live = await guard(() => getObject(skr, info, e.namespace, e.name));
+  const live = await inSkr(() => getObject(skr, info, e.namespace, e.name));
   const shared = live !== undefined && entryHolders(await holders(), e).length > 0;
   const action = live && pruneAction(live, w.owner, e.adopted === true, shared, writtenByUsOnly(live, w));
   if (!live || action === 'leave') return void out.gone.push(e);
   if (action === 'share') {
-    await guard(() => letGo(skr, info, live, w, e.adopted === true));
+    await inSkr(() => letGo(skr, info, live, w, e.adopted === true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);
   }
   if (action === 'release') {
     // Our label goes, and our name on its fields: they stay as they are, no one's now.
-    const after = (await guard(() => release(skr, info, live, w.manager, true))) as KubeObject | undefined;
-    await guard(() => letGo(skr, info, after ?? live, w, true));
+    const after = (await inSkr(() => release(skr, info, live, w.manager, true))) as KubeObject | undefined;
+    await inSkr(() => letGo(skr, info, after ?? live, w, true));
     out.changes.push({ subject: subjectOf(e), action: 'released', item: e.item });
     return void out.gone.push(e);
   }
   if (!live.metadata.deletionTimestamp) {
-    await guard(() => deleteObject(skr, info, live));
+    await inSkr(() => deleteObject(skr, info, live));
     out.changes.push({ subject: subjectOf(e), action: 'deleted', item: e.item });
-    const after = await guard(() => getObject(skr, info, e.namespace, e.name));
+    const after = await inSkr(() => getObject(skr, info, e.namespace, e.name));
     if (!after || after.metadata.uid !== live.metadata.uid) return void out.gone.push(e);
   }
   out.pending.push(e);
@@ -175,7 +175,7 @@ async function outsidePolicy(
   const policy = run.deps.policy;
   if (!policy) return out;
   for (const e of entries) {
-    const info = await guard(() => run.deps.skr.mapper.find(e.apiVersion, e.kind)).catch((err: unknown) => {
+    const info = await inSkr(() => run.deps.skr.mapper.find(e.apiVersion, e.kind)).catch((err: unknown) => {
       if (err instanceof ClusterUnreachableError) throw err;
       return undefined;
     });

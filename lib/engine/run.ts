@@ -8,7 +8,7 @@ import type { SyncResource } from '../model.ts';
 import type { SyncPolicy } from '../policy/tenancy.ts';
 import type { RetryReason } from '../reasons.ts';
 import type { Inventory } from './inventory.ts';
-import type { ResourceSourceReader, SourceReader } from './plan.ts';
+import type { ResourceSourceReader, SourceReader } from './sources.ts';
 import { holdersOf, writerOf, type Holders, type Writer } from './share.ts';
 
 /** ReconcileDeps are the engine's collaborators, resolved by the caller. */

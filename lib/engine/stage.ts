@@ -19,7 +19,7 @@ import { adopted, execute, itemFailure, type Executed } from './execute.ts';
 import { observe } from './observe.ts';
 import { isResolved, markDuplicates, resolveKind, settle, type PlanItem, type ResolvedItem } from './plan.ts';
 import { entryHolders, type Holders } from './share.ts';
-import { guard } from './unreachable.ts';
+import { inSkr } from './unreachable.ts';
 import { result } from './result.ts';
 import type { Run } from './run.ts';
 
@@ -171,7 +171,7 @@ async function rehearseRefusedCreates(run: Run, steps: Step[]): Promise<Step[]> 
     const d = step.decision;
     if (d.op !== 'create' || !refusedBefore.has(step.p.item.name)) return step;
     try {
-      await guard(() => applyObject(skr, step.p.info, d.desired, run.writer.manager, undefined, true));
+      await inSkr(() => applyObject(skr, step.p.info, d.desired, run.writer.manager, undefined, true));
       return step;
     } catch (err) {
       const r = itemFailure(step.p, err);

@@ -12,8 +12,8 @@ export class ClusterUnreachableError extends Error {
   }
 }
 
-/** guard turns cluster-level failures into ClusterUnreachableError. */
-export async function guard<T>(fn: () => Promise<T>): Promise<T> {
+/** inSkr runs a request to the SKR; a failure of the cluster (no answer, credential refused) becomes ClusterUnreachableError, which ends the run. */
+export async function inSkr<T>(fn: () => Promise<T>): Promise<T> {
   try {
     return await fn();
   } catch (err) {

@@ -15,8 +15,8 @@ import { Metrics } from '../telemetry.ts';
 import { mapLimit } from '../concurrency.ts';
 import type { Answer, Emit } from './answer.ts';
 import type { Deps, Logger } from './deps.ts';
-import { knownUnreachable, logApplied, queueFor, type ApplyOutcome, type RunRequest } from './apply.ts';
-import { unresolved } from './resolve.ts';
+import { knownUnreachable, logApplied, queueFor, type ApplyOutcome, type RunRequest } from './apply-items.ts';
+import { unresolved } from './resolve-cluster.ts';
 import { forEachPage } from './resync.ts';
 import { unbound } from '../cluster/policies.ts';
 
@@ -75,33 +75,26 @@ export async function applyKymaStep(deps: Deps, data: KymaResolved, log: Logger)
  */
 async function runBatch(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
   const out: KymaApplied = { outcomes: [], unchanged: 0, redirect: [], retry: false };
-  const kyma = data.name;
   const srs: SyncResource[] = [];
   try {
     await forEachPage<SyncResource>(
       deps,
       data.namespace,
-      `${KYMA_NAME_LABEL}=${kyma}`,
-      async (page) => {
-        srs.push(...page);
-      },
+      `${KYMA_NAME_LABEL}=${data.name}`,
+      async (page) => void srs.push(...page),
       true,
     );
   } catch (err) {
     if (unbound(deps.config, data.namespace, err)) return out;
     throw err;
   }
-  const q = queueFor(deps);
   // The batch's breaker: once a run finds the SKR unreachable, the runs not started yet
   // are not started (one SKR, one answer); each gets that finding as its outcome, written
   // only where its status does not say so already.
   let tripped: ItemsApplied['result']['clusterError'];
   await mapLimit(srs, BATCH_RUNS, async (sr) => {
     const ref = { namespace: data.namespace, name: sr.metadata.name };
-    if (sr.spec.kyma !== kyma) {
-      out.redirect.push(ref);
-      return;
-    }
+    if (sr.spec.kyma !== data.name) return void out.redirect.push(ref);
     if (tripped) {
       Metrics.runs.add(1, { outcome: 'skipped' });
       if (knownUnreachable(sr)) out.unchanged++;
@@ -111,33 +104,8 @@ async function runBatch(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
       }
       return;
     }
-    const request: RunRequest = {
-      ...ref,
-      trigger: data.trigger,
-      uid: sr.metadata.uid!,
-      generation: sr.metadata.generation ?? 0,
-      kyma,
-      secret: data.secret,
-      ...(data.since ? { since: data.since } : {}),
-      listed: sr,
-    };
-    let run: ApplyOutcome;
-    try {
-      run = await q.run(`${ref.namespace}/${ref.name}`, { deps, request });
-    } catch (err) {
-      // KCP trouble or a changed SyncResource: its own request retries it, with the broker's back-off.
-      deps.log.warn(
-        {
-          step: 'apply-items',
-          syncResource: `${ref.namespace}/${ref.name}`,
-          cluster: kyma,
-          error: err instanceof Error ? err.message : String(err),
-        },
-        'run of a batch failed; reconciling it on its own',
-      );
-      out.redirect.push(ref);
-      return;
-    }
+    const run = await runListed(deps, data, sr);
+    if (run === 'failed') return void out.redirect.push(ref);
     if (run.kind === 'none') return;
     if (run.data.result.clusterError?.transient) tripped ??= run.data.result.clusterError;
     if (run.retry) out.retry = true;
@@ -145,6 +113,39 @@ async function runBatch(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
     else out.unchanged++;
   });
   return out;
+}
+
+/**
+ * runListed runs one SyncResource of the batch as listed, through its queue; a failed run
+ * (KCP trouble, or the SyncResource changed) is reconciled on its own request, with the
+ * broker's back-off.
+ */
+async function runListed(deps: Deps, data: KymaResolved, sr: SyncResource): Promise<ApplyOutcome | 'failed'> {
+  const ref = { namespace: data.namespace, name: sr.metadata.name };
+  const request: RunRequest = {
+    ...ref,
+    trigger: data.trigger,
+    uid: sr.metadata.uid!,
+    generation: sr.metadata.generation ?? 0,
+    kyma: data.name,
+    secret: data.secret,
+    ...(data.since ? { since: data.since } : {}),
+    listed: sr,
+  };
+  try {
+    return await queueFor(deps).run(`${ref.namespace}/${ref.name}`, { deps, request });
+  } catch (err) {
+    deps.log.warn(
+      {
+        step: 'apply-items',
+        syncResource: `${ref.namespace}/${ref.name}`,
+        cluster: data.name,
+        error: err instanceof Error ? err.message : String(err),
+      },
+      'run of a batch failed; reconciling it on its own',
+    );
+    return 'failed';
+  }
 }
 
 /**

@@ -6,7 +6,7 @@
 // namespace is computed as that one's field manager, with that one's inventory (what its
 // run would prune); a dry run writes nothing, so acting as its manager changes nothing.
 import { diffSyncResource, CHANGES, type ItemDiff } from '../diff.ts';
-import { readResourceTexts } from '../engine/plan.ts';
+import { readResourceTexts } from '../engine/sources.ts';
 import type { Cluster } from '../kube/objects.ts';
 import type { PreviewItem, PreviewStatus, SyncResource } from '../model.ts';
 import { bounded } from '../policy/rules.ts';

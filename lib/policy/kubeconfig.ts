@@ -47,6 +47,23 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
     throw new InvalidKubeconfigError('not valid YAML');
   }
   if (!isMap(doc)) throw new InvalidKubeconfigError('not a YAML mapping');
+  const { current, ctx } = theContext(doc);
+  refuseForbidden(doc, opts);
+  const cluster = entries(doc, 'clusters').find((c) => c.name === ctx.cluster)?.cluster;
+  if (!isMap(cluster))
+    throw new InvalidKubeconfigError(
+      `context "${current}" names cluster "${String(ctx.cluster)}", which is missing`,
+    );
+  const user = entries(doc, 'users').find((u) => u.name === ctx.user)?.user;
+  if (!isMap(user))
+    throw new InvalidKubeconfigError(
+      `context "${current}" names user "${String(ctx.user)}", which is missing`,
+    );
+  return credentialsOf(cluster, user);
+}
+
+/** theContext is the kubeconfig's one context, which current-context must name. */
+function theContext(doc: Record<string, unknown>): { current: string; ctx: Record<string, unknown> } {
   const contexts = entries(doc, 'contexts');
   if (contexts.length !== 1)
     throw new InvalidKubeconfigError(
@@ -57,8 +74,12 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
     throw new InvalidKubeconfigError('it has no current-context');
   const ctx = contexts[0]!;
   if (ctx.name !== current) throw new InvalidKubeconfigError(`current-context "${current}" names no context`);
-  const ctxBody = ctx.context;
-  if (!isMap(ctxBody)) throw new InvalidKubeconfigError(`context "${current}" has no cluster and user`);
+  if (!isMap(ctx.context)) throw new InvalidKubeconfigError(`context "${current}" has no cluster and user`);
+  return { current, ctx: ctx.context };
+}
+
+/** refuseForbidden refuses every user and cluster entry that uses a field we never follow, or skips TLS verification unless allowed. */
+function refuseForbidden(doc: Record<string, unknown>, opts: { allowInsecure: boolean }): void {
   for (const [key, forbidden] of [
     ['users', forbiddenUser],
     ['clusters', forbiddenCluster],
@@ -72,29 +93,21 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
             `${key.slice(0, -1)} "${String(e.name)}" uses ${forbidden[field]} (${field})`,
           );
       }
-      if (key === 'clusters' && body['insecure-skip-tls-verify'] === true && !opts.allowInsecure) {
+      if (key === 'clusters' && body['insecure-skip-tls-verify'] === true && !opts.allowInsecure)
         throw new InvalidKubeconfigError(
           `cluster "${String(e.name)}" skips TLS verification (insecure-skip-tls-verify)`,
         );
-      }
     }
   }
-  const cluster = entries(doc, 'clusters').find((c) => c.name === ctxBody.cluster)?.cluster;
-  if (!isMap(cluster))
-    throw new InvalidKubeconfigError(
-      `context "${current}" names cluster "${String(ctxBody.cluster)}", which is missing`,
-    );
-  const user = entries(doc, 'users').find((u) => u.name === ctxBody.user)?.user;
-  if (!isMap(user))
-    throw new InvalidKubeconfigError(
-      `context "${current}" names user "${String(ctxBody.user)}", which is missing`,
-    );
+}
+
+/** credentialsOf reads the context's cluster and user: inline data only, every field a string. */
+function credentialsOf(cluster: Record<string, unknown>, user: Record<string, unknown>): Credentials {
   const server = checkServer(cluster.server);
-  if (!user.token && !(user['client-certificate-data'] && user['client-key-data'])) {
+  if (!user.token && !(user['client-certificate-data'] && user['client-key-data']))
     throw new InvalidKubeconfigError(
       'the user has neither an inline token nor inline client certificate and key',
     );
-  }
   const strings = [
     ['certificate-authority-data', cluster],
     ['tls-server-name', cluster],
@@ -119,11 +132,10 @@ export function validateKubeconfig(text: string, opts: { allowInsecure: boolean 
   if (servername) creds.servername = servername;
   const token = str(user.token);
   if (token !== undefined) {
-    if (token.length > MAX_TOKEN || !/^[\x21-\x7e]+$/.test(token)) {
+    if (token.length > MAX_TOKEN || !/^[\x21-\x7e]+$/.test(token))
       throw new InvalidKubeconfigError(
         `the user's token is not 1 to ${MAX_TOKEN} printable ASCII characters without whitespace`,
       );
-    }
     creds.token = staticToken(token);
   }
   return creds;

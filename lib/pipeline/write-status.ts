@@ -140,7 +140,7 @@ async function nextStatus(
   const recorded = tentative
     ? (data.result.recorded ?? [])
     : stillRecordable(data.result.recorded, base.status?.synced);
-  const guard = {
+  const preconditions = {
     generation: base.metadata.generation ?? 0,
     items: tentative ? data.result.items.map((i) => i.name) : [],
   };
@@ -150,7 +150,7 @@ async function nextStatus(
     if (recorded.length > 0) {
       // The run's digests only: the status it computes is the one there.
       try {
-        await deps.store.writeStatus(base, {}, guard, recorded);
+        await deps.store.writeStatus(base, {}, preconditions, recorded);
       } catch (err) {
         if (isNotFound(err)) return 'gone';
         if (lostRace(err) && (tentative || !last)) return 'read again';
@@ -164,7 +164,7 @@ async function nextStatus(
   }
   try {
     await inSpan('write status', { 'sync.state': next.state! }, () =>
-      deps.store.writeStatus(base, next, guard, recorded),
+      deps.store.writeStatus(base, next, preconditions, recorded),
     );
   } catch (err) {
     if (isNotFound(err)) return 'gone';
@@ -173,13 +173,13 @@ async function nextStatus(
   }
   Metrics.statusWrites.add(1, { state: next.state! });
   // The label after the status: its watch event then finds the SyncResource settled.
-  await syncLabel(deps, base, next);
+  await syncLabel(deps, base);
   await recordEvents(deps, base, data, next.state!, next.conditions![0]!.message);
   return 'written';
 }
 
 /** syncLabel keeps the kyma-name label equal to spec.kyma (not while deleting: presence is what counts then). */
-async function syncLabel(deps: Deps, sr: SyncResource, status = sr.status): Promise<void> {
+async function syncLabel(deps: Deps, sr: SyncResource): Promise<void> {
   const labels: Record<string, string | null> = {};
   if (sr.metadata.labels?.[KYMA_NAME_LABEL] !== sr.spec.kyma && !sr.metadata.deletionTimestamp)
     labels[KYMA_NAME_LABEL] = sr.spec.kyma;

@@ -18,7 +18,7 @@ import {
 } from '../events/contract.ts';
 import type { Answer } from './answer.ts';
 import { isUrgent, type ResolveRequest } from './requests.ts';
-import { isResolutionFailure, KubeApiError, TerminalError } from '../kube/errors.ts';
+import { isResolutionFailure, TerminalError } from '../kube/errors.ts';
 import type { ClusterReason } from '../reasons.ts';
 import {
   FINALIZER,

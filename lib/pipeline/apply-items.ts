@@ -14,7 +14,7 @@ import { computeStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../concurrency.ts';
 import type { Deps, Logger } from './deps.ts';
-import { unresolved } from './resolve.ts';
+import { unresolved } from './resolve-cluster.ts';
 import { previewRun } from './preview.ts';
 import { bounded, claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
 import { admit, getIfBound, holderNamespaces, policiesOnce } from '../cluster/policies.ts';
