@@ -2,9 +2,9 @@
 // of work grew (new space, old-space pages) for as long as the process lives, and Knative
 // keeps an idle function's process for minutes: a full collection that reduces the
 // footprint (V8's "last resort", what a low-memory notification does), run once when no
-// delivery has been in flight for a moment, takes a function from about 110 MiB back to
-// about 70 (`npm run bench -- --cost`). It runs at most once per busy period, never while
-// a delivery is in flight, and costs a few ms of CPU.
+// delivery has been in flight for a moment, gives most of that back (`npm run bench --
+// --cost`, RSS at rest). It runs at most once per busy period, never while a delivery is
+// in flight, and costs a few ms of CPU.
 import { setFlagsFromString } from 'node:v8';
 import { runInNewContext } from 'node:vm';
 

@@ -1,8 +1,8 @@
 // quiet.ts: faas-js-runtime builds overload-protection's probes when it loads, whether they
 // are used or not (serve.ts answers the probes itself), and with them a loopbench sampler
-// that wakes the process every 5 ms for its whole life: an idle function took 437 ms of CPU
-// in 20 s with it and 35 ms without, about 2 % of a core for every process Knative keeps.
-// Its default metrics (prom-client) keep a second sampler, every 10 ms: not collected either.
+// that wakes the process every 5 ms for its whole life: most of an idle function's CPU, for
+// every process Knative keeps (BENCHMARKS.md, CPU at rest). Its default metrics
+// (prom-client) keep a second sampler, every 10 ms: not collected either.
 import module from 'node:module';
 
 /**
@@ -25,8 +25,8 @@ export function stopOverloadSampler(): void {
 /**
  * skipDefaultMetrics keeps faas-js-runtime from collecting prom-client's default process
  * metrics on its /metrics (its faas_* counters stay). Among them is an event-loop delay
- * histogram that samples every 10 ms for the life of the process: about 135 ms of CPU a
- * minute in an idle function, as much as everything else it does at rest, for figures
+ * histogram that samples every 10 ms for the life of the process: as much CPU in an idle
+ * function as everything else it does at rest, for figures
  * (nodejs_*, process_*) no dashboard of ours reads; a coarser sampling would report the
  * sampling interval as the loop's delay. CPU and memory of a function are its container's
  * (the kubelet's cAdvisor metrics). It must run before faas-js-runtime is imported (its

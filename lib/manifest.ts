@@ -47,8 +47,8 @@ const reservedMarks = [
  * parseManifest parses one object from text; field names where the problem lies ("resource",
  * "subresource"). Texts are not memoized: a resync parses every item of every SyncResource
  * each tick, a working set that at scale (S=10,000) outgrows any bound a function's heap
- * allows, and a least-recently-used memo then only costs memory (measured: no CPU saved,
- * apply-items' RSS over its target). The object is frozen: its users copy what they change.
+ * allows, and a least-recently-used memo then only costs memory without saving CPU. The
+ * object is frozen: its users copy what they change.
  */
 export function parseManifest(text: string, field: 'resource' | 'subresource', maxBytes: number): KubeObject {
   const bytes = Buffer.byteLength(text, 'utf8');

@@ -17,7 +17,7 @@ export const MANAGED_BY_LABEL = 'kcp-sync.kyma-project.io/managed-by';
 export const MANAGED_BY_VALUE = 'kcp-sync-resource';
 /**
  * OWNER_ANNOTATION named the one owning SyncResource ("<namespace>/<name>") on objects of
- * earlier versions, which wrote every object with one field manager. The product no longer
+ * 0.1.0, which wrote every object with one field manager. The product no longer
  * writes it: each SyncResource has a field manager of its own (engine/share.ts), and the
  * first run takes such an object over (and the annotation off).
  */
@@ -25,7 +25,7 @@ export const OWNER_ANNOTATION = 'kcp-sync.kyma-project.io/owned-by';
 /** HASH_ANNOTATION holds the digest of the last applied manifest on an object we do not own (UpdateAndDelete); the inventory holds it for the rest. */
 export const HASH_ANNOTATION = 'kcp-sync.kyma-project.io/applied-digest';
 /**
- * LEGACY_MARKS are the keys versions before 0.2 marked objects with. An object that carries
+ * LEGACY_MARKS are the keys 0.1.0 marked objects with (engine/migrate.ts). An object that carries
  * them is ours as if it carried the new ones; the next run moves it to the new keys.
  */
 export const LEGACY_MARKS = {

@@ -45,7 +45,7 @@ export async function startTelemetry(
 /**
  * prometheusOnly tells the deployment's default (knative.yaml): metrics served for
  * Prometheus, no traces, no OTLP. That needs the metrics SDK alone, not the whole Node SDK
- * (about 9 MiB less per process).
+ * and its instrumentations (their memory is paid by every process).
  */
 function prometheusOnly(env: Record<string, string | undefined>): boolean {
   return env.OTEL_METRICS_EXPORTER === 'prometheus' && !TRACES_OR_OTLP.some((k) => isSet(env, k));

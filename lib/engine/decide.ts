@@ -193,7 +193,7 @@ function decideAbsent(p: ResolvedItem, ctx: DecideContext): Decision {
 /**
  * decidePresent is the decision for an object that exists. One not in our inventory is
  * recorded first (write-ahead). It is ours if this SyncResource wrote it (its manager and
- * our label, or an earlier version's owner annotation naming it): an inventory lost, or
+ * our label, or 0.1.0's owner annotation naming it: migrate.ts): an inventory lost, or
  * kcp-sync diff, which has none. Any other is taken on: as created when another
  * SyncResource created it, else as adopted (it existed before: released, never deleted).
  */

@@ -5,13 +5,14 @@ import type { Change } from '../changeset.ts';
 import { applyObject, deleteObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { requestFailure } from '../policy/rules.ts';
 import { describeId } from '../manifest.ts';
-import { applyShared, OwnedFieldConflict, takeOver, type Writer } from './share.ts';
+import { applyShared, OwnedFieldConflict, type Writer } from './share.ts';
 import { canonical } from '../values.ts';
 import { ownedFields, project } from '../fields.ts';
 import type { Health, InventoryEntry } from '../model.ts';
 import { appliedDigest, statusDigest, type DriftCause } from './drift.ts';
 import type { ParsedItem, PlanItem, ResolvedItem } from './plan.ts';
-import { hasLegacyMarks, release, stamp } from './marks.ts';
+import { release, stamp } from './marks.ts';
+import { migrate } from './migrate.ts';
 import { readFeedback } from '../feedback.ts';
 import { healthOf } from '../health.ts';
 import { immutableSummary, isImmutableRefusal, recreate } from './recreate.ts';
@@ -36,7 +37,7 @@ interface Acted {
 }
 
 /** Act is the context an operation runs in. */
-interface Act<D extends Decision> {
+export interface Act<D extends Decision> {
   skr: Cluster;
   p: ResolvedItem;
   d: D;
@@ -196,7 +197,7 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, w: Wri
   };
   try {
     const acted = await (operations[d.op] as Operation<Op>)(act);
-    const current = await keepMarks(act, acted.current);
+    const current = await migrate(act, acted.current);
     const status = await writeStatus(act, acted.res, current);
     applied = { ...applied, ...status.applied };
     return outcome(status.res, status.current ?? (acted.res.reason === 'Recreating' ? d.live : undefined));
@@ -205,20 +206,6 @@ export async function execute(skr: Cluster, p: ResolvedItem, d: Decision, w: Wri
       return outcome(result(p.item.name, 'Error', 'Conflict', err.message), d.live);
     return outcome(itemFailure(p, err), d.live);
   }
-}
-
-/**
- * keepMarks: an object an earlier version wrote is this SyncResource's alone from now on,
- * and keeps no former mark (marks.ts). Returns the object as it left it.
- */
-async function keepMarks({ skr, p, d, w }: Act<Decision>, current: KubeObject | undefined) {
-  if (!current || d.release) return current;
-  if (d.op === 'update' || d.op === 'unchanged')
-    current = (await inSkr(() => takeOver(skr, p.info, current!, w))) ?? current;
-  const marked = current;
-  if ((d.op === 'update' || d.op === 'unchanged' || d.op === 'ignore') && hasLegacyMarks(marked))
-    await inSkr(() => stamp(skr, p.info, marked, p.opts.own, d.desired, w.manager));
-  return current;
 }
 
 /**

@@ -35,7 +35,7 @@ const remove = (map: 'labels' | 'annotations', key: string) => ({
 });
 
 /**
- * legacyOps are the ops that take the former marks off live: those of versions before 0.2,
+ * legacyOps are the ops that take the former marks off live: those of 0.1.0 (migrate.ts),
  * and the owner annotation that versions with one field manager wrote (their digest
  * annotation goes with their field manager: share.ts takeOver). desired keeps a former
  * label its manifest sets.

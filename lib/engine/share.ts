@@ -159,24 +159,8 @@ export const othersWrite = (live: KubeObject, w: Writer): boolean =>
 export const hasManager = (obj: KubeObject, manager: string): boolean =>
   managedFieldsOf(obj).some((f) => f.manager === manager && !f.subresource);
 
-/**
- * takeOver moves an object written by an earlier version (its one field manager, its owner
- * annotation naming this SyncResource) to w's manager once w's own apply holds the
- * manifest's fields: an empty apply as the former manager lets go of what only it held
- * (the former marks). No value of the manifest changes: w's manager holds each of them.
- * Returns the object as it is then (undefined: nothing to take over).
- */
-export async function takeOver(
-  skr: Cluster,
-  info: ResourceInfo,
-  after: KubeObject,
-  w: Writer,
-): Promise<KubeObject | undefined> {
-  if (!hasManager(after, w.legacy) || ownerOf(after) !== w.owner) return undefined;
-  return applyObject(skr, info, emptyBody(after), w.legacy, undefined, false, false);
-}
-
-const emptyBody = (live: KubeObject): KubeObject => ({
+/** emptyBody is an apply body that names live and holds no field: applied as a manager, it lets go of every field only that manager held. */
+export const emptyBody = (live: KubeObject): KubeObject => ({
   apiVersion: live.apiVersion,
   kind: live.kind,
   metadata: {

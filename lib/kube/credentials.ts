@@ -1,8 +1,8 @@
 // credentials.ts turns a kubeconfig's current context, or a Pod's service account,
 // into what KubeClient needs: server URL, TLS material and a bearer token source.
 // The kubeconfig is parsed by @kubernetes/client-node's own parser (config_types).
-// Its package root is not imported: that loads the whole generated API, about
-// 270 ms of a function's ~500 ms cold start, for clients this project never uses.
+// Its package root is not imported: that loads the whole generated API, the larger part
+// of a function's cold start (BENCHMARKS.md), for clients this project never uses.
 // Exec and auth-provider plugins are not supported; the KCP client uses in-cluster
 // service account credentials, client certificates or tokens.
 import { readFileSync } from 'node:fs';

@@ -117,7 +117,7 @@ export function restriction(
 
 // --- What we did not create, we never delete --------------------------------------------
 
-/** ownerOf returns the owner annotation of a live object (the former key's, for an object marked before 0.2). */
+/** ownerOf returns the owner annotation of a live object (the former key's, for an object 0.1.0 marked: migrate.ts). */
 export const ownerOf = (o: Meta | undefined): string | undefined =>
   o?.metadata.annotations?.[OWNER_ANNOTATION] ?? o?.metadata.annotations?.[LEGACY_MARKS.owner];
 
