@@ -6,7 +6,7 @@ import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeClient } from '../../lib/kube/client.ts';
-import { credentialsFromFile } from '../../lib/kube/credentials.ts';
+import { credentialsFromFile, type Credentials } from '../../lib/kube/credentials.ts';
 import { RestMapper } from '../../lib/kube/discovery.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { startOnFreePort, waitFor } from '../net.ts';
@@ -160,247 +160,283 @@ export async function startRuntime(opts: RuntimeOptions): Promise<Runtime> {
     for (const s of routing.services)
       if (s.env.SYNC_CONTROL_PLANE_NAMESPACES) s.env.SYNC_CONTROL_PLANE_NAMESPACES = opts.namespace;
   }
-  const logDir = join(opts.stateDir, 'logs');
-  await mkdir(logDir, { recursive: true });
-  const functions: FunctionProc[] = [];
-  const broker = new Broker({
-    triggers: routing.triggers,
-    delivery: { ...routing.broker.delivery, ...opts.delivery },
-    resolve: (svc) => functions.filter((f) => f.service === svc).map((f) => f.url),
-    deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
-    concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
-    timeouts: Object.fromEntries(routing.services.map((s) => [s.name, s.timeoutMs])),
-    ...(opts.chaos ? { chaos: opts.chaos } : {}),
-    mode: opts.brokerMode ?? 'channel',
-  });
-  const brokerUrl = await broker.listen();
-  const client = KubeClient.create(credentialsFromFile(opts.kubeconfig), {
-    name: 'kcp',
-    qps: 100,
-    burst: 200,
-  });
-  const kcp: Cluster = { client, mapper: new RestMapper(client) };
-  const watches: ApiServerWatch[] = [];
-  const adapters: ReceiveAdapter[] = [];
+  const stack = new Stack(opts, routing);
+  try {
+    await stack.start();
+  } catch (err) {
+    await stack.stop();
+    throw err;
+  }
+  return stack.runtime();
+}
+
+/**
+ * Stack is the emulated stack of one runtime, started in phases: the broker, the API
+ * proxy and the ServiceAccounts' identities, the functions, the KCP sources
+ * (ApiServerSource adapters or watches), the SKR source's replicas, the PingSources.
+ */
+class Stack {
+  readonly functions: FunctionProc[] = [];
+  readonly adapters: ReceiveAdapter[] = [];
+  readonly skrSources: AdapterProc[] = [];
+  readonly ping: PingTimer[] = [];
+  readonly broker: Broker;
+  private readonly watches: ApiServerWatch[] = [];
+  private readonly logDir: string;
+  private readonly saDir: string;
+  private readonly admin: Credentials;
+  private readonly client: KubeClient;
+  private readonly kcp: Cluster;
+  private readonly proxy: ApiProxy | undefined;
+  private brokerUrl = '';
+  private identities = new Map<string, string | null>();
+  private readonly sourceKubeconfigs = new Map<string, Promise<string | null>>();
   /** sourcesGeneration changes with every start and stop: a restart loop of an older start ends. */
-  let sourcesGeneration = 0;
-  const ping: PingTimer[] = [];
-  const admin = credentialsFromFile(opts.kubeconfig);
-  const real = (opts.sources ?? 'real') === 'real';
-  const proxy = real ? new ApiProxy(admin.server, admin.ca) : undefined;
-  const adapterBinary = real ? (await ensureKnativeBinaries(opts.log)).apiserverReceiveAdapter : '';
-  const saDir = join(opts.stateDir, 'serviceaccounts');
-  const startSources = async () => {
-    if (proxy) {
-      // One token per ServiceAccount, written before any adapter reads it.
-      const kubeconfigs = new Map<string, string>();
-      for (const sa of new Set(routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'))) {
-        kubeconfigs.set(
-          sa,
-          await tokenKubeconfig(
-            kcp,
-            routing.namespace,
-            sa,
-            { url: proxy.url, caFile: proxy.caFile },
-            join(saDir, routing.namespace),
-            'kubeconfig-adapter.yaml',
-          ),
-        );
-      }
-      const generation = ++sourcesGeneration;
+  private sourcesGeneration = 0;
+
+  private readonly opts: RuntimeOptions;
+  private readonly routing: Routing;
+
+  constructor(opts: RuntimeOptions, routing: Routing) {
+    this.opts = opts;
+    this.routing = routing;
+    this.logDir = join(opts.stateDir, 'logs');
+    this.saDir = join(opts.stateDir, 'serviceaccounts');
+    this.broker = new Broker({
+      triggers: routing.triggers,
+      delivery: { ...routing.broker.delivery, ...opts.delivery },
+      resolve: (svc) => this.functions.filter((f) => f.service === svc).map((f) => f.url),
+      deadLetterFile: join(opts.stateDir, 'dead-letters.log'),
+      concurrency: Object.fromEntries(routing.services.map((s) => [s.name, s.concurrency])),
+      timeouts: Object.fromEntries(routing.services.map((s) => [s.name, s.timeoutMs])),
+      ...(opts.chaos ? { chaos: opts.chaos } : {}),
+      mode: opts.brokerMode ?? 'channel',
+    });
+    this.admin = credentialsFromFile(opts.kubeconfig);
+    this.client = KubeClient.create(this.admin, { name: 'kcp', qps: 100, burst: 200 });
+    this.kcp = { client: this.client, mapper: new RestMapper(this.client) };
+    this.proxy =
+      (opts.sources ?? 'real') === 'real' ? new ApiProxy(this.admin.server, this.admin.ca) : undefined;
+  }
+
+  async start(): Promise<void> {
+    await mkdir(this.logDir, { recursive: true });
+    this.brokerUrl = await this.broker.listen();
+    await this.proxy?.listen(join(this.opts.stateDir, 'proxy'));
+    await mkdir(this.saDir, { recursive: true });
+    await writeFile(join(this.saDir, 'ca.crt'), this.admin.ca ?? '');
+    this.identities = await serviceAccountKubeconfigs(
+      this.kcp,
+      this.routing,
+      { url: this.admin.server, caFile: join(this.saDir, 'ca.crt') },
+      this.saDir,
+      this.opts.rbacEdit,
+    );
+    await this.startFunctions();
+    await this.startSources();
+    for (const d of this.routing.deployments)
       await Promise.all(
-        routing.apiServerSources.map(async (src) => {
-          const run = async (): Promise<void> => {
-            const a = await startAdapter({
-              binary: adapterBinary,
-              name: src.name,
-              namespace: routing.namespace,
-              resources: src.resources,
-              ...(src.mode ? { mode: src.mode } : {}),
-              sink: brokerUrl,
-              kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!,
-              proxy,
-              logDir,
-            });
-            adapters.push(a);
-            // As the kubelet restarts a container that exits, with a back-off; not once stopped.
-            void a.proc.exited.then(async () => {
-              const i = adapters.indexOf(a);
-              if (i < 0) return;
-              adapters.splice(i, 1);
-              for (let delay = 1_000; generation === sourcesGeneration; delay = Math.min(delay * 2, 10_000)) {
-                await sleep(delay);
-                if (generation !== sourcesGeneration) return;
-                try {
-                  return await run();
-                } catch {
-                  /* exited again at start: back off */
-                }
-              }
-            });
-          };
-          await run();
-        }),
+        Array.from({ length: this.opts.skrSourceReplicas ?? d.replicas }, (_, r) =>
+          this.startSkrSource(d, r),
+        ),
       );
-      return;
-    }
-    for (const src of routing.apiServerSources) {
+    this.startPings();
+  }
+
+  /** startFunctions starts every replica of every function Service, each in a Pod of its own. */
+  private async startFunctions(): Promise<void> {
+    const replicas = Math.max(1, this.opts.replicas ?? DEFAULT_REPLICAS);
+    const started = await Promise.all(
+      this.routing.services.flatMap((s) =>
+        Array.from({ length: replicas }, async (_, r) => {
+          const pod = await podOf(s, this.routing.namespace, r);
+          return startOnFreePort((port) => this.startFunction(s, r, pod, port));
+        }),
+      ),
+    );
+    this.functions.push(...started);
+  }
+
+  private startFunction(svc: Routing['services'][number], replica: number, pod: Pod, port: number) {
+    const kubeconfig = this.identities.get(svc.name) ?? null;
+    return startFunction(svc, replica, pod, port, this.opts, this.brokerUrl, this.logDir, kubeconfig);
+  }
+
+  /** startSources starts the ApiServerSources: the real receive adapters behind the proxy, or watches in this process. */
+  async startSources(): Promise<void> {
+    if (this.proxy) return this.startAdapters(this.proxy);
+    for (const src of this.routing.apiServerSources) {
       for (const res of src.resources) {
-        const w = new ApiServerWatch(kcp, res, routing.namespace, (e) => broker.publish(e));
-        watches.push(w);
+        const w = new ApiServerWatch(this.kcp, res, this.routing.namespace, (e) => this.broker.publish(e));
+        this.watches.push(w);
         await w.start();
       }
     }
-  };
-  const stopSources = async () => {
-    sourcesGeneration++;
-    for (const w of watches.splice(0)) w.stop();
-    await Promise.all(adapters.splice(0).map((a) => killProcess(a.proc)));
-  };
-  const skrSources: AdapterProc[] = [];
-  // With the real adapters, the SKR source reaches the KCP through the same proxy, so that
-  // breakWatches cuts its watches too; its own ServiceAccount's token either way.
-  const sourceKubeconfigs = new Map<string, Promise<string | null>>();
-  const sourceKubeconfig = (d: Routing['deployments'][number]) => {
-    let k = sourceKubeconfigs.get(d.name);
+  }
+
+  /** startAdapters starts one receive adapter per ApiServerSource, with its ServiceAccount's token (written before any adapter reads it). */
+  private async startAdapters(proxy: ApiProxy): Promise<void> {
+    const { namespace } = this.routing;
+    const binary = (await ensureKnativeBinaries(this.opts.log)).apiserverReceiveAdapter;
+    const kubeconfigs = new Map<string, string>();
+    for (const sa of new Set(
+      this.routing.apiServerSources.map((src) => src.serviceAccountName ?? 'default'),
+    )) {
+      const to = { url: proxy.url, caFile: proxy.caFile };
+      const dir = join(this.saDir, namespace);
+      kubeconfigs.set(sa, await tokenKubeconfig(this.kcp, namespace, sa, to, dir, 'kubeconfig-adapter.yaml'));
+    }
+    const generation = ++this.sourcesGeneration;
+    await Promise.all(
+      this.routing.apiServerSources.map((src) =>
+        this.runAdapter(generation, {
+          binary,
+          name: src.name,
+          namespace,
+          resources: src.resources,
+          ...(src.mode ? { mode: src.mode } : {}),
+          sink: this.brokerUrl,
+          kubeconfig: kubeconfigs.get(src.serviceAccountName ?? 'default')!,
+          proxy,
+          logDir: this.logDir,
+        }),
+      ),
+    );
+  }
+
+  /** runAdapter starts an adapter and, as the kubelet restarts a container that exits, starts it again with a back-off; not once stopped. */
+  private async runAdapter(generation: number, config: Parameters<typeof startAdapter>[0]): Promise<void> {
+    const a = await startAdapter(config);
+    this.adapters.push(a);
+    void a.proc.exited.then(async () => {
+      const i = this.adapters.indexOf(a);
+      if (i < 0) return;
+      this.adapters.splice(i, 1);
+      for (let delay = 1_000; generation === this.sourcesGeneration; delay = Math.min(delay * 2, 10_000)) {
+        await sleep(delay);
+        if (generation !== this.sourcesGeneration) return;
+        try {
+          return await this.runAdapter(generation, config);
+        } catch {
+          /* exited again at start: back off */
+        }
+      }
+    });
+  }
+
+  async stopSources(): Promise<void> {
+    this.sourcesGeneration++;
+    for (const w of this.watches.splice(0)) w.stop();
+    await Promise.all(this.adapters.splice(0).map((a) => killProcess(a.proc)));
+  }
+
+  /**
+   * sourceKubeconfig is the SKR source's own ServiceAccount's kubeconfig; with the real
+   * adapters it reaches the KCP through the same proxy, so that breakWatches cuts its
+   * watches too.
+   */
+  private sourceKubeconfig(d: Routing['deployments'][number]): Promise<string | null> {
+    let k = this.sourceKubeconfigs.get(d.name);
     if (!k) {
-      const own = identities.get(d.name) ?? null;
+      const own = this.identities.get(d.name) ?? null;
+      const { proxy } = this;
       k =
         proxy && own && d.serviceAccountName
           ? tokenKubeconfig(
-              kcp,
-              routing.namespace,
+              this.kcp,
+              this.routing.namespace,
               d.serviceAccountName,
               { url: proxy.url, caFile: proxy.caFile },
-              join(saDir, routing.namespace),
+              join(this.saDir, this.routing.namespace),
               `kubeconfig-${d.name}-proxied.yaml`,
             )
           : Promise.resolve(own);
-      sourceKubeconfigs.set(d.name, k);
+      this.sourceKubeconfigs.set(d.name, k);
     }
     return k;
-  };
-  const startSkrSource = async (d: Routing['deployments'][number], replica: number) => {
-    const kubeconfig = await sourceKubeconfig(d);
+  }
+
+  async startSkrSource(d: Routing['deployments'][number], replica: number): Promise<AdapterProc> {
+    const kubeconfig = await this.sourceKubeconfig(d);
     const a = await startOnFreePort((port) =>
-      startAdapterProcess(d, replica, port, opts, brokerUrl, logDir, kubeconfig),
+      startAdapterProcess(d, replica, port, this.opts, this.brokerUrl, this.logDir, kubeconfig),
     );
-    skrSources.push(a);
+    this.skrSources.push(a);
     return a;
-  };
-  const stopSkrSource = async (a: AdapterProc, graceful = false) => {
-    skrSources.splice(skrSources.indexOf(a), 1);
+  }
+
+  async stopSkrSource(a: AdapterProc, graceful = false): Promise<void> {
+    this.skrSources.splice(this.skrSources.indexOf(a), 1);
     await (graceful ? stopProcess(a.proc) : killProcess(a.proc));
-  };
-  const stop = async () => {
-    await Promise.all([...skrSources].map((a) => stopSkrSource(a, true)));
-    await stopSources();
-    await proxy?.close();
-    for (const p of ping) p.stop();
-    await Promise.all(functions.map((f) => stopProcess(f.proc)));
-    await broker.close();
-    await client.close();
-  };
-  let identities = new Map<string, string | null>();
-  try {
-    await proxy?.listen(join(opts.stateDir, 'proxy'));
-    await mkdir(saDir, { recursive: true });
-    await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
-    identities = await serviceAccountKubeconfigs(
-      kcp,
-      routing,
-      { url: admin.server, caFile: join(saDir, 'ca.crt') },
-      saDir,
-      opts.rbacEdit,
-    );
-    const replicas = Math.max(1, opts.replicas ?? DEFAULT_REPLICAS);
-    const started = await Promise.all(
-      routing.services.flatMap((s) =>
-        Array.from({ length: replicas }, async (_, r) =>
-          startOnFreePort(async (port) =>
-            startFunction(
-              s,
-              r,
-              await podOf(s, routing.namespace, r),
-              port,
-              opts,
-              brokerUrl,
-              logDir,
-              identities.get(s.name) ?? null,
-            ),
-          ),
-        ),
-      ),
-    );
-    functions.push(...started);
-    await startSources();
-    for (const d of routing.deployments)
-      await Promise.all(
-        Array.from({ length: opts.skrSourceReplicas ?? d.replicas }, (_, r) => startSkrSource(d, r)),
-      );
-    for (const p of routing.pingSources) {
-      const { intervalMs, data } = pingSchedule(p, opts);
+  }
+
+  private startPings(): void {
+    for (const p of this.routing.pingSources) {
+      const { intervalMs, data } = pingSchedule(p, this.opts);
       const t = new PingTimer({
-        source: `/apis/v1/namespaces/${routing.namespace}/pingsources/${p.name}`,
+        source: `/apis/v1/namespaces/${this.routing.namespace}/pingsources/${p.name}`,
         intervalMs,
         ...(data ? { data } : {}),
         ...(p.contentType ? { contentType: p.contentType } : {}),
-        emit: (e) => broker.publish(e),
+        emit: (e) => this.broker.publish(e),
       });
       t.start();
-      ping.push(t);
+      this.ping.push(t);
     }
-  } catch (err) {
-    await stop();
-    throw err;
   }
-  return {
-    broker,
-    functions,
-    ping,
-    stop,
-    stopSources,
-    startSources,
-    adapters,
-    skrSources,
-    async restartSkrSource(replica = 0, graceful = false) {
-      const a = skrSources.find((x) => x.replica === replica)!;
-      await stopSkrSource(a, graceful);
-      return startSkrSource(
-        routing.deployments.find((d) => d.name === a.name)!,
-        replica,
-      );
-    },
-    async stopSkrSource(replica = 0, graceful = false) {
-      await stopSkrSource(
-        skrSources.find((x) => x.replica === replica)!,
-        graceful,
-      );
-    },
-    async startSkrSource(replica = 0) {
-      return startSkrSource(routing.deployments[0]!, replica);
-    },
-    ...(proxy ? { proxy } : {}),
-    async restartFunction(service: string, replica = 0) {
-      const i = functions.findIndex((f) => f.service === service && f.replica === replica);
-      const f = functions[i]!;
-      try {
-        process.kill(-f.proc.pid, 'SIGKILL');
-      } catch {
-        /* gone */
-      }
-      await f.proc.exited;
-      // A container restarted in its Pod: the same address.
-      functions[i] = await startFunction(
-        routing.services.find((s) => s.name === service)!,
-        replica,
-        f.pod!,
-        f.port,
-        opts,
-        brokerUrl,
-        logDir,
-        identities.get(service) ?? null,
-      );
-    },
-  };
+
+  /** restartFunction kills a replica (SIGKILL) and starts it again in its Pod: the same address. */
+  async restartFunction(service: string, replica: number): Promise<void> {
+    const i = this.functions.findIndex((f) => f.service === service && f.replica === replica);
+    const f = this.functions[i]!;
+    try {
+      process.kill(-f.proc.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+    await f.proc.exited;
+    this.functions[i] = await this.startFunction(
+      this.routing.services.find((s) => s.name === service)!,
+      replica,
+      f.pod!,
+      f.port,
+    );
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all([...this.skrSources].map((a) => this.stopSkrSource(a, true)));
+    await this.stopSources();
+    await this.proxy?.close();
+    for (const p of this.ping) p.stop();
+    await Promise.all(this.functions.map((f) => stopProcess(f.proc)));
+    await this.broker.close();
+    await this.client.close();
+  }
+
+  /** runtime is the stack as its users see it. */
+  runtime(): Runtime {
+    const replicaOf = (replica: number) => this.skrSources.find((x) => x.replica === replica)!;
+    return {
+      broker: this.broker,
+      functions: this.functions,
+      ping: this.ping,
+      adapters: this.adapters,
+      skrSources: this.skrSources,
+      ...(this.proxy ? { proxy: this.proxy } : {}),
+      stop: () => this.stop(),
+      stopSources: () => this.stopSources(),
+      startSources: () => this.startSources(),
+      restartFunction: (service, replica = 0) => this.restartFunction(service, replica),
+      restartSkrSource: async (replica = 0, graceful = false) => {
+        const a = replicaOf(replica);
+        await this.stopSkrSource(a, graceful);
+        return this.startSkrSource(
+          this.routing.deployments.find((d) => d.name === a.name)!,
+          replica,
+        );
+      },
+      stopSkrSource: (replica = 0, graceful = false) => this.stopSkrSource(replicaOf(replica), graceful),
+      startSkrSource: (replica = 0) => this.startSkrSource(this.routing.deployments[0]!, replica),
+    };
+  }
 }

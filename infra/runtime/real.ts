@@ -163,11 +163,73 @@ export interface KnativeRuntime {
   stop(): Promise<void>;
 }
 
+/** startKnative installs Knative Eventing and Serving into the KCP and deploys the product on them (knative.yaml). */
 export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime> {
   const log = opts.log ?? (() => {});
   const file = opts.knativeYaml ?? join(root, 'knative.yaml');
   const routing = await loadRouting(file);
-  const namespace = routing.namespace;
+  const s = await assemble(opts, routing, log);
+  const oidc = opts.oidc ?? true;
+  try {
+    await writeFile(join(s.saDir, 'ca.crt'), s.admin.ca ?? '');
+    log('installing Knative Eventing into the KCP');
+    await installEventing(s.kcp, s.eventing.config, s.servingConfig, { oidc });
+    await s.kubelet.start();
+    // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
+    await applyRbac(s.kcp, routing, opts.rbacEdit);
+    const docs = productDocs(await readFile(file, 'utf8'), routing.namespace, oidc, opts);
+    await applyObjects(
+      s.kcp,
+      docs.filter((d) => d.kind === 'Service'),
+    );
+    await s.serving.start();
+    await applyObjects(
+      s.kcp,
+      docs.filter((d) => d.kind !== 'Service'),
+    );
+    log('waiting for the Broker, Triggers and sources to be Ready');
+    await waitEventingReady(s.kcp, routing.namespace);
+    await s.serving.ready(routing.services.map((svc) => svc.name));
+  } catch (err) {
+    await s.stop();
+    throw err;
+  }
+  const { publish, brokerUrl } = await brokerPublisher(s, routing, oidc);
+  const broker = new RealBroker(s.net, publish);
+  broker.url = `${await s.net.expose(`broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local`)}/${routing.namespace}/${routing.broker.name}`;
+  return {
+    kubelet: s.kubelet,
+    serving: s.serving,
+    net: s.net,
+    broker,
+    proxy: s.proxy,
+    brokerUrl,
+    stop: s.stop,
+    namespace: routing.namespace,
+    pingSource: routing.pingSources[0],
+    adapters: () => s.kubelet.byCommand('apiserver_receive_adapter'),
+    publish,
+  };
+}
+
+/** Parts are the pieces of the local cluster Knative runs on: the KCP, its proxy, the cluster network, a kubelet, Serving. */
+interface Parts {
+  admin: ReturnType<typeof credentialsFromFile>;
+  client: KubeClient;
+  kcp: Cluster;
+  proxy: ApiProxy;
+  net: ClusterNet;
+  kubelet: Kubelet;
+  serving: Serving;
+  viaNet: ProxyAgent;
+  eventing: Awaited<ReturnType<typeof ensureKnativeBinaries>>;
+  servingConfig: Awaited<ReturnType<typeof ensureServingBinaries>>['config'];
+  saDir: string;
+  stop: () => Promise<void>;
+}
+
+/** assemble builds the binaries and the parts of the local cluster; stop ends them. */
+async function assemble(opts: KnativeOptions, routing: Routing, log: (line: string) => void): Promise<Parts> {
   const [eventing, serving] = await Promise.all([
     ensureKnativeBinaries(log),
     ensureServingBinaries(log),
@@ -182,24 +244,26 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const kcp: Cluster = { client, mapper: new RestMapper(client) };
   const proxy = new ApiProxy(admin.server, admin.ca);
   await proxy.listen(join(opts.stateDir, 'proxy'));
-  const oidc = opts.oidc ?? true;
   const apiServer = { url: proxy.url, caFile: proxy.caFile };
   let kubelet!: Kubelet;
   const net = new ClusterNet(kcp, (ns, sel, port) => kubelet.target(ns, sel, port));
   await net.listen();
   // The API server as a Pod reaches it by name (Knative's token verifier reads the issuer there).
   net.tunnel(['kubernetes.default.svc', 'kubernetes.default.svc.cluster.local'], proxy.port);
+  const namespace = routing.namespace;
+  // The product's image runs the SKR source (its command names the script).
+  const binaries = { ...eventing.commands, [PRODUCT_COMMAND]: process.execPath };
   kubelet = new Kubelet({
     kcp,
     namespaces: [EVENTING_NAMESPACE, namespace],
-    // The product's image runs the SKR source (its command names the script).
-    binaries: { ...eventing.commands, [PRODUCT_COMMAND]: process.execPath },
+    binaries,
     net,
     apiServer,
     tokenDir: saDir,
     logDir,
     log,
   });
+  const oidc = opts.oidc ?? true;
   const servingRt = new Serving({
     kcp,
     namespace,
@@ -224,98 +288,102 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
     await proxy.close();
     await client.close();
   };
-  try {
-    await writeFile(join(saDir, 'ca.crt'), admin.ca ?? '');
-    log('installing Knative Eventing into the KCP');
-    await installEventing(kcp, eventing.config, serving.config, { oidc });
-    await kubelet.start();
-    // The product: RBAC (tests may take a rule away), then Services, Broker, Triggers, sources.
-    await applyRbac(kcp, routing, opts.rbacEdit);
-    const docs = (loadAll(await readFile(file, 'utf8')) as Doc[])
-      .filter(Boolean)
-      .filter(
-        (d) =>
-          [
-            'Service',
-            'Broker',
-            'Trigger',
-            'ApiServerSource',
-            'PingSource',
-            'SinkBinding',
-            'EventPolicy',
-            'Deployment',
-          ].includes(d.kind) && d.apiVersion !== 'v1',
-      )
-      // Without sender identity an EventPolicy is never Ready (OIDCAuthenticationDisabled, in
-      // eventing's eventpolicy reconciler), and a Broker it applies to is not Ready either
-      // (EventPoliciesNotReady): a deployment without the feature leaves them out, as here.
-      .filter((d) => oidc || d.kind !== 'EventPolicy')
-      .map((d) => ({ ...d, metadata: { ...d.metadata, namespace } }) as unknown as KubeObject);
-    for (const d of docs) {
-      if (d.kind === 'Deployment') {
-        const spec = (d as unknown as Doc).spec as {
-          replicas?: number;
-          template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
-        };
-        if (opts.skrSourceReplicas !== undefined) spec.replicas = opts.skrSourceReplicas;
-        const c = spec.template.spec.containers[0]!;
-        c.env = [
-          ...(c.env ?? []).filter((e) => !(e.name in (opts.adapterEnv ?? {}))),
-          ...Object.entries(opts.adapterEnv ?? {}).map(([name, value]) => ({ name, value: String(value) })),
-        ];
-      }
-      if (d.kind === 'Broker' && opts.delivery)
-        (d as unknown as Doc).spec.delivery = { ...(d as unknown as Doc).spec.delivery, ...opts.delivery };
-      if (d.kind === 'PingSource') {
-        const spec = (d as unknown as Doc).spec as { schedule: string; data?: string };
-        const { intervalMs, data } = pingSchedule(spec, opts);
-        if (intervalMs !== cronIntervalMs(spec.schedule))
-          spec.schedule = `@every ${Math.max(1, Math.round(intervalMs / 1000))}s`;
-        if (data !== undefined) spec.data = data;
-      }
-    }
-    await applyObjects(
-      kcp,
-      docs.filter((d) => d.kind === 'Service'),
-    );
-    await servingRt.start();
-    await applyObjects(
-      kcp,
-      docs.filter((d) => d.kind !== 'Service'),
-    );
-    log('waiting for the Broker, Triggers and sources to be Ready');
-    await waitEventingReady(kcp, namespace);
-    await servingRt.ready(routing.services.map((s) => s.name));
-  } catch (err) {
-    await stop();
-    throw err;
+  return {
+    admin,
+    client,
+    kcp,
+    proxy,
+    net,
+    kubelet,
+    serving: servingRt,
+    viaNet,
+    eventing,
+    servingConfig: serving.config,
+    saDir,
+    stop,
+  };
+}
+
+const PRODUCT_KINDS = [
+  'Service',
+  'Broker',
+  'Trigger',
+  'ApiServerSource',
+  'PingSource',
+  'SinkBinding',
+  'EventPolicy',
+  'Deployment',
+];
+
+/**
+ * productDocs are the Knative objects of knative.yaml in namespace, as the options adjust
+ * them. Without sender identity an EventPolicy is never Ready (OIDCAuthenticationDisabled,
+ * in eventing's eventpolicy reconciler), and a Broker it applies to is not Ready either
+ * (EventPoliciesNotReady): a deployment without the feature leaves them out, as here.
+ */
+function productDocs(text: string, namespace: string, oidc: boolean, opts: KnativeOptions): KubeObject[] {
+  return (loadAll(text) as Doc[])
+    .filter(Boolean)
+    .filter((d) => PRODUCT_KINDS.includes(d.kind) && d.apiVersion !== 'v1')
+    .filter((d) => oidc || d.kind !== 'EventPolicy')
+    .map((d) => adjusted({ ...d, metadata: { ...d.metadata, namespace } }, opts) as unknown as KubeObject);
+}
+
+/** adjusted is a document with the options applied: the SKR source's replicas and env, the Broker's delivery, the PingSource's schedule. */
+function adjusted(d: Doc, opts: KnativeOptions): Doc {
+  if (d.kind === 'Deployment') {
+    const spec = d.spec as {
+      replicas?: number;
+      template: { spec: { containers: { env?: { name: string; value?: string }[] }[] } };
+    };
+    if (opts.skrSourceReplicas !== undefined) spec.replicas = opts.skrSourceReplicas;
+    const c = spec.template.spec.containers[0]!;
+    c.env = [
+      ...(c.env ?? []).filter((e) => !(e.name in (opts.adapterEnv ?? {}))),
+      ...Object.entries(opts.adapterEnv ?? {}).map(([name, value]) => ({ name, value: String(value) })),
+    ];
   }
+  if (d.kind === 'Broker' && opts.delivery) d.spec.delivery = { ...d.spec.delivery, ...opts.delivery };
+  if (d.kind === 'PingSource') {
+    const spec = d.spec as { schedule: string; data?: string };
+    const { intervalMs, data } = pingSchedule(spec, opts);
+    if (intervalMs !== cronIntervalMs(spec.schedule))
+      spec.schedule = `@every ${Math.max(1, Math.round(intervalMs / 1000))}s`;
+    if (data !== undefined) spec.data = data;
+  }
+  return d;
+}
+
+/**
+ * brokerPublisher posts to the Broker's ingress through the cluster network, as a Pod
+ * would. With sender identity the ingress takes only a token of a sender its EventPolicies
+ * name, for its own audience: a post goes as such a sender would.
+ */
+async function brokerPublisher(s: Parts, routing: Routing, oidc: boolean) {
+  const { namespace } = routing;
   const brokerUrl = `http://broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local/${namespace}/${routing.broker.name}`;
-  // With sender identity the Broker's ingress takes only a token of a sender its
-  // EventPolicies name, for its own audience: a post goes as such a sender would.
-  const brokerAudience = oidc
+  const audience = oidc
     ? (
-        await client.call<{ status?: { address?: { audience?: string } } }>(
+        await s.client.call<{ status?: { address?: { audience?: string } } }>(
           'GET',
           `/apis/eventing.knative.dev/v1/namespaces/${namespace}/brokers/${routing.broker.name}`,
         )
       ).status?.address?.audience
     : undefined;
-  if (oidc && !brokerAudience)
-    throw new Error('the Broker is Ready but names no audience (authentication-oidc)');
+  if (oidc && !audience) throw new Error('the Broker is Ready but names no audience (authentication-oidc)');
   const tokens = new Map<string, { token: string; renewAt: number }>();
   const tokenOf = async (sa: string) => {
     const kept = tokens.get(sa);
     if (kept && kept.renewAt > Date.now()) return kept.token;
     const seconds = 3_600;
-    const res = await client.call<{ status: { token: string } }>(
+    const res = await s.client.call<{ status: { token: string } }>(
       'POST',
       `/api/v1/namespaces/${namespace}/serviceaccounts/${sa}/token`,
       {
         body: {
           apiVersion: 'authentication.k8s.io/v1',
           kind: 'TokenRequest',
-          spec: { expirationSeconds: seconds, audiences: [brokerAudience] },
+          spec: { expirationSeconds: seconds, audiences: [audience] },
         },
       },
     );
@@ -325,7 +393,6 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const publish = async (event: CloudEvent<unknown>, sender?: string) => {
     const msg = HTTP.binary(event);
     const token = oidc && sender ? await tokenOf(sender) : undefined;
-    // Through the cluster network, as a Pod would post.
     const res = await request(brokerUrl, {
       method: 'POST',
       headers: {
@@ -333,26 +400,12 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
         ...(token ? { authorization: `Bearer ${token}` } : {}),
       },
       body: msg.body as string,
-      dispatcher: viaNet,
+      dispatcher: s.viaNet,
     });
     await res.body.dump();
     return res.statusCode;
   };
-  const broker = new RealBroker(net, publish);
-  broker.url = `${await net.expose(`broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local`)}/${namespace}/${routing.broker.name}`;
-  return {
-    kubelet,
-    serving: servingRt,
-    net,
-    broker,
-    proxy,
-    brokerUrl,
-    stop,
-    namespace,
-    pingSource: routing.pingSources[0],
-    adapters: () => kubelet.byCommand('apiserver_receive_adapter'),
-    publish,
-  };
+  return { publish, brokerUrl };
 }
 
 /** startKnativeRuntime runs startKnative behind the Runtime interface the tests and the benchmark use (index.ts). */
@@ -364,78 +417,30 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
   if (opts.namespace && opts.namespace !== 'kcp-system')
     throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
   const k = await startKnative(opts);
-  const functions = (): FunctionProc[] =>
-    k.serving.replicas.map((r) => ({
-      service: r.service,
-      replica: r.replica,
-      url: r.url,
-      port: r.port,
-      proc: r.proc,
-      pod: r.pod,
-    }));
-  const skrPods = () => k.kubelet.byCommand(PRODUCT_COMMAND).sort((a, b) => a.name.localeCompare(b.name));
-  const skrProc = (p: LocalPod, replica: number): AdapterProc => {
-    const port = p.ports.get(8080) ?? 0;
-    return {
-      name: 'sync-skr-source',
-      pod: p.name,
-      replica,
-      url: `http://127.0.0.1:${port}/`,
-      port,
-      proc: p.proc!,
-    };
-  };
+  const skr = skrSourceOf(k);
   // The SKR source runs once the SinkBinding gave its Deployment K_SINK (a new ReplicaSet).
   const wanted = opts.skrSourceReplicas ?? 2;
   await waitFor(
     'the SKR source ready',
-    async () => skrPods().filter((p) => p.ready).length >= wanted,
+    async () => skr.pods().filter((p) => p.ready).length >= wanted,
     120_000,
   ).catch(async (err: unknown) => {
     await k.stop();
     throw err;
   });
-  const pingName = k.pingSource?.name ?? 'sync-resync';
-  const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${pingName}`;
-  // An extra tick goes as mtping sends it: with the PingSource's own OIDC identity.
-  const pingSender = oidcServiceAccountName('sources.knative.dev', 'PingSource', pingName);
   return {
     broker: k.broker,
-    get functions() {
-      return functions();
+    get functions(): FunctionProc[] {
+      return k.serving.replicas.map((r) => ({
+        service: r.service,
+        replica: r.replica,
+        url: r.url,
+        port: r.port,
+        proc: r.proc,
+        pod: r.pod,
+      }));
     },
-    // mtping fires on its schedule; fire() is an extra tick, the event mtping would send;
-    // stop() holds the schedule by keeping mtping down (as a node that lost it), start() lets it run again.
-    ping: [
-      {
-        fire: () =>
-          void k
-            .publish(
-              new CloudEvent({
-                id: randomUUID(),
-                type: 'dev.knative.sources.ping',
-                source,
-                datacontenttype: k.pingSource?.contentType ?? 'application/json',
-                ...(k.pingSource?.data
-                  ? {
-                      data:
-                        k.pingSource.contentType === 'application/json' || !k.pingSource.contentType
-                          ? JSON.parse(k.pingSource.data)
-                          : k.pingSource.data,
-                    }
-                  : {}),
-              }),
-              pingSender,
-            )
-            .then((status) => {
-              if (status >= 300)
-                console.error(`an extra resync tick was refused by the Broker's ingress: ${status}`);
-            })
-            .catch((err: unknown) => console.error(`an extra resync tick failed: ${String(err)}`)),
-        start: () => k.kubelet.resume('mtping'),
-        stop: () => void k.kubelet.pause('mtping'),
-      } satisfies Ping,
-    ],
+    ping: [pingOf(k)],
     // Named by their ApiServerSource (the label the controller puts on the adapter's Pods).
     get adapters() {
       return k
@@ -450,33 +455,85 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
         .filter((p) => p.proc && p.command !== 'apiserver_receive_adapter')
         .map((p) => ({ group: `Knative ${p.command}`, pid: p.proc!.pid })),
     ],
-    async restartFunction(service, replica = 0) {
+    restartFunction: async (service, replica = 0) => {
       await k.serving.restart(service, replica);
     },
-    // The SKR source's Pods, numbered by name (the kubelet restarts one that exits).
     get skrSources() {
-      return skrPods().map((p, replica) => skrProc(p, replica));
+      return skr.pods().map((p, replica) => skr.proc(p, replica));
     },
-    async restartSkrSource(replica = 0) {
-      const p = skrPods()[replica]!;
+    restartSkrSource: (replica = 0) => skr.restart(replica),
+    stopSkrSource: async (replica = 0) => k.kubelet.pausePod(skr.pods()[replica]!),
+    startSkrSource: (replica = 0) => skr.start(replica),
+    stopSources: () => k.kubelet.pause('apiserver_receive_adapter'),
+    startSources: async () => k.kubelet.resume('apiserver_receive_adapter'),
+    stop: k.stop,
+  };
+}
+
+/** skrSourceOf controls the SKR source's Pods, numbered by name (the kubelet restarts one that exits). */
+function skrSourceOf(k: KnativeRuntime) {
+  const pods = () => k.kubelet.byCommand(PRODUCT_COMMAND).sort((a, b) => a.name.localeCompare(b.name));
+  const proc = (p: LocalPod, replica: number): AdapterProc => {
+    const port = p.ports.get(8080) ?? 0;
+    return {
+      name: 'sync-skr-source',
+      pod: p.name,
+      replica,
+      url: `http://127.0.0.1:${port}/`,
+      port,
+      proc: p.proc!,
+    };
+  };
+  return {
+    pods,
+    proc,
+    async restart(replica: number) {
+      const p = pods()[replica]!;
       const before = p.restarts;
       await k.kubelet.kill(p);
       await waitFor('the SKR source restarted', async () => p.restarts > before && p.ready, 60_000);
-      return skrProc(p, replica);
+      return proc(p, replica);
     },
-    async stopSkrSource(replica = 0) {
-      await k.kubelet.pausePod(skrPods()[replica]!);
-    },
-    async startSkrSource(replica = 0) {
-      const p = skrPods()[replica]!;
+    async start(replica: number) {
+      const p = pods()[replica]!;
       k.kubelet.resumePod(p);
       await waitFor('the SKR source started', async () => p.ready, 60_000);
-      return skrProc(p, replica);
+      return proc(p, replica);
     },
-    stopSources: () => k.kubelet.pause('apiserver_receive_adapter'),
-    async startSources() {
-      k.kubelet.resume('apiserver_receive_adapter');
-    },
-    stop: k.stop,
+  };
+}
+
+/**
+ * pingOf is the PingSource as the tests drive it: mtping fires on its schedule; fire() is
+ * an extra tick, the event mtping would send, with the PingSource's own OIDC identity;
+ * stop() holds the schedule by keeping mtping down (as a node that lost it), start() lets
+ * it run again.
+ */
+function pingOf(k: KnativeRuntime): Ping {
+  const pingName = k.pingSource?.name ?? 'sync-resync';
+  const source = `/apis/v1/namespaces/${k.namespace}/pingsources/${pingName}`;
+  const sender = oidcServiceAccountName('sources.knative.dev', 'PingSource', pingName);
+  const json = k.pingSource?.contentType === 'application/json' || !k.pingSource?.contentType;
+  const data = k.pingSource?.data ? { data: json ? JSON.parse(k.pingSource.data) : k.pingSource.data } : {};
+  return {
+    fire: () =>
+      void k
+        .publish(
+          new CloudEvent({
+            id: randomUUID(),
+            type: 'dev.knative.sources.ping',
+            source,
+            datacontenttype: k.pingSource?.contentType ?? 'application/json',
+            ...data,
+          }),
+          sender,
+        )
+        .then((status) => {
+          if (status >= 300)
+            console.error(`an extra resync tick was refused by the Broker's ingress: ${status}`);
+        })
+        .catch((err: unknown) => console.error(`an extra resync tick failed: ${String(err)}`)),
+    start: () => k.kubelet.resume('mtping'),
+    stop: () => void k.kubelet.pause('mtping'),
   };
 }

@@ -212,42 +212,34 @@ export class Serving {
     };
   }
 
+  /** startReplica starts one replica of a Revision as its Pod would run: the function behind its queue-proxy. */
   private async startReplica(s: KService, revision: string, replica: number): Promise<Replica> {
     const { name, namespace } = s.metadata;
     const t = s.spec.template.spec;
     const env: Record<string, string> = {};
     for (const e of t.containers[0]?.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
-    const kubeconfig = await mountedToken(
-      this.opts.kcp,
-      namespace,
-      t.serviceAccountName ?? 'default',
-      undefined,
-      this.opts.apiServer,
-      this.opts.tokenDir,
-    );
+    const serviceAccount = t.serviceAccountName ?? 'default';
+    const { kcp, apiServer, tokenDir } = this.opts;
+    const kubeconfig = await mountedToken(kcp, namespace, serviceAccount, undefined, apiServer, tokenDir);
     const pod = `${revision}-${replica}`;
     const meta = (s.spec.template.metadata ?? {}) as {
       annotations?: Record<string, string>;
       labels?: Record<string, string>;
     };
     // With the labels Serving gives a Revision's Pods.
-    const podInfo = await newPod(
-      pod,
+    const labels = {
+      ...meta.labels,
+      'serving.knative.dev/service': name,
+      'serving.knative.dev/configuration': name,
+      'serving.knative.dev/revision': revision,
+    };
+    const podInfo = await newPod(pod, namespace, labels, meta.annotations ?? {});
+    const renewals = await projectTokens(kcp, {
       namespace,
-      {
-        ...meta.labels,
-        'serving.knative.dev/service': name,
-        'serving.knative.dev/configuration': name,
-        'serving.knative.dev/revision': revision,
-      },
-      meta.annotations ?? {},
-    );
-    const renewals = await projectTokens(this.opts.kcp, {
-      namespace: s.metadata.namespace,
-      serviceAccount: t.serviceAccountName ?? 'default',
+      serviceAccount,
       mounts: t.containers[0]?.volumeMounts ?? [],
       volumes: t.volumes ?? [],
-      dir: join(this.opts.tokenDir, s.metadata.namespace, pod),
+      dir: join(tokenDir, namespace, pod),
       env,
       stopped: () => this.stopped,
       log: (line) => this.opts.log?.(`serving: ${pod}: ${line}`),
@@ -259,60 +251,19 @@ export class Serving {
       freePort(),
       freePort(),
     ]);
-    const fnEnv: Record<string, string | undefined> = {
-      ...process.env,
-      ...env,
-      ...podEnv(env, podInfo.ip),
-      ...this.opts.env,
-      ...this.opts.envFor?.(name, replica),
-      ...this.opts.net.env(),
-      PORT: String(port),
-      K_SERVICE: name,
-      K_REVISION: revision,
-      K_CONFIGURATION: name,
-      LOG_LEVEL: 'info',
-      KUBECONFIG: kubeconfig,
-    };
-    if (!kubeconfig) delete fnEnv.KUBECONFIG;
-    // Not the runner's proxy settings: only the cluster network's.
     const label = replica === 0 ? name : `${name}-${replica}`;
-    const proc = startProcess(
-      'function',
+    const proc = this.startFunction(
       label,
-      this.opts.functionCommand.cmd,
-      this.opts.functionCommand.args,
-      {
-        logDir: this.opts.logDir,
-        cwd: this.opts.functionCommand.cwd,
-        env: fnEnv as Record<string, string>,
-      },
+      { ...env, ...podEnv(env, podInfo.ip) },
+      kubeconfig,
+      name,
+      revision,
+      replica,
+      port,
     );
     const queue = startProcess('queue-proxy', label, this.opts.queueBinary, [], {
       logDir: this.opts.logDir,
-      env: {
-        PATH: process.env.PATH ?? '',
-        SERVING_NAMESPACE: namespace,
-        SERVING_SERVICE: name,
-        SERVING_CONFIGURATION: name,
-        SERVING_REVISION: revision,
-        SERVING_POD: pod,
-        SERVING_POD_IP: '127.0.0.1',
-        CONTAINER_CONCURRENCY: String(t.containerConcurrency ?? 0),
-        REVISION_TIMEOUT_SECONDS: String(t.timeoutSeconds ?? 300),
-        QUEUE_SERVING_PORT: String(queuePort),
-        QUEUE_SERVING_TLS_PORT: String(queueTls),
-        USER_PORT: String(port),
-        QUEUE_ADMIN_PORT: String(admin),
-        QUEUE_METRICS_PORT: String(metrics),
-        SERVING_READINESS_PROBE: JSON.stringify({
-          httpGet: { path: '/health/readiness', port, host: '127.0.0.1', scheme: 'HTTP' },
-          successThreshold: 1,
-        }),
-        SERVING_LOGGING_CONFIG: '',
-        SERVING_LOGGING_LEVEL: 'info',
-        SYSTEM_NAMESPACE: 'knative-serving',
-        METRICS_DOMAIN: 'knative.dev/internal/serving',
-      },
+      env: queueEnv(s, revision, pod, { port, queuePort, queueTls, admin, metrics }),
     });
     const url = `http://127.0.0.1:${queuePort}/`;
     try {
@@ -329,7 +280,7 @@ export class Serving {
               : undefined,
       );
     } catch (err) {
-      for (const t of renewals) clearTimeout(t);
+      for (const r of renewals) clearTimeout(r);
       await Promise.all([killProcess(proc), killProcess(queue)]);
       throw err;
     }
@@ -346,6 +297,38 @@ export class Serving {
       renewals,
       pod: podInfo,
     };
+  }
+
+  /** startFunction starts the function's container: its env, the Revision's K_* variables, the cluster network's proxy settings only. */
+  private startFunction(
+    label: string,
+    env: Record<string, string>,
+    kubeconfig: string | undefined,
+    name: string,
+    revision: string,
+    replica: number,
+    port: number,
+  ) {
+    const fnEnv: Record<string, string | undefined> = {
+      ...process.env,
+      ...env,
+      ...this.opts.env,
+      ...this.opts.envFor?.(name, replica),
+      ...this.opts.net.env(),
+      PORT: String(port),
+      K_SERVICE: name,
+      K_REVISION: revision,
+      K_CONFIGURATION: name,
+      LOG_LEVEL: 'info',
+      KUBECONFIG: kubeconfig,
+    };
+    if (!kubeconfig) delete fnEnv.KUBECONFIG;
+    const { cmd, args, cwd } = this.opts.functionCommand;
+    return startProcess('function', label, cmd, args, {
+      logDir: this.opts.logDir,
+      cwd,
+      env: fnEnv as Record<string, string>,
+    });
   }
 
   /** retire stops the replicas of a Service that are not of revision (all of them when undefined). */
@@ -420,4 +403,39 @@ export class Serving {
       }),
     );
   }
+}
+
+/** queueEnv is a queue-proxy's environment, as Serving's revision reconciler sets it. */
+function queueEnv(
+  s: KService,
+  revision: string,
+  pod: string,
+  ports: { port: number; queuePort: number; queueTls: number; admin: number; metrics: number },
+): Record<string, string> {
+  const t = s.spec.template.spec;
+  const { name, namespace } = s.metadata;
+  return {
+    PATH: process.env.PATH ?? '',
+    SERVING_NAMESPACE: namespace,
+    SERVING_SERVICE: name,
+    SERVING_CONFIGURATION: name,
+    SERVING_REVISION: revision,
+    SERVING_POD: pod,
+    SERVING_POD_IP: '127.0.0.1',
+    CONTAINER_CONCURRENCY: String(t.containerConcurrency ?? 0),
+    REVISION_TIMEOUT_SECONDS: String(t.timeoutSeconds ?? 300),
+    QUEUE_SERVING_PORT: String(ports.queuePort),
+    QUEUE_SERVING_TLS_PORT: String(ports.queueTls),
+    USER_PORT: String(ports.port),
+    QUEUE_ADMIN_PORT: String(ports.admin),
+    QUEUE_METRICS_PORT: String(ports.metrics),
+    SERVING_READINESS_PROBE: JSON.stringify({
+      httpGet: { path: '/health/readiness', port: ports.port, host: '127.0.0.1', scheme: 'HTTP' },
+      successThreshold: 1,
+    }),
+    SERVING_LOGGING_CONFIG: '',
+    SERVING_LOGGING_LEVEL: 'info',
+    SYSTEM_NAMESPACE: 'knative-serving',
+    METRICS_DOMAIN: 'knative.dev/internal/serving',
+  };
 }

@@ -1,0 +1,205 @@
+// latency.ts: scenario 3, the latency of one edit (kubectl apply -> Ready), idle and under
+// load, and where an edit's time goes under load.
+import { spawn } from 'node:child_process';
+import { readdir, readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { SyncResource } from '../../lib/model.ts';
+import { median, pct, sleep, type Bench } from '../context.ts';
+import { syncResourceFor } from '../workload.ts';
+
+/** editLatency makes EDITS edits idle, then EDITS more while bulk creates run. */
+export async function editLatency(b: Bench): Promise<void> {
+  const { row, S, NS, EDITS, rt, create, bulk, waitReady, kymaOf } = b;
+  console.log('3. latency');
+  // Latency targets: one SyncResource per edit under load, so edits overlap freely.
+  await create(
+    Array.from({ length: EDITS }, (_, i) => {
+      const o = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i));
+      o.metadata.name = `lat-${i}`;
+      o.metadata.labels = { 'bench-batch': 'lat' };
+      return o;
+    }),
+  );
+  await waitReady('lat-', EDITS);
+  const { edit, kubectlMs, marks } = editor(b);
+  const idle: number[] = [];
+  for (let i = 0; i < EDITS; i++) idle.push(await edit(0, 100 + i));
+  const kubectlIdle = kubectlMs.splice(0);
+  marks.length = 0;
+  row(
+    '3 latency',
+    `idle, kubectl apply -> Ready (${EDITS} edits) p50`,
+    `${median(idle).toFixed(0)} ms`,
+    '<= 300 ms',
+  );
+  row('3 latency', 'idle p99', `${pct(idle, 99).toFixed(0)} ms`);
+  row('3 latency', 'idle: of which kubectl apply itself, p50', `${median(kubectlIdle).toFixed(0)} ms`);
+  // Load: scenario 1 (bulk creates of S SyncResources, one after another) running the
+  // whole time while an operator makes the edits one after another, each on its own
+  // SyncResource. (Fifty overlapping edits would measure fifty kubectl processes
+  // competing with each other as much as the product.)
+  let loading = true;
+  let rounds = 0;
+  const load = (async () => {
+    while (loading) await bulk(10_000 + rounds++ * S, S, `load${rounds}-`);
+  })();
+  await sleep(1_000);
+  const loaded: number[] = [];
+  for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
+  loading = false;
+  row(
+    '3 latency',
+    `under load (bulk creates of ${S} SyncResources running: ${rounds} rounds) p50`,
+    `${median(loaded).toFixed(0)} ms`,
+  );
+  row('3 latency', 'under load p99', `${pct(loaded, 99).toFixed(0)} ms`, '<= 2 s');
+  row('3 latency', 'under load: slowest edit', `${Math.max(...loaded).toFixed(0)} ms`);
+  row(
+    '3 latency',
+    'under load: of which kubectl apply itself, p50 / p99',
+    `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`,
+  );
+  await timeline(b, marks);
+  await load;
+  await rt.broker.idle(120_000);
+}
+
+/** Mark is one edit under load: when kubectl began and ended, and when Ready was seen. */
+interface Mark {
+  name: string;
+  generation: number;
+  start: number;
+  kubectlDone: number;
+  ready: number;
+}
+
+/** editor makes edit(i, rev): lat-i applied at revision rev with kubectl, timed until Ready at the new generation. */
+function editor(b: Bench) {
+  const { NS, kcp, set, kymaOf, srPath } = b;
+  const kcpFile = set.kcp.kubeconfigFile;
+  const kubectlMs: number[] = [];
+  const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
+  /**
+   * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
+   * first seen Ready at a generation at least the one `generation` resolves to;
+   * opened() is called with the watch's first event (the object as it is).
+   */
+  const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
+    const abort = new AbortController();
+    try {
+      for await (const { object: o } of kcp.client.watch<SyncResource>(
+        srPath(),
+        { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' },
+        abort.signal,
+      )) {
+        const seen = Date.now();
+        opened();
+        if (
+          o.status?.state === 'Ready' &&
+          o.status.observedGeneration === o.metadata.generation &&
+          o.metadata.generation! >= (await generation)
+        )
+          return seen;
+      }
+      throw new Error(`${name}: watch ended before Ready`);
+    } finally {
+      abort.abort();
+    }
+  };
+  const edit = async (i: number, rev: number) => {
+    const sr = syncResourceFor(5_000 + i, NS, 'kcp-system', kymaOf(i), rev);
+    sr.metadata.name = `lat-${i}`;
+    sr.metadata.labels = { 'bench-batch': 'lat' };
+    // The watch opens first (its first event is the object as it is), so no change is missed.
+    let setGeneration!: (g: number) => void;
+    const generation = new Promise<number>((r) => (setGeneration = r));
+    let ready!: Promise<number>;
+    await new Promise<void>((opened, failed) => {
+      ready = readyAt(sr.metadata.name, generation, opened);
+      ready.catch(failed);
+    });
+    const t0 = performance.now();
+    const start = Date.now();
+    let out = '';
+    await new Promise<void>((resolve, reject) => {
+      const p = spawn(
+        'kubectl',
+        [
+          '--kubeconfig',
+          kcpFile,
+          'apply',
+          '--server-side',
+          '--force-conflicts',
+          '--field-manager=bench',
+          '-o',
+          'jsonpath={.metadata.generation}',
+          '-f',
+          '-',
+        ],
+        { stdio: ['pipe', 'pipe', 'inherit'] },
+      );
+      p.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      p.on('exit', (code) => (code === 0 ? resolve() : reject(new Error(`kubectl exited ${code}`))));
+      p.stdin.end(JSON.stringify(sr));
+    });
+    kubectlMs.push(performance.now() - t0);
+    const kubectlDone = Date.now();
+    setGeneration(Number(out));
+    const readyTime = await ready;
+    marks.push({ name: `lat-${i}`, generation: Number(out), start, kubectlDone, ready: readyTime });
+    return readyTime - start;
+  };
+  return { edit, kubectlMs, marks };
+}
+
+/**
+ * timeline says where an edit's time goes under load, from the functions' logs: kubectl
+ * done -> cluster resolved -> items applied -> status handled -> Ready seen by the
+ * watcher. Each step's line carries ms, the time its handler took; the rest of a hop is
+ * delivery (watch, broker, HTTP) and waiting in the process.
+ */
+async function timeline(b: Bench, marks: Mark[]): Promise<void> {
+  const { row, stateDir } = b;
+  const logged = new Map<string, { time: number; ms: number }>();
+  for (const f of await readdir(join(stateDir, 'logs'))) {
+    if (!f.startsWith('function-')) continue;
+    for (const line of (await readFile(join(stateDir, 'logs', f), 'utf8')).split('\n')) {
+      if (!line.includes('"kcp-system/lat-')) continue;
+      const j = JSON.parse(line) as {
+        time: number;
+        ms: number;
+        msg: string;
+        syncResource: string;
+        generation?: number;
+      };
+      const key = `${j.syncResource}/${j.generation}/${j.msg}`;
+      if (j.generation !== undefined && !logged.has(key)) logged.set(key, { time: j.time, ms: j.ms });
+    }
+  }
+  const hops: Record<string, { total: number[]; handler: number[] }> = {};
+  const hop = (name: string, total: number, handler?: number) => {
+    const h = (hops[name] ??= { total: [], handler: [] });
+    h.total.push(total);
+    if (handler !== undefined) h.handler.push(handler);
+  };
+  for (const m of marks) {
+    const at = (msg: string) => logged.get(`kcp-system/${m.name}/${m.generation}/${msg}`);
+    const [r, a, s] = [at('cluster resolved'), at('items applied'), at('status handled')];
+    if (r === undefined || a === undefined || s === undefined) continue;
+    hop('event -> cluster resolved', r.time - m.kubectlDone, r.ms);
+    hop('resolved -> items applied', a.time - r.time, a.ms);
+    hop('applied -> status written', s.time - a.time, s.ms);
+    hop('status -> Ready seen', m.ready - s.time);
+  }
+  for (const [name, { total, handler }] of Object.entries(hops)) {
+    const of =
+      handler.length > 0
+        ? `; in the handler ${median(handler).toFixed(0)} / ${pct(handler, 99).toFixed(0)} ms`
+        : '';
+    row(
+      '3 latency',
+      `under load: ${name}, p50 / p99 (${total.length} edits)`,
+      `${median(total).toFixed(0)} / ${pct(total, 99).toFixed(0)} ms${of}`,
+    );
+  }
+}

@@ -1,0 +1,98 @@
+// throughput.ts: scenario 1, a bulk create of S SyncResources through the pipeline, and
+// scenario 2, the limit: the same objects applied directly, plus the KCP writes a
+// SyncResource needs.
+import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
+import { resourcePath } from '../../lib/kube/discovery.ts';
+import { mustFind } from '../../lib/kube/objects.ts';
+import { mapLimit } from '../../lib/concurrency.ts';
+import type { Bench } from '../context.ts';
+import { rssOf } from '../procs.ts';
+import { objectsFor, syncResourceFor } from '../workload.ts';
+
+/** bulkCreate creates S SyncResources and waits for all Ready: wall time, rate, CPU per SyncResource by process, peak RSS. */
+export async function bulkCreate(b: Bench): Promise<number> {
+  const { row, S, K, bulk, pids, cpuNow } = b;
+  console.log('1. bulk create');
+  const cpuBefore = await cpuNow();
+  const bulkMs = await bulk(0, S);
+  const cpuAfter = await cpuNow();
+  row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
+  row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
+  for (const [g, s] of Object.entries(cpuAfter))
+    row('1 bulk create', `CPU ms per SyncResource: ${g}`, (((s - cpuBefore[g]!) * 1000) / S).toFixed(1));
+  for (const p of pids())
+    row(
+      '7 memory',
+      `peak RSS ${p.svc} during bulk create`,
+      `${(await rssOf(p.pid, 'VmHWM')).toFixed(0)} MiB`,
+    );
+
+  return bulkMs;
+}
+
+/** directLimit applies what the bulk create applied with a direct server-side-apply loop, at the best of four concurrencies, and sets the bulk's time beside it. */
+export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
+  const { row, S, K, kcp, skrs, set, kymaOf, srPath } = b;
+  console.log('2. direct apply');
+  const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
+  let best = Infinity;
+  let bestC = 0;
+  for (const c of [8, 16, 32, 64]) {
+    const apis = set.skrs.map((s) => {
+      const kc = new KubeConfig();
+      kc.loadFromString(s.kubeconfig);
+      return KubernetesObjectApi.makeApiClient(kc);
+    });
+    const kcpKc = new KubeConfig();
+    kcpKc.loadFromString(set.kcp.kubeconfig);
+    const kcpApi = KubernetesObjectApi.makeApiClient(kcpKc);
+    const t0 = performance.now();
+    await mapLimit(
+      Array.from({ length: S }, (_, i) => i),
+      c,
+      async (i) => {
+        const api = apis[i % K]!;
+        const { objects, status } = objectsFor(i, 'direct', c);
+        for (const o of objects)
+          await api.patch(
+            o as never,
+            undefined,
+            undefined,
+            'bench-direct',
+            true,
+            PatchStrategy.ServerSideApply,
+          );
+        await skrs[i % K]!.client.call(
+          'PATCH',
+          resourcePath(widgetInfo, 'direct', status.metadata.name, 'status'),
+          {
+            body: status,
+            query: { fieldManager: 'bench-direct', force: true },
+            contentType: 'application/apply-patch+yaml',
+          },
+        );
+        const sr = syncResourceFor(i, 'direct', 'bench-direct', kymaOf(i));
+        sr.metadata.name = `direct-${c}-${i}`;
+        await kcpApi.create(sr as never);
+        await kcp.client.call('PATCH', srPath(sr.metadata.name, 'bench-direct') + '/status', {
+          body: {
+            apiVersion: sr.apiVersion,
+            kind: sr.kind,
+            metadata: { name: sr.metadata.name, namespace: 'bench-direct' },
+            status: { state: 'Ready', observedGeneration: 1 },
+          },
+          query: { fieldManager: 'bench-direct', force: true },
+          contentType: 'application/apply-patch+yaml',
+        });
+      },
+    );
+    const ms = performance.now() - t0;
+    if (ms < best) [best, bestC] = [ms, c];
+  }
+  row(
+    '2 limit',
+    `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`,
+    `${(best / 1000).toFixed(2)} s`,
+  );
+  row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
+}
