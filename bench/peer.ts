@@ -501,6 +501,51 @@ async function runSide(
   drifted: number[],
   figure: (key: string, v: number) => void,
 ): Promise<void> {
+  const r = await sideRun(ctx, topo, side);
+  for (let t = 0; t < r.T; t++)
+    await applyObjects(r.skrOf(t), [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: side.ns(t) } }]);
+  await side.start();
+  await side.quiet();
+  // At rest: nothing to do, for 30 s, on a side started at least a minute ago (what a
+  // process does once, after it starts, is not rest: its first minute is start-up).
+  await sleep(60_000);
+  const rest0 = await side.cpu();
+  await sleep(30_000);
+  figure('rest', ((await side.cpu()) - rest0) * 2);
+  const cpu0 = await side.cpu();
+  await bulkPhase(r, figure);
+  await editPhases(r, figure);
+  const noop = await side.resync();
+  figure('noopKcp', noop.kcp);
+  figure('noopSkr', noop.skr);
+  figure('noopWrites', noop.writes);
+  await driftPhase(r, drifted, figure);
+  if (topo.health > 0) await healthPhase(r, figure);
+  const t0 = performance.now();
+  await mapLimit(r.range(topo.n), 32, (i) => side.remove('m', i));
+  await r.gone('m');
+  await waitFor(
+    `${side.who}: objects gone`,
+    async () =>
+      (
+        await mapLimit(r.range(r.T), 16, async (t) =>
+          (await listObjects(r.skrOf(t), r.cmInfo, { namespace: side.ns(t) })).filter(ours),
+        )
+      ).every((l) => l.length === 0),
+    300_000,
+    undefined,
+    500,
+  );
+  figure('delete', (performance.now() - t0) / 1000);
+  figure('cpu', (await side.cpu()) - cpu0);
+  figure('rssNow', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmRSS')))));
+  figure('rssPeak', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmHWM')))));
+}
+
+type SideRun = Awaited<ReturnType<typeof sideRun>>;
+
+/** sideRun is what the phases of one side's run share: where resource i goes, how to create and wait for a batch. */
+async function sideRun(ctx: PeerContext, topo: Topology, side: Side) {
   const T = topo.targets;
   const skrOf = (i: number) => ctx.skrs[(i % T) % ctx.skrs.length]!;
   const nsOf = (i: number) => side.ns(i % T);
@@ -534,34 +579,7 @@ async function runSide(
       await sleep(20);
     }
   };
-  for (let t = 0; t < T; t++)
-    await applyObjects(skrOf(t), [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: side.ns(t) } }]);
-  await side.start();
-  await side.quiet();
-  // At rest: nothing to do, for 30 s, on a side started at least a minute ago (what a
-  // process does once, after it starts, is not rest: its first minute is start-up).
-  await sleep(60_000);
-  const rest0 = await side.cpu();
-  await sleep(30_000);
-  figure('rest', ((await side.cpu()) - rest0) * 2);
-  const cpu0 = await side.cpu();
-
-  let t0 = performance.now();
-  await createAll('m', range(topo.n));
-  await applied('m', topo.n);
-  figure('bulk', (performance.now() - t0) / 1000);
-  if (side.who === 'peer') {
-    // Its configuration was read: the objects carry the managed-by value it names.
-    const sample = (await getObject(skrOf(0), cmInfo, nsOf(0), 'b0-a')) as KubeObject | undefined;
-    const managedBy = sample?.metadata.labels?.['resources.gardener.cloud/managed-by'];
-    if (managedBy !== 'kcp-sync-peer')
-      throw new Error(
-        `the peer's configuration was not read as written: managed-by is ${JSON.stringify(managedBy)}`,
-      );
-  }
-  await side.quiet();
-
-  // Edits, one after another, each on the next resource.
+  // Edits, each on the next resource, at its next revision.
   const revs = new Map<number, number>();
   const edit = async (e: number) => {
     const i = e % topo.n;
@@ -571,48 +589,77 @@ async function runSide(
     await side.put('m', i, work('m', i, rev), false);
     return waitRev(i, String(rev), t0);
   };
+  return { ctx, topo, side, T, skrOf, nsOf, range, createAll, applied, gone, cmInfo, edit };
+}
+
+/** bulkPhase creates n resources and waits for all applied. */
+async function bulkPhase(r: SideRun, figure: (key: string, v: number) => void): Promise<void> {
+  const { side, topo } = r;
+  const t0 = performance.now();
+  await r.createAll('m', r.range(topo.n));
+  await r.applied('m', topo.n);
+  figure('bulk', (performance.now() - t0) / 1000);
+  if (side.who === 'peer') {
+    // Its configuration was read: the objects carry the managed-by value it names.
+    const sample = (await getObject(r.skrOf(0), r.cmInfo, r.nsOf(0), 'b0-a')) as KubeObject | undefined;
+    const managedBy = sample?.metadata.labels?.['resources.gardener.cloud/managed-by'];
+    if (managedBy !== 'kcp-sync-peer')
+      throw new Error(
+        `the peer's configuration was not read as written: managed-by is ${JSON.stringify(managedBy)}`,
+      );
+  }
+  await side.quiet();
+}
+
+/**
+ * editPhases makes edits one after another, idle, then under load: bulk creates of n
+ * resources while the edits are made, round after round, each round's deleted before the
+ * next (resources piling up would load GRM's one-minute resync of every resource more with
+ * each round; no product tick fires meanwhile).
+ */
+async function editPhases(r: SideRun, figure: (key: string, v: number) => void): Promise<void> {
+  const { side, topo } = r;
   const idle: number[] = [];
   for (let e = 0; e < topo.edits; e++) {
-    idle.push(await edit(e));
+    idle.push(await r.edit(e));
     await side.between();
   }
   figure('edit50', pct(idle, 50));
   figure('edit99', pct(idle, 99));
+  if (!topo.underLoad) return;
+  let loading = true;
+  let rounds = 0;
+  const loader = (async () => {
+    while (loading) {
+      const ids = r.range(topo.n, rounds++ * topo.n);
+      await r.createAll('l', ids);
+      await r.applied('l', topo.n);
+      await mapLimit(ids, 32, (i) => side.remove('l', i));
+      await r.gone('l');
+    }
+  })();
+  await sleep(1_000);
+  const loaded: number[] = [];
+  // At most 20: at full size the product's take up to half a minute each.
+  for (let e = 0; e < Math.min(topo.edits, 20); e++) loaded.push(await r.edit(topo.edits + e));
+  loading = false;
+  await loader;
+  figure('load50', pct(loaded, 50));
+  figure('load99', pct(loaded, 99));
+  await side.quiet();
+}
 
-  if (topo.underLoad) {
-    // Bulk creates of n resources while the edits are made, round after round, each
-    // round's deleted before the next: resources piling up would load GRM's one-minute
-    // resync of every resource more with each round (no product tick fires meanwhile).
-    let loading = true;
-    let rounds = 0;
-    const loader = (async () => {
-      while (loading) {
-        const ids = range(topo.n, rounds++ * topo.n);
-        await createAll('l', ids);
-        await applied('l', topo.n);
-        await mapLimit(ids, 32, (i) => side.remove('l', i));
-        await gone('l');
-      }
-    })();
-    await sleep(1_000);
-    const loaded: number[] = [];
-    // At most 20: at full size the product's take up to half a minute each.
-    for (let e = 0; e < Math.min(topo.edits, 20); e++) loaded.push(await edit(topo.edits + e));
-    loading = false;
-    await loader;
-    figure('load50', pct(loaded, 50));
-    figure('load99', pct(loaded, 99));
-    await side.quiet();
-  }
-
-  const r = await side.resync();
-  figure('noopKcp', r.kcp);
-  figure('noopSkr', r.skr);
-  figure('noopWrites', r.writes);
-
-  // Drift, with nothing fired (each side's own watch, or its own resync): 1 % of the objects
-  // deleted in the SKRs, each until recreated; then 1 % edited (a field both apply), each
-  // until reverted, or 90 s.
+/**
+ * driftPhase drifts with nothing fired (each side's own watch, or its own resync): 1 % of
+ * the objects deleted in the SKRs, each until recreated; then 1 % edited (a field both
+ * apply), each until reverted, or 90 s.
+ */
+async function driftPhase(
+  r: SideRun,
+  drifted: number[],
+  figure: (key: string, v: number) => void,
+): Promise<void> {
+  const { skrOf, nsOf, cmInfo } = r;
   const latency = async (
     what: string,
     act: (i: number) => Promise<void>,
@@ -647,7 +694,7 @@ async function runSide(
   );
   figure('drift50', pct(recreated, 50));
   figure('drift99', pct(recreated, 99));
-  await side.quiet();
+  await r.side.quiet();
   const edited = await latency(
     'drift: reverted',
     (i) =>
@@ -662,77 +709,59 @@ async function runSide(
   );
   figure('edited50', pct(edited, 50));
   figure('edited99', pct(edited, 99));
-  await side.quiet();
+  await r.side.quiet();
+}
 
-  if (topo.health > 0) {
-    // Health: Deployments Progressing until a Node label lets their Pods run; from each
-    // turning Available in its SKR until its resource reports it.
-    const H = topo.health;
-    const key = `bench-health-${side.who}-${topo.id}`;
-    await createAll('h', range(H), (i) => healthWork(nsOf(i), i, key));
-    await waitFor(
-      `${side.who}: health resources progressing`,
-      async () => {
-        const l = await side.list('h');
-        return l.length === H && l.every((s) => s.progressing);
-      },
-      300_000,
-      undefined,
-      250,
-    );
-    await side.quiet();
-    const start = Date.now();
-    for (const skr of ctx.skrs)
-      await skr.client.call('PATCH', `/api/v1/nodes/${ctx.nodeName}`, {
-        body: { metadata: { labels: { [key]: 'go' } } },
-        contentType: 'application/merge-patch+json',
-      });
-    const available = new Map<number, number>();
-    const reported = new Map<number, number>();
-    while (reported.size < H && Date.now() - start < 300_000) {
-      const now = Date.now();
-      for (const skr of ctx.skrs) {
-        const { items } = await skr.client.call<{ items: KubeObject[] }>('GET', '/apis/apps/v1/deployments', {
-          query: { labelSelector: `bench-health=${key}` },
-        });
-        for (const d of items)
-          if (
-            !available.has(indexOf(d.metadata.name)) &&
-            healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current'
-          )
-            available.set(indexOf(d.metadata.name), now);
-      }
-      for (const s of await side.list('h')) if (s.healthy && !reported.has(s.i)) reported.set(s.i, now);
-      await sleep(100);
-    }
-    if (reported.size < H)
-      throw new Error(`${side.who}: ${H - reported.size} of ${H} never reported healthy`);
-    const lag = [...reported].map(([i, t]) => (t - (available.get(i) ?? t)) / 1000);
-    figure('health50', pct(lag, 50));
-    figure('health99', pct(lag, 99));
-    await mapLimit(range(H), 16, (i) => side.remove('h', i));
-    await gone('h');
-  }
-
-  t0 = performance.now();
-  await mapLimit(range(topo.n), 32, (i) => side.remove('m', i));
-  await gone('m');
+/**
+ * healthPhase: Deployments Progressing until a Node label lets their Pods run; from each
+ * turning Available in its SKR until its resource reports it.
+ */
+async function healthPhase(r: SideRun, figure: (key: string, v: number) => void): Promise<void> {
+  const { ctx, side, topo } = r;
+  const H = topo.health;
+  const key = `bench-health-${side.who}-${topo.id}`;
+  await r.createAll('h', r.range(H), (i) => healthWork(r.nsOf(i), i, key));
   await waitFor(
-    `${side.who}: objects gone`,
-    async () =>
-      (
-        await mapLimit(range(T), 16, async (t) =>
-          (await listObjects(skrOf(t), cmInfo, { namespace: side.ns(t) })).filter(ours),
-        )
-      ).every((l) => l.length === 0),
+    `${side.who}: health resources progressing`,
+    async () => {
+      const l = await side.list('h');
+      return l.length === H && l.every((s) => s.progressing);
+    },
     300_000,
     undefined,
-    500,
+    250,
   );
-  figure('delete', (performance.now() - t0) / 1000);
-  figure('cpu', (await side.cpu()) - cpu0);
-  figure('rssNow', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmRSS')))));
-  figure('rssPeak', sum(await Promise.all(side.pids().map((p) => rssOf(p, 'VmHWM')))));
+  await side.quiet();
+  const start = Date.now();
+  for (const skr of ctx.skrs)
+    await skr.client.call('PATCH', `/api/v1/nodes/${ctx.nodeName}`, {
+      body: { metadata: { labels: { [key]: 'go' } } },
+      contentType: 'application/merge-patch+json',
+    });
+  const available = new Map<number, number>();
+  const reported = new Map<number, number>();
+  while (reported.size < H && Date.now() - start < 300_000) {
+    const now = Date.now();
+    for (const skr of ctx.skrs) {
+      const { items } = await skr.client.call<{ items: KubeObject[] }>('GET', '/apis/apps/v1/deployments', {
+        query: { labelSelector: `bench-health=${key}` },
+      });
+      for (const d of items)
+        if (
+          !available.has(indexOf(d.metadata.name)) &&
+          healthOf({ ...d, apiVersion: 'apps/v1', kind: 'Deployment' }).status === 'Current'
+        )
+          available.set(indexOf(d.metadata.name), now);
+    }
+    for (const s of await side.list('h')) if (s.healthy && !reported.has(s.i)) reported.set(s.i, now);
+    await sleep(100);
+  }
+  if (reported.size < H) throw new Error(`${side.who}: ${H - reported.size} of ${H} never reported healthy`);
+  const lag = [...reported].map(([i, t]) => (t - (available.get(i) ?? t)) / 1000);
+  figure('health50', pct(lag, 50));
+  figure('health99', pct(lag, 99));
+  await mapLimit(r.range(H), 16, (i) => side.remove('h', i));
+  await r.gone('h');
 }
 
 /** peerComparison runs every scenario for the product and then for GRM, at each topology, and prints each figure for both. */
