@@ -4,28 +4,22 @@
 // is gone, a field its manager owns was changed by someone else, or its health is not what
 // its status says (judge.ts), coalesced per SyncResource (coalesce.ts). Which SyncResource
 // holds an object comes from the KCP only; an SKR object no inventory names costs nothing
-// but its watch event. Memory per watched object is a few short strings.
+// but its watch event. Memory per watched object is a few short strings (view.ts).
 import type { CloudEvent } from 'cloudevents';
 import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
-import { managerOf } from '../engine/share.ts';
 import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events/contract.ts';
-import { compileRules, type CompiledRules } from '../health.ts';
 import { KubeClient } from '../kube/client.ts';
 import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.ts';
 import { informer } from '../kube/informer.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import {
-  FINALIZER,
   KYMA_NAME_LABEL,
   TEAM_NAMESPACE_LABEL,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
-  objectKey,
   SYNC_SOURCE_LABEL,
   type HealthStatus,
-  type State,
-  type Strategy,
   type SyncResource,
 } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
@@ -34,6 +28,7 @@ import { METADATA_ONLY } from '../cluster/resolve.ts';
 import { PriorityGate } from '../concurrency.ts';
 import { isControlPlane, kymaHome, SYNC_POLICY_PATH, type SyncPolicy } from '../policy/tenancy.ts';
 import { Coalescer } from './coalesce.ts';
+import { keyOf, sameMap, viewOf, type Entry, type SrView } from './view.ts';
 import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
 
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
@@ -49,36 +44,6 @@ const SKR_WATCH_SECONDS: [number, number] = [1800, 3600];
 
 /** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
 const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
-
-interface Entry {
-  key: string;
-  gk: string;
-  apiVersion: string;
-  kind: string;
-  namespace?: string;
-  name: string;
-  item: string;
-  digest?: string;
-}
-
-/** SrView is what the source keeps of a SyncResource: no manifests, no status messages. */
-interface SrView {
-  key: string;
-  namespace: string;
-  name: string;
-  uid: string;
-  kyma: string;
-  manager: string;
-  deleting: boolean;
-  /** claimed: it carries our finalizer (objects of its may exist; its deletion must be seen). */
-  claimed: boolean;
-  state?: State;
-  items: Map<string, { strategy: Strategy; rules?: CompiledRules }>;
-  health: Map<string, HealthStatus>;
-  /** reasons are the items' reasons in the status. */
-  reasons: Map<string, string>;
-  entries: Entry[];
-}
 
 interface Seen {
   stamp: string;
@@ -137,88 +102,9 @@ export interface SourceOptions {
   syncResources?: { put(sr: SyncResource): void; drop(key: string): void; rerun(namespace: string): void };
 }
 
-const keyOf = (o: KubeObject): string =>
-  objectKey({
-    apiVersion: o.apiVersion,
-    kind: o.kind,
-    ...(o.metadata.namespace ? { namespace: o.metadata.namespace } : {}),
-    name: o.metadata.name,
-  });
-
-const gkOf = (apiVersion: string, kind: string): string =>
-  `${kind}.${apiVersion.includes('/') ? apiVersion.split('/')[0] : ''}`;
-
 /** watchOf is the watch that sees entry e's object: its namespace's, else the cluster-wide one. */
 const watchOf = (w: KymaWatch, e: Entry): KindWatch | undefined =>
   (e.namespace ? w.kinds.get(`${e.gk}|${e.namespace}`) : undefined) ?? w.kinds.get(`${e.gk}|`);
-
-const rulesMemo = new Map<string, CompiledRules | undefined>();
-function rulesOf(item: SyncResource['spec']['items'][number]): CompiledRules | undefined {
-  if (!item.health) return undefined;
-  const text = JSON.stringify(item.health);
-  if (!rulesMemo.has(text)) {
-    if (rulesMemo.size > 1_000) rulesMemo.clear();
-    let compiled: CompiledRules | undefined;
-    try {
-      compiled = compileRules(item.health);
-    } catch {
-      compiled = undefined; // The run reports the item InvalidManifest; kstatus's rules meanwhile.
-    }
-    rulesMemo.set(text, compiled);
-  }
-  return rulesMemo.get(text);
-}
-
-/** viewOf keeps what the source needs of a SyncResource. */
-export function viewOf(
-  sr: SyncResource,
-  fieldManager: string,
-  home: string = sr.metadata.namespace ?? '',
-): SrView {
-  const ns = sr.metadata.namespace ?? '';
-  const items = new Map<string, { strategy: Strategy; rules?: CompiledRules }>();
-  for (const i of Array.isArray(sr.spec?.items) ? sr.spec.items : []) {
-    if (typeof i?.name !== 'string') continue;
-    const rules = rulesOf(i);
-    items.set(i.name, { strategy: i.strategy, ...(rules ? { rules } : {}) });
-  }
-  const health = new Map<string, HealthStatus>();
-  const reasons = new Map<string, string>();
-  for (const i of sr.status?.items ?? []) {
-    if (i.health?.status) health.set(i.name, i.health.status);
-    if (i.reason) reasons.set(i.name, i.reason);
-  }
-  const entries: Entry[] = [];
-  for (const e of sr.status?.synced ?? []) {
-    if (typeof e?.apiVersion !== 'string' || typeof e.kind !== 'string' || typeof e.name !== 'string')
-      continue;
-    entries.push({
-      key: objectKey(e),
-      gk: gkOf(e.apiVersion, e.kind),
-      apiVersion: e.apiVersion,
-      kind: e.kind,
-      ...(e.namespace ? { namespace: e.namespace } : {}),
-      name: e.name,
-      item: e.item,
-      ...(e.digest ? { digest: e.digest } : {}),
-    });
-  }
-  return {
-    key: `${ns}/${sr.metadata.name}`,
-    namespace: ns,
-    name: sr.metadata.name,
-    uid: sr.metadata.uid ?? '',
-    kyma: `${home}/${sr.spec?.kyma ?? ''}`,
-    manager: managerOf(fieldManager, { namespace: ns, name: sr.metadata.name }),
-    deleting: sr.metadata.deletionTimestamp !== undefined,
-    claimed: sr.metadata.finalizers?.includes(FINALIZER) === true,
-    ...(sr.status?.state ? { state: sr.status.state } : {}),
-    items,
-    health,
-    reasons,
-    entries,
-  };
-}
 
 /** SkrSource watches the SKRs of the Kymas it is given. */
 export class SkrSource {
@@ -876,10 +762,4 @@ export class SkrSource {
       'SKR changed',
     );
   }
-}
-
-function sameMap<K, V>(a: Map<K, V>, b: Map<K, V>): boolean {
-  if (a.size !== b.size) return false;
-  for (const [k, v] of a) if (b.get(k) !== v) return false;
-  return true;
 }
