@@ -15,20 +15,17 @@ import { informer } from '../kube/informer.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
 import {
   KYMA_NAME_LABEL,
-  TEAM_NAMESPACE_LABEL,
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
-  SYNC_SOURCE_LABEL,
   type HealthStatus,
   type SyncResource,
 } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
-import { METADATA_ONLY } from '../cluster/resolve.ts';
 import { PriorityGate } from '../concurrency.ts';
-import { isControlPlane, kymaHome, SYNC_POLICY_PATH, type SyncPolicy } from '../policy/tenancy.ts';
 import { Coalescer } from './coalesce.ts';
-import { keyOf, sameMap, viewOf, type Entry, type SrView } from './view.ts';
+import { ControlPlaneWatch } from './control-plane.ts';
+import { keyOf, sameMap, type Entry, type SrView } from './view.ts';
 import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
 
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
@@ -110,7 +107,6 @@ const watchOf = (w: KymaWatch, e: Entry): KindWatch | undefined =>
 export class SkrSource {
   private readonly opts: SourceOptions;
   private readonly kcp: Cluster;
-  private readonly srs = new Map<string, SrView>();
   private readonly kymas = new Map<string, KymaWatch>();
   /** access Secret versions by Kyma key ("<namespace>/<kyma>"). */
   private readonly secrets = new Map<string, string>();
@@ -118,10 +114,8 @@ export class SkrSource {
   /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
   private readonly posted = new Map<string, string>();
   private readonly abort = new AbortController();
-  /** policies are the SyncPolicies by name; onboarded the team namespaces labelled so; namespaces the SyncResource watches, by namespace. */
-  private readonly policies = new Map<string, SyncPolicy>();
-  private readonly onboarded = new Set<string>();
-  private readonly namespaces = new Map<string, { abort: AbortController; listed: Promise<void> }>();
+  /** cp is the KCP side: the SyncResources' views (cp.srs), policies, namespaces, access Secrets. */
+  private readonly cp: ControlPlaneWatch;
   private owns: (kyma: string) => boolean = () => true;
   /** over are the Kymas of this replica's share it has no room to watch. */
   private readonly over = new Set<string>();
@@ -140,141 +134,20 @@ export class SkrSource {
       post: (key, findings) => this.post(key, findings),
       keep: (key, f) => this.stillHolds(key, f),
     });
+    this.cp = new ControlPlaneWatch(
+      opts,
+      {
+        put: (view, old) => this.put(view, old),
+        drop: (old) => this.drop(old),
+        secret: (ns, s, deleted) => this.putSecret(ns, s, deleted),
+      },
+      this.abort.signal,
+    );
   }
 
-  /**
-   * start lists and watches the SyncPolicies, the SyncResources of the control-plane
-   * namespaces and of every namespace a policy names, and the access Secrets.
-   */
+  /** start lists and watches the KCP (control-plane.ts); the SKRs are watched as SyncResources name them. */
   async start(): Promise<void> {
-    const signal = this.abort.signal;
-    await informer<SyncPolicy>(
-      this.opts.kcp,
-      SYNC_POLICY_PATH,
-      {
-        list: (items, last) => {
-          for (const p of items) this.policies.set(p.metadata.name, p);
-          if (last) this.syncNamespaces();
-        },
-        event: (type, p) => {
-          const before = this.policies.get(p.metadata.name);
-          if (type === 'DELETED') this.policies.delete(p.metadata.name);
-          else this.policies.set(p.metadata.name, p);
-          // What the policy governs now, and what it governed: each of their SyncResources runs again.
-          const touched = new Set([
-            ...(before?.spec.namespaces ?? []),
-            ...(type === 'DELETED' ? [] : p.spec.namespaces),
-          ]);
-          for (const ns of touched) this.opts.syncResources?.rerun(ns);
-          this.syncNamespaces();
-        },
-        error: (err) => this.opts.log.warn({ error: String(err) }, 'SyncPolicy watch failed'),
-      },
-      signal,
-      { retryFirstList: true },
-    );
-    // Team namespaces the operator onboarded (labelled): their SyncResources are told when no policy governs them.
-    await informer<KubeObject>(
-      this.opts.kcp,
-      '/api/v1/namespaces',
-      {
-        list: (items, last) => {
-          this.onboarded.clear();
-          for (const n of items) this.onboarded.add(n.metadata.name);
-          if (last) this.syncNamespaces();
-        },
-        event: (type, n) => {
-          if (type === 'DELETED') this.onboarded.delete(n.metadata.name);
-          else this.onboarded.add(n.metadata.name);
-          this.syncNamespaces();
-        },
-        error: (err) => this.opts.log.warn({ error: String(err) }, 'team namespace watch failed'),
-      },
-      signal,
-      {
-        retryFirstList: true,
-        headers: METADATA_ONLY,
-        query: { labelSelector: `${TEAM_NAMESPACE_LABEL}=true` },
-      },
-    );
-    await Promise.all(
-      [...this.namespaces].filter(([ns]) => isControlPlane(ns, this.opts.config)).map(([, n]) => n.listed),
-    );
-    for (const ns of this.opts.config.controlPlaneNamespaces) {
-      await informer<KubeObject>(
-        this.opts.kcp,
-        `/api/v1/namespaces/${ns}/secrets`,
-        {
-          list: (items) => {
-            for (const s of items) this.putSecret(ns, s);
-          },
-          event: (type, s) => this.putSecret(ns, s, type === 'DELETED'),
-        },
-        signal,
-        {
-          retryFirstList: true,
-          headers: METADATA_ONLY,
-          query: { labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}` },
-        },
-      );
-    }
-  }
-
-  /**
-   * syncNamespaces watches the SyncResources of the control-plane namespaces, of every team
-   * namespace an operator onboarded (labelled) or a policy names (governed by it, or
-   * refused: either way its SyncResources are told so), and of every namespace where one
-   * still carries our finalizer (its policy removed, its deletion still removes what it
-   * created); it lets go of the others.
-   */
-  private syncNamespaces(): void {
-    const wanted = new Set([
-      ...this.opts.config.controlPlaneNamespaces,
-      ...this.onboarded,
-      ...[...this.policies.values()].flatMap((p) =>
-        Array.isArray(p.spec?.namespaces) ? p.spec.namespaces : [],
-      ),
-      ...[...this.srs.values()].filter((v) => v.claimed).map((v) => v.namespace),
-    ]);
-    for (const [ns, n] of this.namespaces) {
-      if (wanted.has(ns)) continue;
-      n.abort.abort();
-      this.namespaces.delete(ns);
-      for (const key of [...this.srs.keys()]) if (key.startsWith(`${ns}/`)) this.dropSr(key);
-    }
-    for (const ns of wanted) if (!this.namespaces.has(ns)) this.watchSyncResources(ns);
-  }
-
-  /** watchSyncResources lists (in pages: only the views are kept) and watches the SyncResources of ns. */
-  private watchSyncResources(ns: string): void {
-    const abort = new AbortController();
-    this.abort.signal.addEventListener('abort', () => abort.abort(), { once: true });
-    const seen = new Set<string>();
-    const listed = informer<SyncResource>(
-      this.opts.kcp,
-      `/apis/operator.kyma-project.io/v1alpha1/namespaces/${ns}/syncresources`,
-      {
-        list: (items, last) => {
-          for (const s of items) {
-            seen.add(`${ns}/${s.metadata.name}`);
-            this.putSr(s);
-          }
-          if (!last) return;
-          for (const key of [...this.srs.keys()])
-            if (key.startsWith(`${ns}/`) && !seen.has(key)) this.dropSr(key);
-          seen.clear();
-        },
-        event: (type, s) => (type === 'DELETED' ? this.dropSr(`${ns}/${s.metadata.name}`) : this.putSr(s)),
-        error: (err) =>
-          this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResource watch failed'),
-      },
-      abort.signal,
-      // A team namespace the operator has not bound the product in yet is retried (start waits for none).
-      { retryFirstList: true, pageSize: 250 },
-    ).catch((err: unknown) =>
-      this.opts.log.warn({ namespace: ns, error: String(err) }, 'SyncResources not listed'),
-    );
-    this.namespaces.set(ns, { abort, listed });
+    await this.cp.start();
   }
 
   /** shard sets which Kymas this replica watches ("<namespace>/<kyma>"); the others are let go. */
@@ -282,7 +155,7 @@ export class SkrSource {
     this.owns = owns;
     this.over.clear();
     for (const k of [...this.kymas.keys()]) if (!owns(k)) this.stopKyma(k);
-    const wanted = new Set([...this.srs.values()].map((v) => v.kyma));
+    const wanted = new Set([...this.cp.srs.values()].map((v) => v.kyma));
     for (const k of wanted) if (this.watchable(k)) this.ensureKyma(k);
   }
 
@@ -329,29 +202,17 @@ export class SkrSource {
     if (w && w.secretVersion !== undefined && w.secretVersion !== version) this.reconnect(w);
   }
 
-  private putSr(sr: SyncResource): void {
-    this.opts.syncResources?.put(sr);
-    const view = viewOf(
-      sr,
-      this.opts.config.fieldManager,
-      kymaHome(sr.metadata.namespace ?? '', this.opts.config),
-    );
-    const old = this.srs.get(view.key);
-    this.srs.set(view.key, view);
+  /** put holds a SyncResource's objects in its Kyma's watch (and lets go of those it no longer names). */
+  private put(view: SrView, old: SrView | undefined): void {
     if (old) this.unhold(old, view);
     this.hold(view);
     if (old) this.recheck(old, view);
   }
 
-  private dropSr(key: string): void {
-    this.opts.syncResources?.drop(key);
-    const old = this.srs.get(key);
-    if (!old) return;
-    this.srs.delete(key);
+  /** drop lets go of a SyncResource's objects. */
+  private drop(old: SrView): void {
     this.unhold(old);
-    for (const k of [...this.posted.keys()]) if (k.startsWith(`${key}|`)) this.posted.delete(k);
-    // Perhaps the last of ours in a team namespace watched only for it: let go of it then.
-    if (!isControlPlane(old.namespace, this.opts.config)) queueMicrotask(() => this.syncNamespaces());
+    for (const k of [...this.posted.keys()]) if (k.startsWith(`${old.key}|`)) this.posted.delete(k);
   }
 
   /**
@@ -434,7 +295,7 @@ export class SkrSource {
       retryMs: 5_000,
     };
     this.kymas.set(key, w);
-    for (const v of this.srs.values()) if (v.kyma === key) this.index(w, v);
+    for (const v of this.cp.srs.values()) if (v.kyma === key) this.index(w, v);
     void this.connect(w);
     return w;
   }
@@ -465,7 +326,7 @@ export class SkrSource {
     if (!next.done && this.owns(next.value)) {
       this.over.delete(next.value);
       queueMicrotask(() => {
-        if (this.watchable(next.value) && [...this.srs.values()].some((v) => v.kyma === next.value))
+        if (this.watchable(next.value) && [...this.cp.srs.values()].some((v) => v.kyma === next.value))
           this.ensureKyma(next.value);
       });
     } else if (!next.done) this.over.delete(next.value);
@@ -522,7 +383,7 @@ export class SkrSource {
   private syncKinds(w: KymaWatch): void {
     const byKind = new Map<string, { e: Entry; namespaces: Set<string>; cluster: boolean }>();
     for (const k of w.srs)
-      for (const e of this.srs.get(k)?.entries ?? []) {
+      for (const e of this.cp.srs.get(k)?.entries ?? []) {
         let g = byKind.get(e.gk);
         if (!g) byKind.set(e.gk, (g = { e, namespaces: new Set(), cluster: false }));
         if (e.namespace) g.namespaces.add(e.namespace);
@@ -594,7 +455,7 @@ export class SkrSource {
                 if (!e || watchOf(w, e) !== k) continue;
                 k.objects.delete(key);
                 for (const sr of holders) {
-                  const h = this.holderOf(this.srs.get(sr), e);
+                  const h = this.holderOf(this.cp.srs.get(sr), e);
                   if (h) this.consider(h, e, undefined, false);
                 }
               }
@@ -624,7 +485,7 @@ export class SkrSource {
 
   private entryOf(w: KymaWatch, key: string, gk?: string): Entry | undefined {
     for (const sr of w.holders.get(key) ?? []) {
-      const e = this.srs.get(sr)?.entries.find((x) => x.key === key && (gk === undefined || x.gk === gk));
+      const e = this.cp.srs.get(sr)?.entries.find((x) => x.key === key && (gk === undefined || x.gk === gk));
       if (e) return e;
     }
     return undefined;
@@ -669,13 +530,13 @@ export class SkrSource {
     const e = this.entryOf(w, key, k.gk);
     if (!e) return;
     for (const sr of holders) {
-      const h = this.holderOf(this.srs.get(sr), e);
+      const h = this.holderOf(this.cp.srs.get(sr), e);
       if (h) this.consider(h, e, o, ownWrite(prev?.stamp, stamp, h.manager));
     }
     // A CRD established may let the Kyma's waiting SyncResources go on.
     if (k.kind === 'CustomResourceDefinition' && health === 'Current' && prev?.health !== 'Current')
       for (const sr of w.srs) {
-        const v = this.srs.get(sr);
+        const v = this.cp.srs.get(sr);
         if (v && v.state === 'Processing' && !holders.has(sr))
           this.found(sr, e, { change: 'health', mark: `crd:${o.metadata.resourceVersion}` });
       }
@@ -688,7 +549,7 @@ export class SkrSource {
     const e = this.entryOf(w, key, k.gk);
     if (!e) return;
     for (const sr of w.holders.get(key) ?? []) {
-      const h = this.holderOf(this.srs.get(sr), e);
+      const h = this.holderOf(this.cp.srs.get(sr), e);
       if (h) this.consider(h, e, undefined, false);
     }
   }
@@ -725,7 +586,7 @@ export class SkrSource {
   /** stillHolds drops a health finding that the status has caught up with while it waited. */
   private stillHolds(sr: string, f: Finding): boolean {
     if (f.change !== 'health') return true;
-    const view = this.srs.get(sr);
+    const view = this.cp.srs.get(sr);
     const w = view && this.kymas.get(view.kyma);
     const e = view?.entries.find((x) => x.key === f.key);
     if (!view || !w || !e) return true;
@@ -737,7 +598,7 @@ export class SkrSource {
   }
 
   private async post(key: string, findings: Finding[]): Promise<void> {
-    const view = this.srs.get(key);
+    const view = this.cp.srs.get(key);
     if (!view) return;
     const data: SkrChanged = {
       namespace: view.namespace,
