@@ -65,21 +65,57 @@ export async function informer<T extends Obj>(
   signal: AbortSignal,
   opts: InformerOptions = {},
 ): Promise<void> {
-  const min = opts.minBackoffMs ?? 500;
-  const max = opts.maxBackoffMs ?? 30_000;
-  let delay = min;
-  const backoff = async (err: unknown) => {
-    on.error?.(err);
-    await sleep(delay * (0.75 + Math.random() / 2), undefined, { signal }).catch(() => {});
-    delay = Math.min(delay * 2, max);
-  };
-  const list = async (): Promise<string> => {
+  const inf = new Informer(client, path, on, signal, opts);
+  for (;;) {
+    try {
+      inf.rv = await inf.list();
+      break;
+    } catch (err) {
+      if (!opts.retryFirstList || signal.aborted) throw err;
+      await inf.backoff(err);
+    }
+  }
+  void inf.follow();
+}
+
+/** Informer lists a collection (in pages) and follows it, resuming its watch from the last resourceVersion, as client-go's reflector. */
+class Informer<T extends Obj> {
+  rv: string | undefined;
+  private delay: number;
+  private readonly min: number;
+  private readonly max: number;
+  private readonly client: KubeClient;
+  private readonly path: string;
+  private readonly on: Handlers<T>;
+  private readonly signal: AbortSignal;
+  private readonly opts: InformerOptions;
+
+  constructor(client: KubeClient, path: string, on: Handlers<T>, signal: AbortSignal, opts: InformerOptions) {
+    this.client = client;
+    this.path = path;
+    this.on = on;
+    this.signal = signal;
+    this.opts = opts;
+    this.min = opts.minBackoffMs ?? 500;
+    this.max = opts.maxBackoffMs ?? 30_000;
+    this.delay = this.min;
+  }
+
+  async backoff(err: unknown): Promise<void> {
+    this.on.error?.(err);
+    await sleep(this.delay * (0.75 + Math.random() / 2), undefined, { signal: this.signal }).catch(() => {});
+    this.delay = Math.min(this.delay * 2, this.max);
+  }
+
+  /** list hands every page to on.list and returns the list's resourceVersion. */
+  async list(): Promise<string> {
+    const { opts } = this;
     let next: string | undefined;
     for (;;) {
-      const l = await client.call<{
+      const l = await this.client.call<{
         metadata: { resourceVersion: string; continue?: string };
         items: T[] | null;
-      }>('GET', path, {
+      }>('GET', this.path, {
         query: {
           ...opts.query,
           ...(opts.pageSize ? { limit: opts.pageSize } : {}),
@@ -89,59 +125,55 @@ export async function informer<T extends Obj>(
       });
       next = l.metadata.continue || undefined;
       // A metadata-only list with nothing in it comes back with items: null.
-      await on.list(l.items ?? [], next === undefined);
+      await this.on.list(l.items ?? [], next === undefined);
       if (next === undefined) return l.metadata.resourceVersion;
     }
-  };
-  let rv: string | undefined;
-  for (;;) {
-    try {
-      rv = await list();
-      break;
-    } catch (err) {
-      if (!opts.retryFirstList || signal.aborted) throw err;
-      await backoff(err);
-    }
   }
-  void (async () => {
-    while (!signal.aborted) {
+
+  /** follow watches from rv until the signal aborts, listing again when rv expired, backing off after a failure. */
+  async follow(): Promise<void> {
+    while (!this.signal.aborted) {
       try {
-        rv ??= await list();
-        const stream: AsyncGenerator<{ type: string; object: T & { code?: number } }> = client.watch<
-          T & { code?: number }
-        >(
-          path,
-          {
-            ...opts.query,
-            resourceVersion: rv,
-            allowWatchBookmarks: 'true',
-            timeoutSeconds: watchTimeout(opts.watchSeconds),
-          },
-          signal,
-          watchHeaders(opts.headers),
-        );
-        on.watching?.();
-        const opened = performance.now();
-        let events = 0;
-        for await (const ev of stream as AsyncIterable<{ type: string; object: T & { code?: number } }>) {
-          delay = min;
-          events++;
-          if (ev.type === 'ERROR') {
-            // An expired resourceVersion (410 Gone) lists again at once; any other error resumes after a back-off.
-            if (ev.object.code !== 410) throw new Error(`watch error ${ev.object.code ?? ''}`);
-            rv = undefined;
-            break;
-          }
-          rv = ev.object.metadata.resourceVersion ?? rv;
-          if (ev.type !== 'BOOKMARK') on.event(ev.type as 'ADDED' | 'MODIFIED' | 'DELETED', ev.object);
-        }
-        // A watch the server ends at once, again and again, is a failure too.
-        if (events === 0 && performance.now() - opened < 1_000) throw new Error('watch ended at once');
+        this.rv ??= await this.list();
+        await this.watchOnce(this.rv);
       } catch (err) {
-        if (signal.aborted) return;
-        if (err instanceof KubeApiError && err.code === 410) rv = undefined;
-        await backoff(err);
+        if (this.signal.aborted) return;
+        if (err instanceof KubeApiError && err.code === 410) this.rv = undefined;
+        await this.backoff(err);
       }
     }
-  })();
+  }
+
+  /** watchOnce follows one watch request to its end. */
+  private async watchOnce(rv: string): Promise<void> {
+    const { opts } = this;
+    const stream = this.client.watch<T & { code?: number }>(
+      this.path,
+      {
+        ...opts.query,
+        resourceVersion: rv,
+        allowWatchBookmarks: 'true',
+        timeoutSeconds: watchTimeout(opts.watchSeconds),
+      },
+      this.signal,
+      watchHeaders(opts.headers),
+    );
+    this.on.watching?.();
+    const opened = performance.now();
+    let events = 0;
+    for await (const ev of stream as AsyncIterable<{ type: string; object: T & { code?: number } }>) {
+      this.delay = this.min;
+      events++;
+      if (ev.type === 'ERROR') {
+        // An expired resourceVersion (410 Gone) lists again at once; any other error resumes after a back-off.
+        if (ev.object.code !== 410) throw new Error(`watch error ${ev.object.code ?? ''}`);
+        this.rv = undefined;
+        return;
+      }
+      this.rv = ev.object.metadata.resourceVersion ?? this.rv;
+      if (ev.type !== 'BOOKMARK') this.on.event(ev.type as 'ADDED' | 'MODIFIED' | 'DELETED', ev.object);
+    }
+    // A watch the server ends at once, again and again, is a failure too.
+    if (events === 0 && performance.now() - opened < 1_000) throw new Error('watch ended at once');
+  }
 }

@@ -50,7 +50,16 @@ export class ControlPlaneWatch {
    * namespaces and of every namespace a policy names, and the access Secrets.
    */
   async start(): Promise<void> {
-    const signal = this.signal;
+    await this.watchPolicies();
+    await this.watchTeamNamespaces();
+    await Promise.all(
+      [...this.namespaces].filter(([ns]) => isControlPlane(ns, this.opts.config)).map(([, n]) => n.listed),
+    );
+    for (const ns of this.opts.config.controlPlaneNamespaces) await this.watchAccessSecrets(ns);
+  }
+
+  /** watchPolicies keeps the SyncPolicies: a change re-runs the SyncResources of what the policy governs now and governed. */
+  private async watchPolicies(): Promise<void> {
     await informer<SyncPolicy>(
       this.opts.kcp,
       SYNC_POLICY_PATH,
@@ -73,10 +82,13 @@ export class ControlPlaneWatch {
         },
         error: (err) => this.opts.log.warn({ error: String(err) }, 'SyncPolicy watch failed'),
       },
-      signal,
+      this.signal,
       { retryFirstList: true },
     );
-    // Team namespaces the operator onboarded (labelled): their SyncResources are told when no policy governs them.
+  }
+
+  /** watchTeamNamespaces keeps the team namespaces the operator onboarded (labelled): their SyncResources are told when no policy governs them. */
+  private async watchTeamNamespaces(): Promise<void> {
     await informer<KubeObject>(
       this.opts.kcp,
       '/api/v1/namespaces',
@@ -93,34 +105,33 @@ export class ControlPlaneWatch {
         },
         error: (err) => this.opts.log.warn({ error: String(err) }, 'team namespace watch failed'),
       },
-      signal,
+      this.signal,
       {
         retryFirstList: true,
         headers: METADATA_ONLY,
         query: { labelSelector: `${TEAM_NAMESPACE_LABEL}=true` },
       },
     );
-    await Promise.all(
-      [...this.namespaces].filter(([ns]) => isControlPlane(ns, this.opts.config)).map(([, n]) => n.listed),
+  }
+
+  /** watchAccessSecrets tells the source every access Secret's version (metadata only; not the sync sources). */
+  private async watchAccessSecrets(ns: string): Promise<void> {
+    await informer<KubeObject>(
+      this.opts.kcp,
+      `/api/v1/namespaces/${ns}/secrets`,
+      {
+        list: (items) => {
+          for (const s of items) this.on.secret(ns, s, false);
+        },
+        event: (type, s) => this.on.secret(ns, s, type === 'DELETED'),
+      },
+      this.signal,
+      {
+        retryFirstList: true,
+        headers: METADATA_ONLY,
+        query: { labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}` },
+      },
     );
-    for (const ns of this.opts.config.controlPlaneNamespaces) {
-      await informer<KubeObject>(
-        this.opts.kcp,
-        `/api/v1/namespaces/${ns}/secrets`,
-        {
-          list: (items) => {
-            for (const s of items) this.on.secret(ns, s, false);
-          },
-          event: (type, s) => this.on.secret(ns, s, type === 'DELETED'),
-        },
-        signal,
-        {
-          retryFirstList: true,
-          headers: METADATA_ONLY,
-          query: { labelSelector: `${KYMA_NAME_LABEL},!${SYNC_SOURCE_LABEL}` },
-        },
-      );
-    }
   }
 
   /**
