@@ -2,7 +2,8 @@
 // module state, CEL rules and feedback paths.
 import { describe, expect, it } from 'vitest';
 import { compileFeedback, readFeedback } from './feedback.ts';
-import { compileRules, healthOf } from './health.ts';
+import { healthOf } from './health.ts';
+import { compileRules } from './health-rules.ts';
 import type { KubeObject } from './kube/objects.ts';
 import { ManifestError } from './manifest.ts';
 

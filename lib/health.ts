@@ -2,12 +2,11 @@
 // of kstatus (sigs.k8s.io/cli-utils/pkg/kstatus/status, the library behind Flux's health
 // checks), ported rule by rule from v0.37.2, plus Kyma's convention that a module CR's
 // status.state is its health (as lifecycle-manager reads it), plus an item's own CEL rules
-// (items[].health, as Flux's healthCheckExprs). Pure: the object and the clock in.
-import { Environment } from '@marcbachmann/cel-js';
+// (items[].health, as Flux's healthCheckExprs; health-rules.ts). Pure: the object and the clock in.
 import type { KubeObject } from './kube/objects.ts';
 import { bounded } from './policy/rules.ts';
-import { ManifestError } from './manifest.ts';
-import type { Health, HealthRules } from './model.ts';
+import type { Health } from './model.ts';
+import { evaluateRules, type CompiledRules } from './health-rules.ts';
 
 /** describeHealth renders an object's health for messages and Events: "Deployment ns/x: ProgressDeadlineExceeded: Progress deadline exceeded". */
 export const describeHealth = (object: string, h: Health): string =>
@@ -305,7 +304,7 @@ function readyCondition(o: KubeObject): Health | undefined {
 
 /** healthOf computes an object's health by kstatus's rules (or the item's own CEL rules); bounded messages. */
 export function healthOf(o: KubeObject, rules?: CompiledRules, now = Date.now()): Health {
-  const h = rules ? (o.metadata.deletionTimestamp ? generic(o)! : evaluateRules(rules, o)) : kstatus(o, now);
+  const h = rules ? (o.metadata.deletionTimestamp ? generic(o)! : ruleHealth(rules, o)) : kstatus(o, now);
   return { ...h, message: bounded(h.message, 512) };
 }
 
@@ -318,89 +317,19 @@ function kstatus(o: KubeObject, now: number): Health {
   return moduleState(o) ?? readyCondition(o) ?? current('Resource is current');
 }
 
-// CEL: the object's top-level fields are the expression's variables (apiVersion, kind,
-// metadata, spec, status, data), as in Flux's healthCheckExprs. Cost is bounded at compile
-// time (the expression's length and AST) and by the object's size (lists bound each macro).
-const CEL_FIELDS = ['apiVersion', 'kind', 'metadata', 'spec', 'status', 'data'] as const;
-/** MAX_EXPRESSION bounds a health expression's length (characters). */
-export const MAX_EXPRESSION = 1024;
-const celEnv = (() => {
-  const env = new Environment({
-    limits: { maxAstNodes: 256, maxDepth: 32, maxListElements: 64, maxMapEntries: 64, maxCallArguments: 8 },
-  });
-  for (const f of CEL_FIELDS) env.registerVariable(f, 'dyn');
-  return env;
-})();
-
-type Program = (ctx: Obj) => unknown;
-/** CompiledRules are an item's health expressions, compiled once. */
-export interface CompiledRules {
-  current: Program;
-  failed?: Program;
-  inProgress?: Program;
-  text: HealthRules;
-}
-
-function compileOne(name: string, expr: string): Program {
-  if (expr.length > MAX_EXPRESSION)
-    throw new ManifestError(
-      `health.${name} is ${expr.length} characters, over the limit of ${MAX_EXPRESSION}`,
-    );
-  try {
-    const checked = celEnv.check(expr) as { valid: boolean; error?: Error; type?: string };
-    if (!checked.valid) throw checked.error ?? new Error('does not type-check');
-    if (checked.type !== 'bool' && checked.type !== 'dyn')
-      throw new Error(`is of type ${checked.type}, not bool`);
-    return celEnv.parse(expr) as unknown as Program;
-  } catch (err) {
-    throw new ManifestError(`health.${name} does not compile: ${(err as Error).message.split('\n')[0]}`);
-  }
-}
-
-/** compileRules compiles an item's health rules, or throws a ManifestError naming the expression (the item is InvalidManifest). */
-export function compileRules(rules: HealthRules): CompiledRules {
-  return {
-    current: compileOne('current', rules.current),
-    ...(rules.failed !== undefined ? { failed: compileOne('failed', rules.failed) } : {}),
-    ...(rules.inProgress !== undefined ? { inProgress: compileOne('inProgress', rules.inProgress) } : {}),
-    text: rules,
-  };
-}
-
-/** celValue turns JSON into CEL values: integers are CEL ints (BigInt). */
-function celValue(v: unknown): unknown {
-  if (typeof v === 'number') return Number.isInteger(v) ? BigInt(v) : v;
-  if (Array.isArray(v)) return v.map(celValue);
-  if (v !== null && typeof v === 'object')
-    return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, celValue(x)]));
-  return v;
-}
-
 /**
- * evaluateRules evaluates inProgress, failed, then current (Flux's order); none true is
- * InProgress. The latest generation must be observed first, as kstatus requires of every
- * kind. An expression that cannot be evaluated on this object (a field not there yet) is
- * not true.
+ * ruleHealth is an item's own rules' verdict (health-rules.ts): inProgress, failed, then
+ * current (Flux's order); none true is InProgress. The latest generation must be observed
+ * first, as kstatus requires of every kind.
  */
-function evaluateRules(rules: CompiledRules, o: KubeObject): Health {
+function ruleHealth(rules: CompiledRules, o: KubeObject): Health {
   const behind = notObserved(o);
   if (behind) return behind;
-  const ctx = Object.fromEntries(CEL_FIELDS.map((f) => [f, celValue((o as Obj)[f] ?? null)]));
-  const errors: string[] = [];
-  const holds = (name: keyof HealthRules, p: Program | undefined) => {
-    if (!p) return false;
-    try {
-      return p(ctx) === true;
-    } catch (err) {
-      errors.push(`health.${name}: ${(err as Error).message.split('\n')[0]}`);
-      return false;
-    }
-  };
-  if (holds('inProgress', rules.inProgress))
+  const { holds, errors } = evaluateRules(rules, o);
+  if (holds === 'inProgress')
     return inProgress('HealthRule', `health.inProgress holds: ${rules.text.inProgress}`);
-  if (holds('failed', rules.failed)) return failed('HealthRule', `health.failed holds: ${rules.text.failed}`);
-  if (holds('current', rules.current))
-    return current(`health.current holds: ${rules.text.current}`, 'HealthRule');
+  if (holds === 'failed') return failed('HealthRule', `health.failed holds: ${rules.text.failed}`);
+  if (holds === 'current') return current(`health.current holds: ${rules.text.current}`, 'HealthRule');
   return inProgress(
     'HealthRule',
     errors.length > 0 ? errors.join('; ') : `health.current does not hold yet: ${rules.text.current}`,

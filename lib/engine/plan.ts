@@ -12,7 +12,7 @@ import { itemRefusal, type SyncPolicy } from '../policy/tenancy.ts';
 import { SourceError } from '../cluster/sources.ts';
 import { strategies, type StrategyOptions } from '../strategies.ts';
 import { compileFeedback, type FeedbackPath } from '../feedback.ts';
-import { compileRules, type CompiledRules } from '../health.ts';
+import { compileRules, type CompiledRules } from '../health-rules.ts';
 import { inSkr } from './unreachable.ts';
 import { result, type ItemResult } from './result.ts';
 

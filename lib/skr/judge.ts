@@ -5,7 +5,8 @@
 // and from the watched object; nothing the SKR user writes names the SyncResource.
 import { appliedDigest } from '../engine/drift.ts';
 import { managedFieldsOf } from '../fields.ts';
-import { healthOf, type CompiledRules } from '../health.ts';
+import { healthOf } from '../health.ts';
+import type { CompiledRules } from '../health-rules.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import type { HealthStatus, State, Strategy } from '../model.ts';
 

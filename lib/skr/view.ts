@@ -2,7 +2,7 @@
 // and health rules, the health and reasons its status reports, and its inventory entries.
 // No manifests, no status messages.
 import { managerOf } from '../engine/share.ts';
-import { compileRules, type CompiledRules } from '../health.ts';
+import { compileRules, type CompiledRules } from '../health-rules.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import {
   FINALIZER,
