@@ -137,4 +137,48 @@ describe('the docs', () => {
     const readme = await readFile(join(root, 'README.md'), 'utf8');
     expect(readme.split('\n').length).toBeLessThanOrEqual(170);
   });
+
+  it("name only source files that exist: every path in backquotes, and the code map's files in their directories", async () => {
+    const files = ['README.md', 'BENCHMARKS.md'];
+    for (const dir of ['docs/user', 'docs/contributor']) {
+      for (const f of await readdir(join(root, dir))) if (f.endsWith('.md')) files.push(join(dir, f));
+    }
+    // A built file (dist/) is named by its source's path.
+    const exists = (path: string) =>
+      access(join(root, path.replace(/\.js$/, '.ts'))).then(
+        () => true,
+        () => false,
+      );
+    const named = /`((?:lib|functions|infra|bench|cli|skr-source|test|monitoring)\/[\w./<>*-]*\w)`/g;
+    for (const f of files) {
+      const text = await readFile(join(root, f), 'utf8');
+      for (const [, path] of text.matchAll(named)) {
+        if (/[<>*]/.test(path!)) continue;
+        expect(await exists(path!), `${f} names ${path}`).toBe(true);
+      }
+    }
+    // The code map: an entry (a line that starts at column 0, and the indented lines after
+    // it) names directories and files; a bare file name is one of the entry's directories'.
+    const doc = await readFile(ARCHITECTURE, 'utf8');
+    const map = /## Code map\n\n```\n([\s\S]*?)```/.exec(doc)?.[1];
+    expect(map, 'architecture.md has a code map').toBeDefined();
+    const entries = map!.split(/\n(?=\S)/);
+    let checked = 0;
+    for (const entry of entries) {
+      const paths = [...entry.matchAll(/[\w.-]+(?:\/[\w.<>-]*)+/g)]
+        .map((m) => m[0])
+        .filter((x) => !/[<>]/.test(x));
+      const dirs = [...new Set(paths.map((x) => (x.endsWith('/') ? x : `${dirname(x)}/`)))];
+      for (const path of paths.filter((x) => !x.endsWith('/'))) {
+        expect(await exists(path), `the code map names ${path}`).toBe(true);
+        checked++;
+      }
+      for (const [, name] of entry.matchAll(/(?<![\w/.-])([\w-]+\.ts)\b/g)) {
+        const found = await Promise.all(dirs.map((d) => exists(`${d}${name}`)));
+        expect(found.some(Boolean), `the code map names ${name} in ${dirs.join(' or ')}`).toBe(true);
+        checked++;
+      }
+    }
+    expect(checked).toBeGreaterThan(40);
+  });
 });
