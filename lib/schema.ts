@@ -63,67 +63,93 @@ export function checkSchema(
   path: string,
   unchecked: string[] = [],
 ): SchemaProblem[] {
+  if (schema.type && !fits(schema.type, value))
+    return [
+      {
+        path,
+        message: `Invalid value: "${typeOf(value)}": ${path} in body must be of type ${schema.type}: "${typeOf(value)}"`,
+      },
+    ];
   const out: SchemaProblem[] = [];
-  const bad = (message: string) => out.push({ path, message });
-  if (schema.type && !fits(schema.type, value)) {
-    bad(
-      `Invalid value: "${typeOf(value)}": ${path} in body must be of type ${schema.type}: "${typeOf(value)}"`,
-    );
-    return out;
-  }
   if (schema.enum && !schema.enum.includes(value)) {
-    bad(
-      `Unsupported value: ${JSON.stringify(value)}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(', ')}`,
-    );
-  }
-  if (typeof value === 'string') {
-    if (schema.minLength !== undefined && value.length < schema.minLength) {
-      bad(
-        `Invalid value: ${JSON.stringify(value)}: ${path} in body should be at least ${schema.minLength} chars long`,
-      );
-    }
-    if (schema.maxLength !== undefined && value.length > schema.maxLength)
-      bad(`Too long: may not be more than ${schema.maxLength} bytes`);
-    if (schema.pattern && !new RegExp(schema.pattern, 'u').test(value)) {
-      bad(`Invalid value: ${JSON.stringify(value)}: ${path} in body should match '${schema.pattern}'`);
-    }
-  }
-  if (typeof value === 'number' && schema.minimum !== undefined && value < schema.minimum) {
-    bad(`Invalid value: ${value}: ${path} in body should be greater than or equal to ${schema.minimum}`);
-  }
-  if (Array.isArray(value)) {
-    if (schema.maxItems !== undefined && value.length > schema.maxItems)
-      bad(`Too many: ${value.length}: must have at most ${schema.maxItems} items`);
-    const keys =
-      schema['x-kubernetes-list-type'] === 'map' ? (schema['x-kubernetes-list-map-keys'] ?? []) : [];
-    const seen = new Set<string>();
-    value.forEach((v, i) => {
-      if (schema.items) out.push(...checkSchema(v, schema.items, `${path}[${i}]`, unchecked));
-      if (keys.length === 0 || typeOf(v) !== 'object') return;
-      const key = JSON.stringify(keys.map((k) => (v as Record<string, unknown>)[k]));
-      if (seen.has(key))
-        out.push({
-          path: `${path}[${i}]`,
-          message: `Duplicate value: ${JSON.stringify(Object.fromEntries(keys.map((k) => [k, (v as Record<string, unknown>)[k]])))}`,
-        });
-      seen.add(key);
+    out.push({
+      path,
+      message: `Unsupported value: ${JSON.stringify(value)}: supported values: ${schema.enum.map((e) => JSON.stringify(e)).join(', ')}`,
     });
   }
-  if (typeOf(value) === 'object') {
-    const obj = value as Record<string, unknown>;
-    for (const r of schema.required ?? [])
-      if (obj[r] === undefined) out.push({ path: `${path}.${r}`, message: 'Required value' });
-    for (const [k, sub] of Object.entries(schema.properties ?? {})) {
-      if (obj[k] !== undefined) out.push(...checkSchema(obj[k], sub, `${path}.${k}`, unchecked));
-    }
-    for (const rule of schema['x-kubernetes-validations'] ?? []) {
-      const check = knownRules[rule.rule];
-      if (!check) unchecked.push(`${path}: ${rule.rule}`);
-      else if (!check(obj)) bad(`Invalid value: "object": ${rule.message ?? `failed rule: ${rule.rule}`}`);
-    }
-  } else if (schema['x-kubernetes-validations']) {
+  if (typeof value === 'string') out.push(...checkString(value, schema, path));
+  if (typeof value === 'number' && schema.minimum !== undefined && value < schema.minimum) {
+    out.push({
+      path,
+      message: `Invalid value: ${value}: ${path} in body should be greater than or equal to ${schema.minimum}`,
+    });
+  }
+  if (Array.isArray(value)) out.push(...checkList(value, schema, path, unchecked));
+  if (typeOf(value) === 'object')
+    out.push(...checkObject(value as Record<string, unknown>, schema, path, unchecked));
+  else if (schema['x-kubernetes-validations']) {
     for (const rule of schema['x-kubernetes-validations'])
       if (!knownRules[rule.rule]) unchecked.push(`${path}: ${rule.rule}`);
+  }
+  return out;
+}
+
+function checkString(value: string, schema: Schema, path: string): SchemaProblem[] {
+  const out: SchemaProblem[] = [];
+  if (schema.minLength !== undefined && value.length < schema.minLength)
+    out.push({
+      path,
+      message: `Invalid value: ${JSON.stringify(value)}: ${path} in body should be at least ${schema.minLength} chars long`,
+    });
+  if (schema.maxLength !== undefined && value.length > schema.maxLength)
+    out.push({ path, message: `Too long: may not be more than ${schema.maxLength} bytes` });
+  if (schema.pattern && !new RegExp(schema.pattern, 'u').test(value))
+    out.push({
+      path,
+      message: `Invalid value: ${JSON.stringify(value)}: ${path} in body should match '${schema.pattern}'`,
+    });
+  return out;
+}
+
+/** checkList checks a list's size, each of its items, and the uniqueness of a map-list's keys. */
+function checkList(value: unknown[], schema: Schema, path: string, unchecked: string[]): SchemaProblem[] {
+  const out: SchemaProblem[] = [];
+  if (schema.maxItems !== undefined && value.length > schema.maxItems)
+    out.push({ path, message: `Too many: ${value.length}: must have at most ${schema.maxItems} items` });
+  const keys = schema['x-kubernetes-list-type'] === 'map' ? (schema['x-kubernetes-list-map-keys'] ?? []) : [];
+  const seen = new Set<string>();
+  value.forEach((v, i) => {
+    if (schema.items) out.push(...checkSchema(v, schema.items, `${path}[${i}]`, unchecked));
+    if (keys.length === 0 || typeOf(v) !== 'object') return;
+    const key = JSON.stringify(keys.map((k) => (v as Record<string, unknown>)[k]));
+    if (seen.has(key))
+      out.push({
+        path: `${path}[${i}]`,
+        message: `Duplicate value: ${JSON.stringify(Object.fromEntries(keys.map((k) => [k, (v as Record<string, unknown>)[k]])))}`,
+      });
+    seen.add(key);
+  });
+  return out;
+}
+
+/** checkObject checks required fields, each property, and the CEL rules this project writes (knownRules). */
+function checkObject(
+  obj: Record<string, unknown>,
+  schema: Schema,
+  path: string,
+  unchecked: string[],
+): SchemaProblem[] {
+  const out: SchemaProblem[] = [];
+  for (const r of schema.required ?? [])
+    if (obj[r] === undefined) out.push({ path: `${path}.${r}`, message: 'Required value' });
+  for (const [k, sub] of Object.entries(schema.properties ?? {})) {
+    if (obj[k] !== undefined) out.push(...checkSchema(obj[k], sub, `${path}.${k}`, unchecked));
+  }
+  for (const rule of schema['x-kubernetes-validations'] ?? []) {
+    const check = knownRules[rule.rule];
+    if (!check) unchecked.push(`${path}: ${rule.rule}`);
+    else if (!check(obj))
+      out.push({ path, message: `Invalid value: "object": ${rule.message ?? `failed rule: ${rule.rule}`}` });
   }
   return out;
 }

@@ -35,21 +35,7 @@ async function main(): Promise<void> {
   const identity = env.POD_NAME || env.HOSTNAME || hostname();
   const namespace = config.controlPlaneNamespaces[0]!;
   let ready = false;
-  const server = createServer((req, res) => {
-    if (req.url === '/healthz') {
-      res.writeHead(ready ? 200 : 503).end(ready ? 'ok' : 'starting');
-    } else if (req.url === '/watches') {
-      res.writeHead(200, { 'content-type': 'application/json' });
-      res.end(
-        JSON.stringify({
-          identity,
-          ...source.watched(),
-          stats: { ...source.stats, changes: changes.stats },
-          kymas: source.status(),
-        }),
-      );
-    } else res.writeHead(404).end();
-  });
+  const server = serve(source, changes, identity, () => ready);
   await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
   // Nothing is watched until this replica knows its share.
   source.shard(() => false);
@@ -85,6 +71,25 @@ async function main(): Promise<void> {
   };
   process.once('SIGTERM', () => void shutdown());
   process.once('SIGINT', () => void shutdown());
+}
+
+/** serve answers /healthz (ready once the KCP is listed) and /watches (what this replica watches). */
+function serve(source: SkrSource, changes: Changes, identity: string, ready: () => boolean) {
+  return createServer((req, res) => {
+    if (req.url === '/healthz') {
+      res.writeHead(ready() ? 200 : 503).end(ready() ? 'ok' : 'starting');
+    } else if (req.url === '/watches') {
+      res.writeHead(200, { 'content-type': 'application/json' });
+      res.end(
+        JSON.stringify({
+          identity,
+          ...source.watched(),
+          stats: { ...source.stats, changes: changes.stats },
+          kymas: source.status(),
+        }),
+      );
+    } else res.writeHead(404).end();
+  });
 }
 
 main().catch((err: unknown) => {

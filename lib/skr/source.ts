@@ -416,51 +416,19 @@ export class SkrSource {
     }
   }
 
+  /** watchKind lists and watches one kind (in one namespace, or the whole cluster) of a Kyma's SKR, our label selected. */
   private async watchKind(w: KymaWatch, k: KindWatch): Promise<void> {
     const client = w.client!;
     const signal = k.abort.signal;
-    let info: ResourceInfo | undefined;
-    for (let delay = 2_000; !signal.aborted; delay = Math.min(delay * 2, 300_000)) {
-      try {
-        info = await w.mapper!.find(k.apiVersion, k.kind);
-        if (info) break;
-        k.state = 'not served';
-      } catch {
-        k.state = 'discovery failed';
-      }
-      await new Promise((r) => setTimeout(r, delay).unref());
-    }
+    const info = await this.served(w, k);
     if (!info || signal.aborted) return;
-    const listed = new Set<string>();
     await this.listing
       .run(false, () =>
         informer<KubeObject>(
           client,
           resourcePath(info, k.namespace),
           {
-            list: (items) => {
-              listed.clear();
-              for (const o of items) {
-                // List items of built-in kinds come without apiVersion and kind.
-                o.apiVersion ??= info.apiVersion;
-                o.kind ??= info.kind;
-                const key = keyOf(o);
-                listed.add(key);
-                this.observe(w, k, o);
-              }
-              // Objects held but not there: gone while nobody watched (or before this list).
-              for (const [key, holders] of w.holders) {
-                if (listed.has(key) || holders.size === 0) continue;
-                const e = this.entryOf(w, key, k.gk);
-                if (!e || watchOf(w, e) !== k) continue;
-                k.objects.delete(key);
-                for (const sr of holders) {
-                  const h = this.holderOf(this.cp.srs.get(sr), e);
-                  if (h) this.consider(h, e, undefined, false);
-                }
-              }
-              k.state = 'watching';
-            },
+            list: (items) => this.listed(w, k, info, items),
             event: (type, o) => (type === 'DELETED' ? this.gone(w, k, o) : this.observe(w, k, o)),
             error: (err) => {
               this.stats.watchErrors++;
@@ -481,6 +449,44 @@ export class SkrSource {
         ),
       )
       .catch(() => {});
+  }
+
+  /** served waits (backing off up to five minutes) until the SKR's discovery serves the kind. */
+  private async served(w: KymaWatch, k: KindWatch): Promise<ResourceInfo | undefined> {
+    for (let delay = 2_000; !k.abort.signal.aborted; delay = Math.min(delay * 2, 300_000)) {
+      try {
+        const info = await w.mapper!.find(k.apiVersion, k.kind);
+        if (info) return info;
+        k.state = 'not served';
+      } catch {
+        k.state = 'discovery failed';
+      }
+      await new Promise((r) => setTimeout(r, delay).unref());
+    }
+    return undefined;
+  }
+
+  /** listed judges a (re)list: what it finds, and what a SyncResource holds that it no longer finds (gone while nobody watched). */
+  private listed(w: KymaWatch, k: KindWatch, info: ResourceInfo, items: KubeObject[]): void {
+    const listed = new Set<string>();
+    for (const o of items) {
+      // List items of built-in kinds come without apiVersion and kind.
+      o.apiVersion ??= info.apiVersion;
+      o.kind ??= info.kind;
+      listed.add(keyOf(o));
+      this.observe(w, k, o);
+    }
+    for (const [key, holders] of w.holders) {
+      if (listed.has(key) || holders.size === 0) continue;
+      const e = this.entryOf(w, key, k.gk);
+      if (!e || watchOf(w, e) !== k) continue;
+      k.objects.delete(key);
+      for (const sr of holders) {
+        const h = this.holderOf(this.cp.srs.get(sr), e);
+        if (h) this.consider(h, e, undefined, false);
+      }
+    }
+    k.state = 'watching';
   }
 
   private entryOf(w: KymaWatch, key: string, gk?: string): Entry | undefined {
