@@ -14,13 +14,15 @@ import { handle as resolveCluster } from '../functions/resolve-cluster/index.ts'
 import { handle as resync } from '../functions/resync/index.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
 import { setDeps } from '../functions/deps.ts';
-import { applyObjects, connect, kymaObjects } from '../infra/kcp-setup.ts';
+import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import { KubeClient } from '../lib/kube/client.ts';
+import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
+import { resourcePath, RestMapper } from '../lib/kube/discovery.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
 import { Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
 import { EventTypes } from '../lib/events/contract.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
-import { resourcePath } from '../lib/kube/discovery.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
 import { Recorder } from '../lib/kube/recorder.ts';
 import type { SyncResource } from '../lib/model.ts';
@@ -38,6 +40,8 @@ const skrNs = uniqueName('budget');
 interface Counted {
   deps: Deps;
   kcp: Cluster;
+  /** ours are its KCP requests but those into other tests' team namespaces (SyncPolicies are cluster-wide). */
+  ours: { requests: number; writes: number };
   skr: { reads: number; writes: number };
 }
 
@@ -47,8 +51,22 @@ const sent: CloudEvent<unknown>[] = [];
 
 async function replica(): Promise<Counted> {
   const config = { ...parseConfig({}), controlPlaneNamespaces: [ns] };
-  // A client of its own, so its requests are this replica's.
-  const kcp = await connect(inject('clusters').kcp.kubeconfig, 'kcp');
+  // A client of its own, so its requests are this replica's. The tick also walks the team
+  // namespaces another test file's SyncPolicies name meanwhile: requests into them are not
+  // this test's budget.
+  const ours = { requests: 0, writes: 0 };
+  const client = KubeClient.create(credentialsFromKubeconfig(inject('clusters').kcp.kubeconfig), {
+    name: 'kcp',
+    qps: 1000,
+    burst: 1000,
+    onRequest: (info) => {
+      const namespace = /\/namespaces\/([^/]+)/.exec(info.path)?.[1];
+      if (namespace !== undefined && namespace !== ns) return;
+      ours.requests++;
+      if (info.write) ours.writes++;
+    },
+  });
+  const kcp: Cluster = { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
   const skr = { reads: 0, writes: 0 };
   const cache = new ClientCache(config, {
     onRequest: (info) => {
@@ -69,7 +87,7 @@ async function replica(): Promise<Counted> {
     },
     log: { info() {}, warn() {}, error() {} },
   };
-  return { deps, kcp, skr };
+  return { deps, kcp, ours, skr };
 }
 
 /** on runs a handler in replica r's process state. */
@@ -88,6 +106,9 @@ async function tick(): Promise<Record<string, number>> {
   const deliveries: Record<string, number> = {};
   let turn = 0;
   const deliver = async (e: CloudEvent<unknown>) => {
+    // Requests for another test's team namespaces are not delivered: not this test's, nor its budget.
+    const namespace = (e.data as { namespace?: string } | undefined)?.namespace;
+    if (namespace !== undefined && namespace !== ns) return;
     deliveries[e.type] = (deliveries[e.type] ?? 0) + 1;
     const r = replicas[turn++ % replicas.length]!;
     const before = sent.length;
@@ -114,8 +135,8 @@ async function tick(): Promise<Record<string, number>> {
 const count = () =>
   replicas.reduce(
     (a, r) => ({
-      kcp: a.kcp + r.kcp.client.requests,
-      kcpWrites: a.kcpWrites + r.kcp.client.writes,
+      kcp: a.kcp + r.ours.requests,
+      kcpWrites: a.kcpWrites + r.ours.writes,
       skr: a.skr + r.skr.reads + r.skr.writes,
       skrWrites: a.skrWrites + r.skr.writes,
     }),
