@@ -37,7 +37,7 @@ interface Acted {
 }
 
 /** Act is the context an operation runs in. */
-export interface Act<D extends Decision> {
+interface Act<D extends Decision> {
   skr: Cluster;
   p: ResolvedItem;
   d: D;

@@ -7,7 +7,7 @@ import { applyObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import type { ResourceInfo } from '../kube/discovery.ts';
 import { ownerOf } from '../policy/rules.ts';
 import type { Decision } from './decide.ts';
-import type { Act } from './execute.ts';
+import type { ResolvedItem } from './plan.ts';
 import { hasLegacyMarks, stamp } from './marks.ts';
 import { emptyBody, hasManager, type Writer } from './share.ts';
 import { inSkr } from './unreachable.ts';
@@ -17,7 +17,10 @@ import { inSkr } from './unreachable.ts';
  * is this SyncResource's alone from now on (takeOver), and keeps no former mark (marks.ts).
  * Returns the object as it left it. Not for a strategy that does not own (release).
  */
-export async function migrate({ skr, p, d, w }: Act<Decision>, current: KubeObject | undefined) {
+export async function migrate(
+  { skr, p, d, w }: { skr: Cluster; p: ResolvedItem; d: Decision; w: Writer },
+  current: KubeObject | undefined,
+) {
   if (!current || d.release) return current;
   if (d.op === 'update' || d.op === 'unchanged')
     current = (await inSkr(() => takeOver(skr, p.info, current!, w))) ?? current;
@@ -28,7 +31,7 @@ export async function migrate({ skr, p, d, w }: Act<Decision>, current: KubeObje
 }
 
 /**
- * takeOver moves an object written by an earlier version (its one field manager, its owner
+ * takeOver moves an object 0.1.0 wrote (its one field manager, its owner
  * annotation naming this SyncResource) to w's manager once w's own apply holds the
  * manifest's fields: an empty apply as the former manager lets go of what only it held
  * (the former marks). No value of the manifest changes: w's manager holds each of them.
