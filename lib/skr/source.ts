@@ -8,28 +8,29 @@
 import type { CloudEvent } from 'cloudevents';
 import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
-import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events/contract.ts';
 import { KubeClient } from '../kube/client.ts';
 import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.ts';
 import { informer } from '../kube/informer.ts';
 import type { Cluster, KubeObject } from '../kube/objects.ts';
-import {
-  KYMA_NAME_LABEL,
-  MANAGED_BY_LABEL,
-  MANAGED_BY_VALUE,
-  type HealthStatus,
-  type SyncResource,
-} from '../model.ts';
+import { KYMA_NAME_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
 import { PriorityGate } from '../concurrency.ts';
-import { Coalescer } from './coalesce.ts';
+import { Findings, type Finding } from './findings.ts';
+import {
+  gone,
+  holderOf,
+  listed,
+  observed,
+  recheck,
+  watchOf,
+  type KindWatch,
+  type KymaWatch,
+  type WatchContext,
+} from './watch.ts';
 import { ControlPlaneWatch } from './control-plane.ts';
-import { keyOf, sameMap, type Entry, type SrView } from './view.ts';
-import { healthNow, judge, ourStamp, ownWrite, type Change, type Holder } from './judge.ts';
+import type { Entry, SrView } from './view.ts';
 
-/** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
-const MAX_CHANGES = 16;
 /**
  * SKR_WATCH_SECONDS: each watch on an SKR lasts 30 to 60 minutes, what the API server gives
  * a client that asks for none (--min-request-timeout 1800 s, up to twice): resumed as often
@@ -39,14 +40,6 @@ const MAX_CHANGES = 16;
  */
 const SKR_WATCH_SECONDS: [number, number] = [1800, 3600];
 
-/** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
-const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
-
-interface Seen {
-  stamp: string;
-  health: HealthStatus;
-}
-
 /**
  * NS_WATCHES is how many namespaces a kind's objects may lie in and still be watched
  * namespace by namespace; beyond it, or for a cluster-scoped kind, one watch on the whole
@@ -54,38 +47,6 @@ interface Seen {
  * only them, not every object of the kind that carries our label.
  */
 const NS_WATCHES = 4;
-
-interface KindWatch {
-  /** key is the group-kind and the namespace watched ("" for the whole cluster), e.g. "ConfigMap.|kyma-system". */
-  key: string;
-  gk: string;
-  namespace?: string;
-  apiVersion: string;
-  kind: string;
-  abort: AbortController;
-  objects: Map<string, Seen>;
-  state: string;
-}
-
-interface KymaWatch {
-  key: string;
-  namespace: string;
-  kyma: string;
-  srs: Set<string>;
-  holders: Map<string, Set<string>>;
-  kinds: Map<string, KindWatch>;
-  client?: KubeClient;
-  mapper?: RestMapper;
-  secretVersion?: string;
-  abort: AbortController;
-  state: string;
-  retryMs: number;
-}
-
-/** Finding is one change of one object for one SyncResource, as posted. */
-interface Finding extends SkrChange {
-  key: string;
-}
 
 /** SourceOptions are what the source needs; emit posts an event to the broker. */
 export interface SourceOptions {
@@ -99,10 +60,6 @@ export interface SourceOptions {
   syncResources?: { put(sr: SyncResource): void; drop(key: string): void; rerun(namespace: string): void };
 }
 
-/** watchOf is the watch that sees entry e's object: its namespace's, else the cluster-wide one. */
-const watchOf = (w: KymaWatch, e: Entry): KindWatch | undefined =>
-  (e.namespace ? w.kinds.get(`${e.gk}|${e.namespace}`) : undefined) ?? w.kinds.get(`${e.gk}|`);
-
 /** SkrSource watches the SKRs of the Kymas it is given. */
 export class SkrSource {
   private readonly opts: SourceOptions;
@@ -110,9 +67,10 @@ export class SkrSource {
   private readonly kymas = new Map<string, KymaWatch>();
   /** access Secret versions by Kyma key ("<namespace>/<kyma>"). */
   private readonly secrets = new Map<string, string>();
-  private readonly coalescer: Coalescer<Finding>;
-  /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
-  private readonly posted = new Map<string, string>();
+  /** findings posts what the watches judged, per SyncResource (findings.ts). */
+  private readonly findings: Findings;
+  /** ctx is what judging a watch event needs (watch.ts). */
+  private readonly ctx: WatchContext;
   private readonly abort = new AbortController();
   /** cp is the KCP side: the SyncResources' views (cp.srs), policies, namespaces, access Secrets. */
   private readonly cp: ControlPlaneWatch;
@@ -130,10 +88,6 @@ export class SkrSource {
   constructor(opts: SourceOptions) {
     this.opts = opts;
     this.kcp = { client: opts.kcp, mapper: new RestMapper(opts.kcp) };
-    this.coalescer = new Coalescer<Finding>({
-      post: (key, findings) => this.post(key, findings),
-      keep: (key, f) => this.stillHolds(key, f),
-    });
     this.cp = new ControlPlaneWatch(
       opts,
       {
@@ -143,6 +97,20 @@ export class SkrSource {
       },
       this.abort.signal,
     );
+    this.findings = new Findings({
+      view: (sr) => this.cp.srs.get(sr),
+      stillHolds: (sr, f) => this.stillHolds(sr, f),
+      emit: opts.emit,
+      log: opts.log,
+      stats: this.stats,
+    });
+    this.ctx = {
+      views: this.cp.srs,
+      kymas: this.kymas,
+      findings: this.findings,
+      stats: this.stats,
+      fieldManager: opts.config.fieldManager,
+    };
   }
 
   /** start lists and watches the KCP (control-plane.ts); the SKRs are watched as SyncResources name them. */
@@ -186,7 +154,7 @@ export class SkrSource {
 
   async stop(): Promise<void> {
     this.abort.abort();
-    this.coalescer.stop();
+    this.findings.stop();
     for (const k of [...this.kymas.keys()]) this.stopKyma(k);
   }
 
@@ -206,13 +174,13 @@ export class SkrSource {
   private put(view: SrView, old: SrView | undefined): void {
     if (old) this.unhold(old, view);
     this.hold(view);
-    if (old) this.recheck(old, view);
+    if (old) recheck(this.ctx, old, view);
   }
 
   /** drop lets go of a SyncResource's objects. */
   private drop(old: SrView): void {
     this.unhold(old);
-    for (const k of [...this.posted.keys()]) if (k.startsWith(`${old.key}|`)) this.posted.delete(k);
+    this.findings.forget(old.key);
   }
 
   /**
@@ -255,28 +223,6 @@ export class SkrSource {
     if (!next || next.kyma !== old.kyma) w.srs.delete(old.key);
     if (w.srs.size === 0) this.stopKyma(w.key);
     else this.syncKinds(w);
-  }
-
-  /**
-   * recheck compares a SyncResource's new status with what its objects look like now: a
-   * status written from a read older than the last watch event would otherwise stay wrong
-   * until the next resync.
-   */
-  private recheck(old: SrView, view: SrView): void {
-    if (old.state === view.state && sameMap(old.health, view.health) && old.deleting === view.deleting)
-      return;
-    const w = this.kymas.get(view.kyma);
-    if (!w) return;
-    for (const e of view.entries) {
-      const watch = watchOf(w, e);
-      if (!watch || watch.state === 'listing') continue;
-      // Not seen (yet): an object just created whose watch event is still on its way. Gone
-      // is decided from the watch alone (a deletion, a relist), never from the KCP's news.
-      const seen = watch.objects.get(e.key);
-      const h = this.holderOf(view, e);
-      if (!seen || !h || h.health === undefined || h.rules || seen.health === h.health) continue;
-      this.found(h.sr, e, { change: 'health', mark: `health:${seen.health}` });
-    }
   }
 
   private ensureKyma(key: string): KymaWatch {
@@ -428,8 +374,8 @@ export class SkrSource {
           client,
           resourcePath(info, k.namespace),
           {
-            list: (items) => this.listed(w, k, info, items),
-            event: (type, o) => (type === 'DELETED' ? this.gone(w, k, o) : this.observe(w, k, o)),
+            list: (items) => listed(this.ctx, w, k, info, items),
+            event: (type, o) => (type === 'DELETED' ? gone(this.ctx, w, k, o) : observed(this.ctx, w, k, o)),
             error: (err) => {
               this.stats.watchErrors++;
               k.state = `failing: ${err instanceof Error ? err.message.slice(0, 200) : 'error'}`;
@@ -466,129 +412,6 @@ export class SkrSource {
     return undefined;
   }
 
-  /** listed judges a (re)list: what it finds, and what a SyncResource holds that it no longer finds (gone while nobody watched). */
-  private listed(w: KymaWatch, k: KindWatch, info: ResourceInfo, items: KubeObject[]): void {
-    const listed = new Set<string>();
-    for (const o of items) {
-      // List items of built-in kinds come without apiVersion and kind.
-      o.apiVersion ??= info.apiVersion;
-      o.kind ??= info.kind;
-      listed.add(keyOf(o));
-      this.observe(w, k, o);
-    }
-    for (const [key, holders] of w.holders) {
-      if (listed.has(key) || holders.size === 0) continue;
-      const e = this.entryOf(w, key, k.gk);
-      if (!e || watchOf(w, e) !== k) continue;
-      k.objects.delete(key);
-      for (const sr of holders) {
-        const h = this.holderOf(this.cp.srs.get(sr), e);
-        if (h) this.consider(h, e, undefined, false);
-      }
-    }
-    k.state = 'watching';
-  }
-
-  private entryOf(w: KymaWatch, key: string, gk?: string): Entry | undefined {
-    for (const sr of w.holders.get(key) ?? []) {
-      const e = this.cp.srs.get(sr)?.entries.find((x) => x.key === key && (gk === undefined || x.gk === gk));
-      if (e) return e;
-    }
-    return undefined;
-  }
-
-  private holderOf(view: SrView | undefined, e: Entry): Holder | undefined {
-    if (!view) return undefined;
-    const own = view.entries.find((x) => x.key === e.key) ?? e;
-    const item = view.items.get(own.item);
-    const health = view.health.get(own.item);
-    const itemReason = view.reasons.get(own.item);
-    return {
-      sr: view.key,
-      manager: view.manager,
-      deleting: view.deleting,
-      ...(item ? { strategy: item.strategy } : {}),
-      ...(item?.rules ? { rules: item.rules } : {}),
-      ...(own.digest ? { digest: own.digest } : {}),
-      ...(health ? { health } : {}),
-      ...(itemReason ? { itemReason } : {}),
-      ...(view.state ? { state: view.state } : {}),
-    };
-  }
-
-  private observe(w: KymaWatch, k: KindWatch, o: KubeObject): void {
-    this.stats.events++;
-    const key = keyOf(o);
-    const holders = w.holders.get(key);
-    const stamp = ourStamp(o, this.opts.config.fieldManager);
-    const prev = k.objects.get(key);
-    const health = healthNow(o);
-    // Kept even when no inventory names it yet: an object just created may come before the
-    // inventory that records it (the KCP's watch event is later than the SKR's), and its
-    // next event may never come (a Deployment Available at once). The status that follows
-    // is then compared with what was seen (recheck).
-    k.objects.set(key, { stamp, health });
-    if (!holders || holders.size === 0) {
-      // Our label on an object no inventory names (a customer's, or one being pruned): not ours to judge.
-      this.stats.ignored++;
-      return;
-    }
-    const e = this.entryOf(w, key, k.gk);
-    if (!e) return;
-    for (const sr of holders) {
-      const h = this.holderOf(this.cp.srs.get(sr), e);
-      if (h) this.consider(h, e, o, ownWrite(prev?.stamp, stamp, h.manager));
-    }
-    // A CRD established may let the Kyma's waiting SyncResources go on.
-    if (k.kind === 'CustomResourceDefinition' && health === 'Current' && prev?.health !== 'Current')
-      for (const sr of w.srs) {
-        const v = this.cp.srs.get(sr);
-        if (v && v.state === 'Processing' && !holders.has(sr))
-          this.found(sr, e, { change: 'health', mark: `crd:${o.metadata.resourceVersion}` });
-      }
-  }
-
-  private gone(w: KymaWatch, k: KindWatch, o: KubeObject): void {
-    this.stats.events++;
-    const key = keyOf(o);
-    k.objects.delete(key);
-    const e = this.entryOf(w, key, k.gk);
-    if (!e) return;
-    for (const sr of w.holders.get(key) ?? []) {
-      const h = this.holderOf(this.cp.srs.get(sr), e);
-      if (h) this.consider(h, e, undefined, false);
-    }
-  }
-
-  private consider(h: Holder, e: Entry, o: KubeObject | undefined, ours: boolean): void {
-    const v = judge(h, o, ours);
-    const pk = `${h.sr}|${e.key}`;
-    if (!v) {
-      this.posted.delete(pk);
-      return;
-    }
-    this.found(h.sr, e, v);
-  }
-
-  private found(sr: string, e: Entry, v: { change: Change; mark: string }): void {
-    const pk = `${sr}|${e.key}`;
-    if (this.posted.get(pk) === v.mark) return;
-    this.posted.set(pk, v.mark);
-    this.stats.findings++;
-    this.coalescer.add(
-      sr,
-      {
-        key: e.key,
-        apiVersion: e.apiVersion,
-        kind: e.kind,
-        ...(e.namespace ? { namespace: e.namespace } : {}),
-        name: e.name,
-        change: v.change,
-      },
-      DELAY_MS[v.change],
-    );
-  }
-
   /** stillHolds drops a health finding that the status has caught up with while it waited. */
   private stillHolds(sr: string, f: Finding): boolean {
     if (f.change !== 'health') return true;
@@ -597,36 +420,7 @@ export class SkrSource {
     const e = view?.entries.find((x) => x.key === f.key);
     if (!view || !w || !e) return true;
     const seen = watchOf(w, e)?.objects.get(f.key);
-    const h = this.holderOf(view, e);
-    if (!seen || !h || h.rules || h.health === undefined || seen.health !== h.health) return true;
-    this.posted.delete(`${sr}|${f.key}`);
-    return false;
-  }
-
-  private async post(key: string, findings: Finding[]): Promise<void> {
-    const view = this.cp.srs.get(key);
-    if (!view) return;
-    const data: SkrChanged = {
-      namespace: view.namespace,
-      name: view.name,
-      uid: view.uid,
-      kyma: view.kyma.split('/')[1]!,
-      // One change per object (the latest), at most MAX_CHANGES.
-      changes: [...new Map(findings.map((f) => [f.key, f])).values()]
-        .slice(0, MAX_CHANGES)
-        .map(({ key: _k, ...c }) => c),
-    };
-    await this.opts.emit(makeEvent('skr-source', EventTypes.skrChanged, data));
-    this.stats.posts++;
-    this.opts.log.info(
-      {
-        syncResource: key,
-        cluster: data.kyma,
-        changes: data.changes.map(
-          (c) => `${c.change} ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}`,
-        ),
-      },
-      'SKR changed',
-    );
+    const h = holderOf(view, e);
+    return !seen || !h || h.rules !== undefined || h.health === undefined || seen.health !== h.health;
   }
 }

@@ -1,0 +1,118 @@
+// findings.ts turns what the SKR source judged (judge.ts) into posts: a finding is posted
+// once per mark and object, coalesced per SyncResource (coalesce.ts) after a short delay
+// (health waits for the status a run in flight is about to write), one event naming at most
+// MAX_CHANGES objects.
+import type { CloudEvent } from 'cloudevents';
+import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events/contract.ts';
+import type { KubeObject } from '../kube/objects.ts';
+import type { Logger } from '../pipeline/deps.ts';
+import { Coalescer } from './coalesce.ts';
+import { judge, type Change, type Holder } from './judge.ts';
+import type { Entry, SrView } from './view.ts';
+
+/** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
+const MAX_CHANGES = 16;
+
+/** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
+const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
+
+/** Finding is one change of one object for one SyncResource, as posted. */
+export interface Finding extends SkrChange {
+  key: string;
+}
+
+/** FindingsOptions are what findings need: the views, whether a finding still holds at post time, where posts go. */
+export interface FindingsOptions {
+  view: (sr: string) => SrView | undefined;
+  /** stillHolds tells at post time whether a finding holds (a health finding the status caught up with does not). */
+  stillHolds: (sr: string, f: Finding) => boolean;
+  emit(event: CloudEvent<unknown>): Promise<void>;
+  log: Logger;
+  stats: { findings: number; posts: number };
+}
+
+/** Findings posts each SyncResource's findings. */
+export class Findings {
+  /** posted remembers the last mark posted per SyncResource and object: the same finding is posted once. */
+  private readonly posted = new Map<string, string>();
+  private readonly coalescer: Coalescer<Finding>;
+  private readonly opts: FindingsOptions;
+
+  constructor(opts: FindingsOptions) {
+    this.opts = opts;
+    this.coalescer = new Coalescer<Finding>({
+      post: (key, findings) => this.post(key, findings),
+      keep: (key, f) => {
+        if (opts.stillHolds(key, f)) return true;
+        this.posted.delete(`${key}|${f.key}`);
+        return false;
+      },
+    });
+  }
+
+  /** consider judges object o (undefined: gone) for holder h: a finding, or what was posted for it forgotten. */
+  consider(h: Holder, e: Entry, o: KubeObject | undefined, ours: boolean): void {
+    const v = judge(h, o, ours);
+    if (!v) {
+      this.posted.delete(`${h.sr}|${e.key}`);
+      return;
+    }
+    this.found(h.sr, e, v);
+  }
+
+  /** found posts a finding for SyncResource sr, unless the same mark was posted for its object already. */
+  found(sr: string, e: Entry, v: { change: Change; mark: string }): void {
+    const pk = `${sr}|${e.key}`;
+    if (this.posted.get(pk) === v.mark) return;
+    this.posted.set(pk, v.mark);
+    this.opts.stats.findings++;
+    this.coalescer.add(
+      sr,
+      {
+        key: e.key,
+        apiVersion: e.apiVersion,
+        kind: e.kind,
+        ...(e.namespace ? { namespace: e.namespace } : {}),
+        name: e.name,
+        change: v.change,
+      },
+      DELAY_MS[v.change],
+    );
+  }
+
+  /** forget drops what was posted for a SyncResource that is gone. */
+  forget(sr: string): void {
+    for (const k of [...this.posted.keys()]) if (k.startsWith(`${sr}|`)) this.posted.delete(k);
+  }
+
+  stop(): void {
+    this.coalescer.stop();
+  }
+
+  private async post(key: string, findings: Finding[]): Promise<void> {
+    const view = this.opts.view(key);
+    if (!view) return;
+    const data: SkrChanged = {
+      namespace: view.namespace,
+      name: view.name,
+      uid: view.uid,
+      kyma: view.kyma.split('/')[1]!,
+      // One change per object (the latest), at most MAX_CHANGES.
+      changes: [...new Map(findings.map((f) => [f.key, f])).values()]
+        .slice(0, MAX_CHANGES)
+        .map(({ key: _k, ...c }) => c),
+    };
+    await this.opts.emit(makeEvent('skr-source', EventTypes.skrChanged, data));
+    this.opts.stats.posts++;
+    this.opts.log.info(
+      {
+        syncResource: key,
+        cluster: data.kyma,
+        changes: data.changes.map(
+          (c) => `${c.change} ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}`,
+        ),
+      },
+      'SKR changed',
+    );
+  }
+}
