@@ -1,9 +1,8 @@
 // status.ts computes a SyncResource's status from one run's result, in one place
 // (kustomize-controller's finalizeStatus). Pure: the previous status and the clock
 // are inputs; nothing is read or written here.
-import type { ApplyResult, ItemResult } from './engine/result.ts';
+import { statusItemOf, type ApplyResult, type ItemResult } from './engine/result.ts';
 import { bounded, MAX_MESSAGE } from './policy/rules.ts';
-import { MAX_FEEDBACK } from './feedback.ts';
 import { describeHealth } from './health.ts';
 import { canonical } from './values.ts';
 import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
@@ -139,7 +138,7 @@ function appliedState(r: ApplyResult, previous: SyncStatus | undefined): Applied
           : 'synced objects are deleted';
     return { state: 'Deleting', reason: 'Deleting', message, items: before };
   }
-  const items = r.items.map(itemStatusOf);
+  const items = r.items.map(statusItemOf);
   // An item being deleted is progress, not the SyncResource's own deletion.
   const worstItem = worst(r.items.map((i) => (i.state === 'Deleting' ? 'Processing' : i.state)));
   if (failed.length > 0) {
@@ -154,35 +153,6 @@ function appliedState(r: ApplyResult, previous: SyncStatus | undefined): Applied
   }
   const message = worstItem === 'Ready' ? 'resources are synced' : summary(r.items);
   return { state: worstItem, reason: worstItem, message, items };
-}
-
-/** itemStatusOf is an item's result as status.items shows it, bounded as the CRD bounds it: a result is an event, and an event may lie. */
-function itemStatusOf({ name, state, reason, message, health, feedback }: ItemResult): ItemStatus {
-  return {
-    name,
-    state,
-    reason,
-    message: bounded(message),
-    ...(health
-      ? {
-          health: {
-            ...health,
-            message: bounded(health.message),
-            ...(health.reason ? { reason: bounded(health.reason) } : {}),
-          },
-        }
-      : {}),
-    ...(feedback
-      ? {
-          feedback: feedback.slice(0, MAX_FEEDBACK).map((f) => ({
-            ...f,
-            name: bounded(f.name, 63),
-            ...(f.value !== undefined ? { value: bounded(f.value) } : {}),
-            ...(f.message !== undefined ? { message: bounded(f.message, 256) } : {}),
-          })),
-        }
-      : {}),
-  };
 }
 
 /**

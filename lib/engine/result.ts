@@ -1,6 +1,7 @@
 // result.ts: the outcome of one item and of one run, as the engine reports them.
 import type { Change } from '../changeset.ts';
-import type { FeedbackValue, Health, InventoryEntry, State } from '../model.ts';
+import { MAX_FEEDBACK } from '../feedback.ts';
+import type { FeedbackValue, Health, InventoryEntry, ItemStatus, State } from '../model.ts';
 import { bounded } from '../policy/rules.ts';
 import type { ClusterReason, ItemReason } from '../reasons.ts';
 import type { Recorded } from './inventory.ts';
@@ -57,4 +58,36 @@ export function result(
   extra: Partial<ItemResult> = {},
 ): ItemResult {
   return { name, state, reason, message: bounded(message), ...extra };
+}
+
+/**
+ * statusItemOf is an item's result as status.items shows it, its texts cut as the CRD
+ * bounds them: a result, and a status, may come in an event, and an event may lie.
+ */
+export function statusItemOf({ name, state, reason, message, health, feedback }: ItemStatus): ItemStatus {
+  return {
+    name,
+    state,
+    reason,
+    message: bounded(message),
+    ...(health
+      ? {
+          health: {
+            ...health,
+            message: bounded(health.message),
+            ...(health.reason ? { reason: bounded(health.reason) } : {}),
+          },
+        }
+      : {}),
+    ...(feedback
+      ? {
+          feedback: feedback.slice(0, MAX_FEEDBACK).map((f) => ({
+            ...f,
+            name: bounded(f.name, 63),
+            ...(f.value !== undefined ? { value: bounded(f.value) } : {}),
+            ...(f.message !== undefined ? { message: bounded(f.message, 256) } : {}),
+          })),
+        }
+      : {}),
+  };
 }

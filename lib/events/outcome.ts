@@ -3,7 +3,7 @@
 // the status step uses is checked here; the texts of a status are cut to what the CRD
 // holds, as status.ts cuts them (a status write never fails for its size).
 import type { Action, Change } from '../changeset.ts';
-import type { ApplyResult, ItemResult } from '../engine/result.ts';
+import { statusItemOf, type ApplyResult, type ItemResult } from '../engine/result.ts';
 import { DIGESTS, type Recorded } from '../engine/inventory.ts';
 import { MAX_FEEDBACK } from '../feedback.ts';
 import {
@@ -65,25 +65,7 @@ function itemStatus(v: unknown, at: string): ItemStatus {
 }
 
 /** statusItem is an entry of status.items, its texts cut as status.ts cuts them. */
-function statusItem(v: unknown, at: string): ItemStatus {
-  const { message, health: h, feedback: f, ...rest } = itemStatus(v, at);
-  return {
-    ...rest,
-    message: bounded(message),
-    ...(h
-      ? { health: { ...h, message: bounded(h.message), ...(h.reason ? { reason: bounded(h.reason) } : {}) } }
-      : {}),
-    ...(f
-      ? {
-          feedback: f.map((x) => ({
-            name: bounded(x.name, 63),
-            ...(x.value !== undefined ? { value: bounded(x.value) } : {}),
-            ...(x.message !== undefined ? { message: bounded(x.message, 256) } : {}),
-          })),
-        }
-      : {}),
-  };
-}
+const statusItem = (v: unknown, at: string): ItemStatus => statusItemOf(itemStatus(v, at));
 
 function itemResult(v: unknown, at: string): ItemResult {
   const i = map(v, at);
