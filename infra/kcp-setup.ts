@@ -4,7 +4,7 @@
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { load, loadAll } from 'js-yaml';
-import { KubeClient } from '../lib/kube/client.ts';
+import { KubeClient, type ClientOptions } from '../lib/kube/client.ts';
 import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
 import { RestMapper } from '../lib/kube/discovery.ts';
 import { applyObject, getObject, mustFind, type Cluster, type KubeObject } from '../lib/kube/objects.ts';
@@ -34,8 +34,17 @@ export const kymaNameLabel = 'operator.kyma-project.io/kyma-name';
 const fieldManager = 'kcp-sync-local-setup';
 
 /** connect makes an engine-grade client for kubeconfig text (the caller closes it). */
-export async function connect(kubeconfig: string, name: string): Promise<Cluster> {
-  const client = KubeClient.create(credentialsFromKubeconfig(kubeconfig), { name, qps: 1000, burst: 1000 });
+export async function connect(
+  kubeconfig: string,
+  name: string,
+  hooks: Pick<ClientOptions, 'onRequest'> = {},
+): Promise<Cluster> {
+  const client = KubeClient.create(credentialsFromKubeconfig(kubeconfig), {
+    name,
+    qps: 1000,
+    burst: 1000,
+    ...hooks,
+  });
   return { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
 }
 

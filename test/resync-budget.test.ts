@@ -14,10 +14,8 @@ import { handle as resolveCluster } from '../functions/resolve-cluster/index.ts'
 import { handle as resync } from '../functions/resync/index.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
 import { setDeps } from '../functions/deps.ts';
-import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
-import { KubeClient } from '../lib/kube/client.ts';
-import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
-import { resourcePath, RestMapper } from '../lib/kube/discovery.ts';
+import { applyObjects, connect, kymaObjects } from '../infra/kcp-setup.ts';
+import { resourcePath } from '../lib/kube/discovery.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
 import { Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
@@ -55,10 +53,7 @@ async function replica(): Promise<Counted> {
   // namespaces another test file's SyncPolicies name meanwhile: requests into them are not
   // this test's budget.
   const ours = { requests: 0, writes: 0 };
-  const client = KubeClient.create(credentialsFromKubeconfig(inject('clusters').kcp.kubeconfig), {
-    name: 'kcp',
-    qps: 1000,
-    burst: 1000,
+  const kcp = await connect(inject('clusters').kcp.kubeconfig, 'kcp', {
     onRequest: (info) => {
       const namespace = /\/namespaces\/([^/]+)/.exec(info.path)?.[1];
       if (namespace !== undefined && namespace !== ns) return;
@@ -66,7 +61,6 @@ async function replica(): Promise<Counted> {
       if (info.write) ours.writes++;
     },
   });
-  const kcp: Cluster = { client, mapper: new RestMapper(client, { missTtlMs: 0 }) };
   const skr = { reads: 0, writes: 0 };
   const cache = new ClientCache(config, {
     onRequest: (info) => {
