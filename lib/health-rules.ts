@@ -1,7 +1,7 @@
 // health-rules.ts compiles and evaluates an item's own health rules (items[].health): CEL
 // expressions over the live object, as Flux's healthCheckExprs. health.ts turns their
 // verdict into the object's health.
-import { Environment } from '@marcbachmann/cel-js';
+import { createRequire } from 'node:module';
 import type { KubeObject } from './kube/objects.ts';
 import { ManifestError } from './manifest.ts';
 import type { HealthRules } from './model.ts';
@@ -14,13 +14,22 @@ type Obj = Record<string, unknown>;
 const CEL_FIELDS = ['apiVersion', 'kind', 'metadata', 'spec', 'status', 'data'] as const;
 /** MAX_EXPRESSION bounds a health expression's length (characters). */
 export const MAX_EXPRESSION = 1024;
-const celEnv = (() => {
-  const env = new Environment({
+type Cel = typeof import('@marcbachmann/cel-js');
+let env: InstanceType<Cel['Environment']> | undefined;
+/**
+ * celEnv is the CEL environment, built for the first item that has health rules: most
+ * processes never meet one, so the library is loaded then, not at start-up (RSS at rest,
+ * BENCHMARKS.md).
+ */
+function celEnv(): InstanceType<Cel['Environment']> {
+  if (env) return env;
+  const { Environment } = createRequire(import.meta.url)('@marcbachmann/cel-js') as Cel;
+  env = new Environment({
     limits: { maxAstNodes: 256, maxDepth: 32, maxListElements: 64, maxMapEntries: 64, maxCallArguments: 8 },
   });
   for (const f of CEL_FIELDS) env.registerVariable(f, 'dyn');
   return env;
-})();
+}
 
 type Program = (ctx: Obj) => unknown;
 /** CompiledRules are an item's health expressions, compiled once. */
@@ -37,11 +46,11 @@ function compileOne(name: string, expr: string): Program {
       `health.${name} is ${expr.length} characters, over the limit of ${MAX_EXPRESSION}`,
     );
   try {
-    const checked = celEnv.check(expr) as { valid: boolean; error?: Error; type?: string };
+    const checked = celEnv().check(expr) as { valid: boolean; error?: Error; type?: string };
     if (!checked.valid) throw checked.error ?? new Error('does not type-check');
     if (checked.type !== 'bool' && checked.type !== 'dyn')
       throw new Error(`is of type ${checked.type}, not bool`);
-    return celEnv.parse(expr) as unknown as Program;
+    return celEnv().parse(expr) as unknown as Program;
   } catch (err) {
     throw new ManifestError(`health.${name} does not compile: ${(err as Error).message.split('\n')[0]}`);
   }

@@ -15,7 +15,6 @@ import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../concurrency.ts';
 import type { Deps, Logger } from './deps.ts';
 import { unresolved } from './resolve-cluster.ts';
-import { previewRun } from './preview.ts';
 import { bounded, claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
 import { admit, getIfBound, holderNamespaces, policiesOnce } from '../cluster/policies.ts';
 import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
@@ -155,7 +154,9 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     : target.skr;
   const { sources, resourceSources } = readersOf(deps, data, sr);
   // A preview writes its status and nothing else: no claim, no inventory, nothing in the SKR.
+  // Its code (the diff and its library) is loaded by the first preview, not at start-up.
   if (sr.spec.preview && !sr.metadata.deletionTimestamp) {
+    const { previewRun } = await import('./preview.ts');
     const preview = await previewRun(deps, sr, skr, policy, resourceSources);
     return { kind: 'none', why: `preview of ${preview.items.length} items written` };
   }
