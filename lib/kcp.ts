@@ -10,6 +10,7 @@ import {
   FINALIZER,
   KYMA_NAME_LABEL,
   SYNC_API_VERSION,
+  type HolderView,
   type InventoryEntry,
   type SyncResource,
   type SyncStatus,
@@ -26,6 +27,23 @@ export const syncResourceInfo: ResourceInfo = {
   namespaced: true,
   hasStatus: true,
 };
+
+/** HOLDERS_PAGE bounds the whole SyncResources one holders read parses at a time. */
+const HOLDERS_PAGE = 100;
+
+function holderView(sr: SyncResource): HolderView {
+  const { namespace, name, deletionTimestamp } = sr.metadata;
+  const { kyma, deletionPolicy, suspend } = sr.spec;
+  return {
+    metadata: { namespace, name, ...(deletionTimestamp ? { deletionTimestamp } : {}) },
+    spec: {
+      kyma,
+      ...(deletionPolicy ? { deletionPolicy } : {}),
+      ...(suspend !== undefined ? { suspend } : {}),
+    },
+    ...(sr.status?.synced ? { status: { synced: sr.status.synced } } : {}),
+  };
+}
 
 /** StatusPreconditions are what a status write tests besides uid and resourceVersion: the generation, and the spec items' names in order (none: not tested). */
 export interface StatusPreconditions {
@@ -58,24 +76,28 @@ export class KcpStore {
   }
 
   /**
-   * listForKyma lists the SyncResources of a Kyma (its kyma-name label) in namespaces: a
-   * quorum read, so that one that just recorded an object is seen. A namespace of
-   * mayRefuse whose list the KCP refuses (a team namespace the operator has not bound the
-   * product in) holds none the product could have acted for.
+   * holdersForKyma reads what the SyncResources of a Kyma (its kyma-name label) in
+   * namespaces hold: a quorum read, so that one that just recorded an object is seen. It
+   * keeps of each only its holder view, page by page: a Kyma may have hundreds of
+   * SyncResources, each with its whole spec, and several runs read them at once. A
+   * namespace of mayRefuse whose list the KCP refuses (a team namespace the operator has
+   * not bound the product in) holds none the product could have acted for.
    */
-  async listForKyma(kyma: string, namespaces: string[], mayRefuse: string[] = []): Promise<SyncResource[]> {
+  async holdersForKyma(kyma: string, namespaces: string[], mayRefuse: string[] = []): Promise<HolderView[]> {
     const lists = await Promise.all(
       namespaces.map((namespace) =>
-        listObjects(this.kcp, syncResourceInfo, {
-          namespace,
-          labelSelector: `${KYMA_NAME_LABEL}=${kyma}`,
-        }).catch((err: unknown) => {
+        listObjects(
+          this.kcp,
+          syncResourceInfo,
+          { namespace, labelSelector: `${KYMA_NAME_LABEL}=${kyma}`, limit: HOLDERS_PAGE },
+          (o) => holderView(o as SyncResource),
+        ).catch((err: unknown) => {
           if (mayRefuse.includes(namespace) && err instanceof KubeApiError && err.code === 403) return [];
           throw err;
         }),
       ),
     );
-    return lists.flat() as SyncResource[];
+    return lists.flat();
   }
 
   /**

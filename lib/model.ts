@@ -159,6 +159,13 @@ export interface SyncResource extends KubeObject {
   status?: SyncStatus;
 }
 
+/** HolderView is what a SyncResource's holding of objects is read from: who it is, whether it is letting go, its inventory. */
+export interface HolderView {
+  metadata: { namespace?: string; name: string; deletionTimestamp?: string };
+  spec: Pick<SyncResource['spec'], 'kyma' | 'deletionPolicy' | 'suspend'>;
+  status?: { synced?: InventoryEntry[] };
+}
+
 /** ownerKey is the value of OWNER_ANNOTATION for a SyncResource: "<namespace>/<name>". */
 export const ownerKey = (sr: { metadata: { namespace?: string; name: string } }): string =>
   `${sr.metadata.namespace ?? ''}/${sr.metadata.name}`;

@@ -19,7 +19,7 @@ export async function coldStart(b: Bench): Promise<void> {
     '6 cold start',
     'spawn -> ready on /health/readiness (median of 10)',
     `${median(runs.map((r) => r.cold)).toFixed(0)} ms`,
-    '<= 500 ms',
+    '<= 300 ms',
   );
   if (phaseRuns.length > 0)
     row(

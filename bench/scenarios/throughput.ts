@@ -94,5 +94,7 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
     `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`,
     `${(best / 1000).toFixed(2)} s`,
   );
-  row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), '<= 2.0');
+  // 1.5 on the stand-in broker, 2.0 on Knative's own eventing (more hops per event).
+  const target = b.opts.knative === 'real' ? '<= 2.0' : '<= 1.5';
+  row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), target);
 }

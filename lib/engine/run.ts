@@ -81,7 +81,7 @@ function holdersReader(sr: SyncResource, deps: ReconcileDeps): () => Promise<Hol
     (read ??= inKcp('reading the SyncResources of the Kyma', 'KcpReadFailed', async () => {
       const namespaces = (await deps.holderNamespaces?.()) ?? deps.config.controlPlaneNamespaces;
       const teams = namespaces.filter((ns) => !deps.config.controlPlaneNamespaces.includes(ns));
-      return holdersOf(sr, await deps.kcp.listForKyma(sr.spec.kyma, namespaces, teams));
+      return holdersOf(sr, await deps.kcp.holdersForKyma(sr.spec.kyma, namespaces, teams));
     }));
 }
 

@@ -13,7 +13,14 @@ import { isConflict, KubeApiError } from '../kube/errors.ts';
 import { managedFieldsOf } from '../fields.ts';
 import { applyObject, getObject, type Cluster, type KubeObject } from '../kube/objects.ts';
 import { describeId } from '../manifest.ts';
-import { objectKey, ownerKey, type InventoryEntry, type ObjectId, type SyncResource } from '../model.ts';
+import {
+  objectKey,
+  ownerKey,
+  type HolderView,
+  type InventoryEntry,
+  type ObjectId,
+  type SyncResource,
+} from '../model.ts';
 import { ownerOf } from '../policy/rules.ts';
 
 /** MAX_MANAGER is the API server's limit on a field manager's length. */
@@ -246,7 +253,7 @@ export type Holders = Map<string, Holder[]>;
  * being deleted with deletionPolicy Delete (and not suspended) is letting go, so it holds
  * nothing: two deleted together do not leave their shared objects to each other.
  */
-export function holdersOf(sr: SyncResource, all: SyncResource[]): Holders {
+export function holdersOf(sr: SyncResource, all: readonly HolderView[]): Holders {
   const self = ownerKey(sr);
   const out: Holders = new Map();
   for (const other of all) {

@@ -100,12 +100,13 @@ export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObj
 }
 
 /** listObjects lists a kind, following continue tokens, with optional selectors (and headers: a metadata-only list). */
-export async function listObjects(
+export async function listObjects<T = KubeObject>(
   c: Pick<Cluster, 'client'>,
   info: ResourceInfo,
   opts: { namespace?: string; labelSelector?: string; limit?: number; headers?: Record<string, string> } = {},
-): Promise<KubeObject[]> {
-  const out: KubeObject[] = [];
+  view: (o: KubeObject) => T = (o) => o as T,
+): Promise<T[]> {
+  const out: T[] = [];
   let cont: string | undefined;
   do {
     const page = await c.client.call<{ items: KubeObject[] | null; metadata: { continue?: string } }>(
@@ -116,7 +117,8 @@ export async function listObjects(
         ...(opts.headers ? { headers: opts.headers } : {}),
       },
     );
-    for (const item of page.items ?? []) out.push({ ...item, apiVersion: info.apiVersion, kind: info.kind });
+    for (const item of page.items ?? [])
+      out.push(view({ ...item, apiVersion: info.apiVersion, kind: info.kind }));
     cont = page.metadata.continue || undefined;
   } while (cont);
   return out;
