@@ -32,8 +32,9 @@ export async function bulkCreate(b: Bench): Promise<number> {
 
 /** directLimit applies what the bulk create applied with a direct server-side-apply loop, at the best of four concurrencies, and sets the bulk's time beside it. */
 export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
-  const { row, S, K, kcp, skrs, set, kymaOf, srPath } = b;
+  const { row, S, K, kcp, skrs, set, kymaOf, srPath, cpuNow } = b;
   console.log('2. direct apply');
+  const cpuBefore = await cpuNow();
   const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
   let best = Infinity;
   let bestC = 0;
@@ -94,6 +95,11 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
     `direct SSA loop (client-node, best concurrency ${bestC}) + KCP writes`,
     `${(best / 1000).toFixed(2)} s`,
   );
+  // Where the direct loop's CPU goes, beside the bulk create's (scenario 1): per SyncResource
+  // applied, over the four concurrencies.
+  const cpuAfter = await cpuNow();
+  for (const [g, s] of Object.entries(cpuAfter))
+    row('2 limit', `CPU ms per SyncResource: ${g}`, (((s - cpuBefore[g]!) * 1000) / (4 * S)).toFixed(1));
   // 1.5 on the stand-in broker, 2.0 on Knative's own eventing (more hops per event).
   const target = b.opts.knative === 'real' ? '<= 2.0' : '<= 1.5';
   row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), target);
