@@ -14,3 +14,10 @@ export async function rssOf(pid: number, field: 'VmHWM' | 'VmRSS'): Promise<numb
   const status = await readFile(`/proc/${pid}/status`, 'utf8');
   return Number(new RegExp(`${field}:\\s+(\\d+)`).exec(status)![1]) / 1024;
 }
+
+/** cpuMsPer is each process group's CPU between two readings (seconds by group), in ms per unit of work (n). */
+export const cpuMsPer = (
+  before: Record<string, number>,
+  after: Record<string, number>,
+  n: number,
+): [string, number][] => Object.entries(after).map(([g, s]) => [g, ((s - before[g]!) * 1000) / n]);

@@ -14,6 +14,7 @@ import { getObject, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceFor } from './workload.ts';
+import { cpuMsPer } from './procs.ts';
 
 /** ScaleContext is what the scenario needs of the benchmark's stack. */
 export interface ScaleContext {
@@ -235,12 +236,8 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     `${(ms / 1000).toFixed(1)} s`,
     S >= 10_000 ? '<= 60 s' : undefined,
   );
-  for (const [g, sec] of Object.entries(cpu1))
-    row(
-      SCENARIO,
-      `no-op resync: CPU ms per SyncResource, ${g}`,
-      (((sec - cpu0[g]!) * 1000) / total.length).toFixed(2),
-    );
+  for (const [g, ms] of cpuMsPer(cpu0, cpu1, total.length))
+    row(SCENARIO, `no-op resync: CPU ms per SyncResource, ${g}`, ms.toFixed(2));
 
   // Drift: 1 % of the SyncResources get their first ConfigMap edited in the SKR.
   const victims = Array.from({ length: Math.ceil(S / 100) }, (_, j) => j * 100);

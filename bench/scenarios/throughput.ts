@@ -6,7 +6,7 @@ import { resourcePath } from '../../lib/kube/discovery.ts';
 import { mustFind } from '../../lib/kube/objects.ts';
 import { mapLimit } from '../../lib/concurrency.ts';
 import type { Bench } from '../context.ts';
-import { rssOf } from '../procs.ts';
+import { cpuMsPer, rssOf } from '../procs.ts';
 import { objectsFor, syncResourceFor } from '../workload.ts';
 
 /** bulkCreate creates S SyncResources and waits for all Ready: wall time, rate, CPU per SyncResource by process, peak RSS. */
@@ -18,8 +18,8 @@ export async function bulkCreate(b: Bench): Promise<number> {
   const cpuAfter = await cpuNow();
   row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
   row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
-  for (const [g, s] of Object.entries(cpuAfter))
-    row('1 bulk create', `CPU ms per SyncResource: ${g}`, (((s - cpuBefore[g]!) * 1000) / S).toFixed(1));
+  for (const [g, ms] of cpuMsPer(cpuBefore, cpuAfter, S))
+    row('1 bulk create', `CPU ms per SyncResource: ${g}`, ms.toFixed(1));
   for (const p of pids())
     row(
       '7 memory',
@@ -97,9 +97,8 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
   );
   // Where the direct loop's CPU goes, beside the bulk create's (scenario 1): per SyncResource
   // applied, over the four concurrencies.
-  const cpuAfter = await cpuNow();
-  for (const [g, s] of Object.entries(cpuAfter))
-    row('2 limit', `CPU ms per SyncResource: ${g}`, (((s - cpuBefore[g]!) * 1000) / (4 * S)).toFixed(1));
+  for (const [g, ms] of cpuMsPer(cpuBefore, await cpuNow(), 4 * S))
+    row('2 limit', `CPU ms per SyncResource: ${g}`, ms.toFixed(1));
   // 1.5 on the stand-in broker, 2.0 on Knative's own eventing (more hops per event).
   const target = b.opts.knative === 'real' ? '<= 2.0' : '<= 1.5';
   row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), target);

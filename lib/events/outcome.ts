@@ -1,7 +1,8 @@
 // outcome.ts reads what an items.applied event carries: a run's result (ApplyResult), the
 // SyncResource's status as the run saw it, and the status the run computed. Every field
 // the status step uses is checked here; the texts of a status are cut to what the CRD
-// holds, as status.ts cuts them (a status write never fails for its size).
+// holds, as a computed status is cut (result.ts statusItemOf; a status write never fails
+// for its size).
 import type { Action, Change } from '../changeset.ts';
 import { statusItemOf, type ApplyResult, type ItemResult } from '../engine/result.ts';
 import { DIGESTS, type Recorded } from '../engine/inventory.ts';
@@ -64,7 +65,7 @@ function itemStatus(v: unknown, at: string): ItemStatus {
   };
 }
 
-/** statusItem is an entry of status.items, its texts cut as status.ts cuts them. */
+/** statusItem is an entry of status.items, its texts cut as a computed status's are. */
 const statusItem = (v: unknown, at: string): ItemStatus => statusItemOf(itemStatus(v, at));
 
 function itemResult(v: unknown, at: string): ItemResult {
