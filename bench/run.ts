@@ -35,6 +35,8 @@ const { values: args } = parseArgs({
     kymas: { type: 'string' },
     /** --cost runs the cost scenario alone: KCP requests and CPU per SyncResource created, RSS of each function at rest (bench/cost.ts). */
     cost: { type: 'boolean', default: false },
+    /** --throughput runs scenarios 1, 2 and 4 alone: the bulk create beside the direct loop (pipeline / direct), then a no-op resync; a few minutes. */
+    throughput: { type: 'boolean', default: false },
     /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
     broker: { type: 'string', default: 'channel' },
     /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
@@ -83,6 +85,7 @@ const startedAt = new Date();
 const runOptions = () => ({
   quick,
   scale: scaleOnly,
+  throughput: args.throughput,
   cost: args.cost,
   broker: brokerMode,
   knative,
@@ -110,9 +113,10 @@ const { bench, stop } = await startBench(
 );
 try {
   if (scaleOnly) await scaleOnlyRun(bench);
+  else if (args.throughput) await throughputOnly(bench);
   else if (peerMode !== 'only') await scenarios(bench);
-  if (peerMode !== 'only') await senderScenario(bench);
-  if (!scaleOnly && peerMode !== 'off') await peerScenario(bench);
+  if (peerMode !== 'only' && !args.throughput) await senderScenario(bench);
+  if (!scaleOnly && !args.throughput && peerMode !== 'off') await peerScenario(bench);
   row(
     'all',
     'resync ticks fired to catch up events an adapter dropped (its watch closed as unresponsive), by batch',
@@ -127,7 +131,7 @@ try {
   else await rm(stateDir, { recursive: true, force: true });
 }
 // 15. The cost of a reconcile, on a stack of its own (bench/cost.ts).
-if (!scaleOnly && knative !== 'real') {
+if (!scaleOnly && !args.throughput && knative !== 'real') {
   console.log('15. cost');
   await costScenario(row);
 }
@@ -136,10 +140,7 @@ await save(true);
 
 /** scenarios runs scenarios 1 to 11 and 13 in their order; 10 last (it adds a thousand SyncResources). */
 async function scenarios(b: Bench): Promise<void> {
-  // First the runtime's start settles: its sources report every existing Kyma and access
-  // Secret as added, and each fans out a resync of its SyncResources; overlapping the bulk,
-  // that resynced a varying share of it (7 to 18 per Kyma).
-  await b.rt.broker.idle(60_000);
+  await settled(b);
   const bulkMs = await bulkCreate(b);
   await directLimit(b, bulkMs);
   await editLatency(b);
@@ -157,9 +158,40 @@ async function scenarios(b: Bench): Promise<void> {
   await scaleScenario(b.scaleCtx, 1_000, 100);
 }
 
+/**
+ * settled waits for the runtime's start to settle. Its sources report every existing Kyma
+ * and access Secret as added, and each fans out a resync of its SyncResources; overlapping
+ * the bulk, that resynced a varying share of it (7 to 18 per Kyma). And the SKR source's
+ * replicas share the Kymas only once each has seen the other's Lease (a renewal, 3 s):
+ * until then the first to start posts for every Kyma and the second for its share, and
+ * SyncResources created meanwhile were posted twice (68 of 300, each run once more).
+ */
+async function settled(b: Bench): Promise<void> {
+  await b.rt.broker.idle(60_000);
+  const deadline = performance.now() + 60_000;
+  for (;;) {
+    const views = await Promise.all(
+      b.rt.skrSources.map(
+        async (a) => ((await (await fetch(`${a.url}watches`)).json()) as { members: string[] }).members,
+      ),
+    );
+    if (views.every((m) => m.length === b.rt.skrSources.length)) return;
+    if (performance.now() > deadline)
+      throw new Error(`SKR source members not settled: ${JSON.stringify(views)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
+
+/** throughputOnly is --throughput: the bulk create, the direct loop beside it, a no-op resync (scenarios 1, 2 and 4). */
+async function throughputOnly(b: Bench): Promise<void> {
+  await settled(b);
+  await directLimit(b, await bulkCreate(b));
+  await noopResync(b);
+}
+
 /** scaleOnlyRun is --scale: scenario 10 alone, at --kymas or its default sizes. */
 async function scaleOnlyRun(b: Bench): Promise<void> {
-  await b.rt.broker.idle(60_000);
+  await settled(b);
   const kymas = args.kymas !== undefined ? Number(args.kymas) : undefined;
   if (kymas !== undefined && !(Number.isInteger(kymas) && kymas >= 100))
     throw new Error(`--kymas is a number of at least 100, not ${args.kymas}`);

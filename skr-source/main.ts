@@ -35,11 +35,18 @@ async function main(): Promise<void> {
   const identity = env.POD_NAME || env.HOSTNAME || hostname();
   const namespace = config.controlPlaneNamespaces[0]!;
   let ready = false;
-  const server = serve(source, changes, identity, () => ready);
+  let membership: Membership | undefined;
+  const server = serve(
+    source,
+    changes,
+    identity,
+    () => ready,
+    () => membership?.current() ?? [],
+  );
   await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
   // Nothing is watched until this replica knows its share.
   source.shard(() => false);
-  const membership = new Membership({
+  membership = new Membership({
     kcp,
     namespace,
     identity,
@@ -64,7 +71,7 @@ async function main(): Promise<void> {
   ready = true;
   log.info({ identity, namespace }, 'SKR source started');
   const shutdown = async () => {
-    await membership.stop().catch(() => {});
+    await membership!.stop().catch(() => {});
     await source.stop();
     server.close();
     process.exit(0);
@@ -73,8 +80,14 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown());
 }
 
-/** serve answers /healthz (ready once the KCP is listed) and /watches (what this replica watches). */
-function serve(source: SkrSource, changes: Changes, identity: string, ready: () => boolean) {
+/** serve answers /healthz (ready once the KCP is listed) and /watches (what this replica watches, and the members it shares the Kymas with). */
+function serve(
+  source: SkrSource,
+  changes: Changes,
+  identity: string,
+  ready: () => boolean,
+  members: () => string[],
+) {
   return createServer((req, res) => {
     if (req.url === '/healthz') {
       res.writeHead(ready() ? 200 : 503).end(ready() ? 'ok' : 'starting');
@@ -83,6 +96,7 @@ function serve(source: SkrSource, changes: Changes, identity: string, ready: () 
       res.end(
         JSON.stringify({
           identity,
+          members: members(),
           ...source.watched(),
           stats: { ...source.stats, changes: changes.stats },
           kymas: source.status(),

@@ -5,6 +5,7 @@ import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/clie
 import { resourcePath } from '../../lib/kube/discovery.ts';
 import { mustFind } from '../../lib/kube/objects.ts';
 import { mapLimit } from '../../lib/concurrency.ts';
+import { kcpRequests } from '../cost.ts';
 import type { Bench } from '../context.ts';
 import { cpuMsPer, rssOf } from '../procs.ts';
 import { objectsFor, syncResourceFor } from '../workload.ts';
@@ -14,8 +15,10 @@ export async function bulkCreate(b: Bench): Promise<number> {
   const { row, S, K, bulk, pids, cpuNow } = b;
   console.log('1. bulk create');
   const cpuBefore = await cpuNow();
+  const reqBefore = await requests(b);
   const bulkMs = await bulk(0, S);
   const cpuAfter = await cpuNow();
+  await requestRows(b, '1 bulk create', reqBefore, S);
   row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
   row('1 bulk create', 'SyncResources per second', (S / (bulkMs / 1000)).toFixed(1));
   for (const [g, ms] of cpuMsPer(cpuBefore, cpuAfter, S))
@@ -35,6 +38,7 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
   const { row, S, K, kcp, skrs, set, kymaOf, srPath, cpuNow } = b;
   console.log('2. direct apply');
   const cpuBefore = await cpuNow();
+  const reqBefore = await requests(b);
   const widgetInfo = await mustFind(skrs[0]!, 'bench.kcp-sync.io/v1', 'Widget');
   let best = Infinity;
   let bestC = 0;
@@ -99,7 +103,37 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
   // applied, over the four concurrencies.
   for (const [g, ms] of cpuMsPer(cpuBefore, await cpuNow(), 4 * S))
     row('2 limit', `CPU ms per SyncResource: ${g}`, ms.toFixed(1));
+  await requestRows(b, '2 limit', reqBefore, 4 * S);
   // 1.5 on the stand-in broker, 2.0 on Knative's own eventing (more hops per event).
   const target = b.opts.knative === 'real' ? '<= 2.0' : '<= 1.5';
   row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), target);
+}
+
+type Counts = Awaited<ReturnType<typeof kcpRequests>>;
+
+/** requests reads the request counters of the KCP's and the SKRs' API servers (apiserver_request_total). */
+async function requests(b: Bench): Promise<{ kcp: Counts; skr: Counts }> {
+  const [kcp, ...skrs] = await Promise.all(
+    [b.set.kcp, ...b.set.skrs].map((c) => kcpRequests(c.kubeconfigFile)),
+  );
+  const skr: Counts = {};
+  for (const s of skrs) for (const [k, v] of Object.entries(s)) skr[k] = (skr[k] ?? 0) + v;
+  return { kcp: kcp!, skr };
+}
+
+/** requestRows prints the requests the API servers served per SyncResource since before, by resource and verb (watches left out). */
+async function requestRows(b: Bench, scenario: string, before: { kcp: Counts; skr: Counts }, n: number) {
+  const after = await requests(b);
+  for (const side of ['kcp', 'skr'] as const) {
+    const spent = Object.entries(after[side])
+      .map(([k, v]) => [k, (v - (before[side][k] ?? 0)) / n] as const)
+      .filter(([k, v]) => v >= 0.01 && !k.endsWith(' WATCH'))
+      .sort(([a], [c]) => a.localeCompare(c));
+    const all = spent.reduce((a, [, v]) => a + v, 0);
+    b.row(
+      scenario,
+      `${side === 'kcp' ? 'KCP' : 'SKR'} requests per SyncResource (the benchmark's own included)`,
+      `${all.toFixed(2)}: ${spent.map(([k, v]) => `${k} ${v.toFixed(2)}`).join(', ')}`,
+    );
+  }
 }
