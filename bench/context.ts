@@ -31,6 +31,8 @@ export interface BenchOptions {
   oidc: boolean;
   /** cpuProf is the directory every function process writes a V8 CPU profile to. */
   cpuProf?: string | undefined;
+  /** apiserverProf is the directory the KCP's and skr-1's API servers' CPU profiles (pprof) over the bulk create go to. */
+  apiserverProf?: string | undefined;
 }
 
 /** Bench is the stack the scenarios run on and what they share. */
@@ -78,7 +80,7 @@ export async function startBench(
   const K = opts.quick ? 2 : 3;
   // A p99 needs 100 samples to be more than the maximum.
   const EDITS = opts.quick ? 20 : 100;
-  const set = await ClusterSet.start({ skrs: K, stateDir });
+  const set = await ClusterSet.start({ skrs: K, stateDir, profiling: opts.apiserverProf !== undefined });
   let runtime: Runtime | undefined;
   const stop = async () => {
     await runtime?.stop();

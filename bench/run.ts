@@ -49,6 +49,8 @@ const { values: args } = parseArgs({
     peer: { type: 'string', default: 'on' },
     /** --cpu-prof DIR has every function process and SKR source replica write a V8 CPU profile into DIR when it stops (bench/profile.ts sums them). */
     'cpu-prof': { type: 'string' },
+    /** --apiserver-prof DIR writes the KCP's and skr-1's API server CPU profiles over 15 s of the bulk create into DIR (go tool pprof -top reads them). */
+    'apiserver-prof': { type: 'string' },
     /** --json FILE writes the run (commit, machine, options, every row) as JSON; bench/render.ts makes BENCHMARKS.md's table of it. */
     json: { type: 'string' },
   },
@@ -107,7 +109,7 @@ if (args.cost) {
 }
 const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-'));
 const { bench, stop } = await startBench(
-  { quick, brokerMode, knative, oidc, cpuProf: args['cpu-prof'] },
+  { quick, brokerMode, knative, oidc, cpuProf: args['cpu-prof'], apiserverProf: args['apiserver-prof'] },
   stateDir,
   row,
 );

@@ -26,6 +26,8 @@ export interface Cluster {
   controllerManager: Proc;
   /** workloads are an SKR's kube-scheduler and KWOK (none for the KCP, or with workloads: false). */
   workloads: Proc[];
+  /** profiling serves the API server's /debug/pprof (ClusterSetOptions.profiling). */
+  profiling: boolean;
 }
 
 /** NODE_NAME is the simulated Node of every SKR. */
@@ -40,6 +42,8 @@ export interface ClusterSetOptions {
   readyTimeoutMs?: number;
   /** workloads: SKRs run kube-scheduler and a KWOK Node (default true). */
   workloads?: boolean;
+  /** profiling has every API server serve /debug/pprof (the benchmark's --apiserver-prof; default off). */
+  profiling?: boolean;
 }
 
 /** StateFile is the content of state.json: every process and every cluster's access. */
@@ -116,7 +120,9 @@ export class ClusterSet {
       const names = ['kcp', ...Array.from({ length: opts.skrs }, (_, i) => `skr-${i + 1}`)];
       const clusters = await Promise.all(
         names.map(async (name) => {
-          const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout);
+          const c = await startCluster(name, binaries, workDir, opts.stateDir, etcdUrl, timeout, {
+            profiling: opts.profiling === true,
+          });
           started.push(c.apiserver, c.controllerManager);
           if (name !== 'kcp' && workloads) {
             c.workloads = await startWorkloads(c, workloads, workDir);
@@ -229,6 +235,7 @@ async function startCluster(
   stateDir: string,
   etcdUrl: string,
   timeout: number,
+  opts: { profiling: boolean },
 ): Promise<Cluster> {
   const dir = join(workDir, name);
   await mkdir(dir);
@@ -249,6 +256,7 @@ async function startCluster(
         kubeconfig: renderKubeconfig(name, url, pki.ca.cert, pki.admin),
         kubeconfigFile,
         workloads: [],
+        profiling: opts.profiling,
       } as unknown as Cluster;
       const logFrom = last ? (await stat(last.logFile)).size : 0;
       last = c.apiserver = launchApiServer(c, bin, etcdUrl);
@@ -378,7 +386,7 @@ function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
       '--authorization-mode=RBAC',
       '--allow-privileged=true',
       '--enable-priority-and-fairness=false',
-      '--profiling=false',
+      `--profiling=${c.profiling}`,
       '--endpoint-reconciler-type=none',
       '--v=1',
     ],

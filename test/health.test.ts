@@ -99,6 +99,10 @@ describe('health', () => {
       reason: 'Healthy',
       note: `Deployment ${P}/${P}-web: Deployment is available. Replicas: 2`,
     });
+    // Its first state (Processing, in its status) is no Event; its turn to Ready is.
+    const reasons = (await events(`${P}-roll`)).map((e) => e.reason);
+    expect(reasons).toContain('Ready');
+    expect(reasons).not.toContain('Processing');
     expect(
       JSON.parse(await kubectl(s.skr[0]!, ['get', 'deployment', `${P}-web`, '-n', P, '-o', 'json'])).status
         .availableReplicas,

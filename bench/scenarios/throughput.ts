@@ -1,6 +1,10 @@
 // throughput.ts: scenario 1, a bulk create of S SyncResources through the pipeline, and
 // scenario 2, the limit: the same objects applied directly, plus the KCP writes a
 // SyncResource needs.
+import { execFile } from 'node:child_process';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { KubeConfig, KubernetesObjectApi, PatchStrategy } from '@kubernetes/client-node';
 import { resourcePath } from '../../lib/kube/discovery.ts';
 import { mustFind } from '../../lib/kube/objects.ts';
@@ -10,13 +14,17 @@ import type { Bench } from '../context.ts';
 import { cpuMsPer, rssOf } from '../procs.ts';
 import { objectsFor, syncResourceFor } from '../workload.ts';
 
+const run = promisify(execFile);
+
 /** bulkCreate creates S SyncResources and waits for all Ready: wall time, rate, CPU per SyncResource by process, peak RSS. */
 export async function bulkCreate(b: Bench): Promise<number> {
   const { row, S, K, bulk, pids, cpuNow } = b;
   console.log('1. bulk create');
   const cpuBefore = await cpuNow();
   const reqBefore = await requests(b);
+  const profiles = b.opts.apiserverProf ? apiserverProfiles(b, b.opts.apiserverProf) : undefined;
   const bulkMs = await bulk(0, S);
+  await profiles;
   const cpuAfter = await cpuNow();
   await requestRows(b, '1 bulk create', reqBefore, S);
   row('1 bulk create', `S=${S} over K=${K}: wall time to all Ready`, `${(bulkMs / 1000).toFixed(2)} s`);
@@ -107,6 +115,24 @@ export async function directLimit(b: Bench, bulkMs: number): Promise<void> {
   // 1.5 on the stand-in broker, 2.0 on Knative's own eventing (more hops per event).
   const target = b.opts.knative === 'real' ? '<= 2.0' : '<= 1.5';
   row('2 limit', 'ratio pipeline time / direct time', (bulkMs / best).toFixed(2), target);
+}
+
+/**
+ * apiserverProfiles writes 15 s of the KCP's and skr-1's API server CPU profiles (their
+ * /debug/pprof, on with --apiserver-prof) into dir, taken from the bulk create's start.
+ */
+async function apiserverProfiles(b: Bench, dir: string): Promise<void> {
+  await mkdir(dir, { recursive: true });
+  await Promise.all(
+    [b.set.kcp, b.set.skrs[0]!].map(async (c) => {
+      const { stdout } = await run(
+        'kubectl',
+        ['--kubeconfig', c.kubeconfigFile, 'get', '--raw', '/debug/pprof/profile?seconds=15'],
+        { encoding: 'buffer', maxBuffer: 64 * 2 ** 20 },
+      );
+      await writeFile(join(dir, `${c.name}.pprof`), stdout);
+    }),
+  );
 }
 
 type Counts = Awaited<ReturnType<typeof kcpRequests>>;

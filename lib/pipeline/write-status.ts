@@ -204,8 +204,9 @@ async function recordEvents(
 ): Promise<void> {
   const r = data.result;
   const previous = sr.status?.state;
-  // A change of state is news; a new SyncResource Ready at once is not (its status says so).
-  if (previous !== state && !(previous === undefined && state === 'Ready')) {
+  // A change of state is news; a new SyncResource's first state is not (its status says so):
+  // Ready at once, or Processing while its objects roll out (its turn to Ready is news).
+  if (previous !== state && !(previous === undefined && (state === 'Ready' || state === 'Processing'))) {
     await deps.recorder.event(
       sr,
       state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
