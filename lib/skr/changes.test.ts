@@ -137,6 +137,33 @@ describe('Changes', () => {
       change: true,
     });
   });
+  it('drops a post still waiting when its Kyma goes to another replica, which posts it on taking over', async () => {
+    const events: string[] = [];
+    let release!: () => void;
+    const held = new Promise<void>((r) => (release = r));
+    const c = new Changes(
+      async (e: CloudEvent<unknown>) => {
+        await held;
+        events.push((e.data as SyncResourceChanged).name);
+      },
+      { info() {}, warn() {}, error() {} },
+    );
+    c.shard(() => true);
+    // Sixteen posts in flight (the bound), held by the broker; the seventeenth waits.
+    const names = Array.from({ length: 17 }, (_, i) => `n${i}`);
+    for (const n of names)
+      c.put({ ...sr({ uid: `u-${n}` }), metadata: { ...sr({}).metadata, name: n, uid: `u-${n}` } });
+    await flush();
+    c.shard(() => false);
+    release();
+    await flush();
+    expect(events.sort()).toEqual(names.slice(0, 16).sort());
+    expect(c.stats.posted).toBe(16);
+    // Taken over again: the one never posted is (with the others, none of them settled).
+    c.shard(() => true);
+    await flush();
+    expect(events).toContain('n16');
+  });
 });
 
 describe('withRetries', () => {

@@ -170,13 +170,17 @@ export class Changes {
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
     void this.posts
-      .run(change, () => {
+      .run(change, async () => {
+        // A post that waited while the Kyma went to another replica is that replica's: it
+        // posts what is not settled when it takes the Kyma over (shard), this one no more.
+        if (!this.owns(s.kyma)) return false;
         this.stats.lately.push(key);
         if (this.stats.lately.length > LATELY) this.stats.lately.shift();
-        return withRetries(() => this.emit(event));
+        await withRetries(() => this.emit(event));
+        return true;
       })
       .then(
-        () => this.stats.posted++,
+        (sent) => void (sent && this.stats.posted++),
         (err: unknown) =>
           // The resync tick catches up a change whose post failed.
           this.log.warn(
