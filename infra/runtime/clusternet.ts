@@ -72,7 +72,7 @@ export class ClusterNet {
   private readonly agent = new Agent({ bodyTimeout: 0, headersTimeout: 0, keepAliveTimeout: 4_000 });
   private readonly kcp: Cluster;
   private readonly pods: PodPorts;
-  private readonly services = new Map<string, { at: number; spec: ServiceSpec | null }>();
+  private readonly services = new Map<string, { at: number; spec: Promise<ServiceSpec | null> }>();
   /** inFlight counts requests being forwarded; lastActivity is when one last began or ended. */
   inFlight = 0;
   lastActivity = Date.now();
@@ -185,12 +185,17 @@ export class ClusterNet {
     return this.pods(namespace, svc.selector, sp.targetPort ?? sp.port);
   }
 
-  /** service reads a Service (cached for a second: a Service changes rarely, a request may come in bursts). */
-  private async service(namespace: string, name: string): Promise<ServiceSpec | null> {
+  /**
+   * service reads a Service, cached for a second (a Service changes rarely, requests come
+   * in bursts); concurrent requests share one read, as kube-proxy's informer would serve
+   * them all from memory (uncoalesced, a burst of deliveries read it 12 times per
+   * SyncResource created with --knative real).
+   */
+  private service(namespace: string, name: string): Promise<ServiceSpec | null> {
     const key = `${namespace}/${name}`;
     const hit = this.services.get(key);
     if (hit && Date.now() - hit.at < 1_000) return hit.spec;
-    const spec = await this.kcp.client
+    const spec = this.kcp.client
       .call<{ spec: ServiceSpec }>('GET', `/api/v1/namespaces/${namespace}/services/${name}`)
       .then(
         (s) => s.spec,
