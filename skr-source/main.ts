@@ -35,18 +35,8 @@ async function main(): Promise<void> {
   const identity = env.POD_NAME || env.HOSTNAME || hostname();
   const namespace = config.controlPlaneNamespaces[0]!;
   let ready = false;
-  let membership: Membership | undefined;
-  const server = serve(
-    source,
-    changes,
-    identity,
-    () => ready,
-    () => membership?.current() ?? [],
-  );
-  await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
-  // Nothing is watched until this replica knows its share.
-  source.shard(() => false);
-  membership = new Membership({
+  // Its Lease is applied from start() on; /watches names the members it sees.
+  const membership = new Membership({
     kcp,
     namespace,
     identity,
@@ -66,12 +56,16 @@ async function main(): Promise<void> {
       return `${w.kymas} Kymas, ${w.watches} watches, ${w.objects} objects${w.unwatched ? `, ${w.unwatched} Kymas over capacity` : ''}`;
     },
   });
+  const server = serve(source, changes, identity, () => ready, membership);
+  await new Promise<void>((r) => server.listen(Number(env.PORT ?? 8080), r));
+  // Nothing is watched until this replica knows its share.
+  source.shard(() => false);
   await source.start();
   await membership.start();
   ready = true;
   log.info({ identity, namespace }, 'SKR source started');
   const shutdown = async () => {
-    await membership!.stop().catch(() => {});
+    await membership.stop().catch(() => {});
     await source.stop();
     server.close();
     process.exit(0);
@@ -86,7 +80,7 @@ function serve(
   changes: Changes,
   identity: string,
   ready: () => boolean,
-  members: () => string[],
+  membership: Membership,
 ) {
   return createServer((req, res) => {
     if (req.url === '/healthz') {
@@ -96,7 +90,7 @@ function serve(
       res.end(
         JSON.stringify({
           identity,
-          members: members(),
+          members: membership.current(),
           ...source.watched(),
           stats: { ...source.stats, changes: changes.stats },
           kymas: source.status(),
