@@ -41,11 +41,11 @@ async function main(): Promise<void> {
     namespace,
     identity,
     log,
-    onChange: (members) => {
+    onChange: (members, active) => {
       const mine = new Map<string, boolean>();
       const owns = (kyma: string) => {
         let m = mine.get(kyma);
-        if (m === undefined) mine.set(kyma, (m = ownerOf(kyma, members) === identity));
+        if (m === undefined) mine.set(kyma, (m = active && ownerOf(kyma, members) === identity));
         return m;
       };
       source.shard(owns);
@@ -74,7 +74,7 @@ async function main(): Promise<void> {
   process.once('SIGINT', () => void shutdown());
 }
 
-/** serve answers /healthz (ready once the KCP is listed) and /watches (what this replica watches, and the members it shares the Kymas with). */
+/** serve answers /healthz (ready once the KCP is listed) and /watches (what this replica watches, the members it shares the Kymas with, and whether it takes its share yet). */
 function serve(
   source: SkrSource,
   changes: Changes,
@@ -90,7 +90,7 @@ function serve(
       res.end(
         JSON.stringify({
           identity,
-          members: membership.current(),
+          ...membership.current(),
           ...source.watched(),
           stats: { ...source.stats, changes: changes.stats },
           kymas: source.status(),

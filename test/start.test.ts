@@ -41,8 +41,14 @@ describe('npm start', () => {
     child.stderr.on('data', (d: Buffer) => (out += d.toString()));
     try {
       await eventually(async () => expect(out).toMatch(/^ready: /m), 90_000, 200);
-      expect(out).toContain(
-        'kubectl --kubeconfig .local/kubeconfig/kcp.yaml apply -f examples/seed-scenario.yaml',
+      // The hint follows the ready line; stdout may deliver it in a later chunk.
+      await eventually(
+        async () =>
+          expect(out).toContain(
+            'kubectl --kubeconfig .local/kubeconfig/kcp.yaml apply -f examples/seed-scenario.yaml',
+          ),
+        10_000,
+        100,
       );
       const state = JSON.parse(await readFile(join(stateDir, 'state.json'), 'utf8')) as {
         processes: { role: string; pid: number }[];

@@ -1,6 +1,7 @@
 // apply.ts is the apply-items step: cluster resolved in, the engine run against the
 // SKR, the outcome out. The kubeconfig and the source Secrets of dataFrom items are read
 // here, used in this process, and never leave it.
+import { setTimeout as sleep } from 'node:timers/promises';
 import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
 import { EventTypes, type ClusterResolved, type ItemsApplied, type Seen } from '../events/contract.ts';
@@ -122,18 +123,25 @@ function isEcho(deps: Deps, data: ClusterResolved): boolean {
   );
 }
 
+/** RACES bounds the runs of one request that lose their guarded KCP write to another run. */
+const RACES = 5;
+
 /**
- * applyRaced runs once more, from the SyncResource as it is now, a run whose guarded KCP
- * write another run (another replica's, for the same SyncResource) beat: what that run
- * wrote is the new starting point, not a failure to redeliver. A second loss is.
+ * applyRaced runs again, from the SyncResource as it is now, a run whose guarded KCP write
+ * another run (another replica's, for the same SyncResource) beat: what that run wrote is
+ * the new starting point, not a failure to redeliver. The other run may still be writing,
+ * so each attempt waits longer (100 ms doubling, 1.5 s in all); only the fifth loss is a
+ * failure (503, redelivered).
  */
 async function applyRaced(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
-  try {
-    return await applyOnce(deps, data);
-  } catch (err) {
-    if (!(err instanceof TransientError) || !lostRace(err)) throw err;
-    const { listed: _listed, ...live } = data;
-    return applyOnce(deps, live);
+  const { listed: _listed, ...live } = data;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await applyOnce(deps, attempt === 0 ? data : live);
+    } catch (err) {
+      if (!(err instanceof TransientError) || !lostRace(err) || attempt >= RACES - 1) throw err;
+      await sleep(100 * 2 ** attempt);
+    }
   }
 }
 

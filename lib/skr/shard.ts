@@ -3,6 +3,10 @@
 // replicas whose Lease is current are the members, and each Kyma goes to one member by
 // rendezvous hashing (adding or losing a replica moves only that replica's share). A
 // replica that dies stops renewing: once its Lease has expired, the others take its Kymas.
+// A replica that joins (or comes back after its Lease expired) takes its share only once
+// every other member's Lease lists it among the members that member sees: by then that
+// member has given the share up, so no Kyma has two replicas posting for it, and what
+// changed in between is posted by the new owner as it takes the Kyma (changes.ts).
 // Each Lease says how many Kymas its replica watches (kubectl get leases -l ...).
 import { createHash } from 'node:crypto';
 import type { KubeClient } from '../kube/client.ts';
@@ -13,6 +17,8 @@ import type { Logger } from '../pipeline/deps.ts';
 export const MEMBER_LABEL = 'kcp-sync.kyma-project.io/skr-source';
 /** WATCHING_ANNOTATION on a Lease says what its replica watches. */
 export const WATCHING_ANNOTATION = 'kcp-sync.kyma-project.io/watching';
+/** MEMBERS_ANNOTATION on a Lease lists the members its replica sees (comma-separated). */
+export const MEMBERS_ANNOTATION = 'kcp-sync.kyma-project.io/members';
 
 type Lease = {
   metadata: { name: string; resourceVersion?: string; annotations?: Record<string, string> };
@@ -42,7 +48,8 @@ export interface MembershipOptions {
   namespace: string;
   identity: string;
   leaseSeconds?: number;
-  onChange(members: string[]): void;
+  /** onChange is told the members seen and whether this replica takes its share of them yet. */
+  onChange(members: string[], active: boolean): void;
   /** watching says what to write in the Lease's annotation. */
   watching(): string;
   log: Logger;
@@ -53,6 +60,10 @@ export class Membership {
   private readonly opts: MembershipOptions;
   private readonly path: string;
   private members: string[] = [];
+  /** active: every other member has seen this one (it takes its share). */
+  private active = false;
+  /** renewed is when this replica's Lease was last written (0: never). */
+  private renewed = 0;
   private timer?: NodeJS.Timeout;
   private stopped = false;
 
@@ -82,20 +93,23 @@ export class Membership {
     this.timer = setTimeout(() => void loop(), (this.seconds * 1000) / 3);
   }
 
-  /** current lists the members as last seen. */
-  current(): string[] {
-    return this.members;
+  /** current lists the members as last seen, and whether this replica takes its share. */
+  current(): { members: string[]; active: boolean } {
+    return { members: this.members, active: this.active };
   }
 
-  private async tick(): Promise<void> {
-    const now = Date.now();
+  /** renew writes this replica's Lease: a server-side apply creates or renews it in one request. */
+  private async renew(now: number): Promise<void> {
     const body = {
       apiVersion: 'coordination.k8s.io/v1',
       kind: 'Lease',
       metadata: {
         name: this.name,
         labels: { [MEMBER_LABEL]: 'member' },
-        annotations: { [WATCHING_ANNOTATION]: this.opts.watching() },
+        annotations: {
+          [WATCHING_ANNOTATION]: this.opts.watching(),
+          [MEMBERS_ANNOTATION]: this.members.join(','),
+        },
       },
       spec: {
         holderIdentity: this.opts.identity,
@@ -103,23 +117,47 @@ export class Membership {
         renewTime: microTime(now),
       },
     };
-    // A server-side apply creates or renews the Lease in one request.
     await this.opts.kcp.call('PATCH', `${this.path}/${this.name}`, {
       body,
       contentType: 'application/apply-patch+yaml',
       query: { fieldManager: 'kcp-sync-skr-source', force: true },
     });
+    this.renewed = now;
+  }
+
+  private async tick(): Promise<void> {
+    const ttl = this.seconds * 1000;
+    // A replica whose own Lease expired (a pause, a partition) was given up by the others:
+    // it joins again, as a new replica does. Checked after each request, which may have
+    // waited (or failed) past the Lease's end.
+    const lapsed = (since: number) => {
+      if (!this.active || Date.now() - since <= ttl) return;
+      this.active = false;
+      this.opts.log.warn({ members: this.members }, 'SKR source Lease expired: joining again');
+      this.opts.onChange(this.members, false);
+    };
+    const last = this.renewed;
+    lapsed(last);
+    await this.renew(Date.now());
+    lapsed(last);
+    const now = Date.now();
     const list = await this.opts.kcp.call<{ items: Lease[] }>('GET', this.path, {
       query: { labelSelector: `${MEMBER_LABEL}=member` },
     });
     const live: string[] = [];
+    let seenByAll = true;
     for (const l of list.items) {
       const renewed = Date.parse(l.spec?.renewTime ?? '');
-      const ttl = (l.spec?.leaseDurationSeconds ?? this.seconds) * 1000;
+      const ttlOf = (l.spec?.leaseDurationSeconds ?? this.seconds) * 1000;
       const who = l.spec?.holderIdentity;
       if (!who || Number.isNaN(renewed)) continue;
-      if (now - renewed <= ttl || who === this.opts.identity) live.push(who);
-      else if (now - renewed > 6 * ttl) {
+      if (who === this.opts.identity) live.push(who);
+      else if (now - renewed <= ttlOf) {
+        live.push(who);
+        // A Lease of a version that lists no members counts as having seen this one.
+        const seen = l.metadata.annotations?.[MEMBERS_ANNOTATION];
+        if (seen !== undefined && !seen.split(',').includes(this.opts.identity)) seenByAll = false;
+      } else if (now - renewed > 6 * ttlOf) {
         // Long gone: removed, guarded by the version read (a replica back meanwhile keeps its own).
         await this.opts.kcp
           .call('DELETE', `${this.path}/${l.metadata.name}`, {
@@ -132,12 +170,19 @@ export class Membership {
           .catch(() => {});
       }
     }
+    lapsed(this.renewed);
     live.sort();
-    if (live.join(',') !== this.members.join(',')) {
-      this.members = live;
-      this.opts.log.info({ members: live }, 'SKR source members');
-      this.opts.onChange(live);
-    }
+    const membersChanged = live.join(',') !== this.members.join(',');
+    // Once active, a replica stays so while it renews: the members that join wait for it.
+    const active = this.active || seenByAll;
+    if (!membersChanged && active === this.active) return;
+    this.members = live;
+    this.active = active;
+    this.opts.log.info({ members: live, active }, 'SKR source members');
+    // The share changes before the Lease says so: a replica waiting for this one to see it
+    // takes its share only after this one gave it up.
+    this.opts.onChange(live, active);
+    if (membersChanged) await this.renew(Date.now());
   }
 
   /** stop deletes this replica's Lease, so the others take its Kymas at once. */
