@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events/contract.ts';
 import { mergeRequests } from './pipeline/apply-items.ts';
 import { KeyedQueue, PriorityGate, yieldToUrgent } from './concurrency.ts';
-import { Memo, TtlMemo } from './memo.ts';
+import { FreshReads, Memo, TtlMemo } from './memo.ts';
 
 describe('KeyedQueue', () => {
   it('runs one task per key; requests arriving meanwhile share one more run with their values merged', async () => {
@@ -240,5 +240,58 @@ describe('Memo', () => {
     expect(m.size).toBe(2);
     expect(get('a')).toBe('a#1');
     expect(get('b')).toBe('b#4');
+  });
+});
+
+describe('FreshReads', () => {
+  it('shares a read only among callers that asked before it began: n at once cost two reads', async () => {
+    const reads = new FreshReads<number>();
+    let began = 0;
+    const pending: (() => void)[] = [];
+    // Each read resolves when released, to the number of reads begun before it (its "state").
+    const read = () => {
+      const n = ++began;
+      return new Promise<number>((r) => pending.push(() => r(n)));
+    };
+    const first = reads.get('k', read);
+    // Asked while the first read is in flight: these share the next one, begun after them.
+    const waiting = [reads.get('k', read), reads.get('k', read), reads.get('k', read)];
+    expect(began).toBe(1);
+    // Another key reads on its own.
+    const other = reads.get('other', read);
+    expect(began).toBe(2);
+    pending.shift()!();
+    expect(await first).toBe(1);
+    await new Promise((r) => setTimeout(r, 0));
+    expect(began).toBe(3);
+    pending.shift()!();
+    pending.shift()!();
+    expect(await other).toBe(2);
+    expect(await Promise.all(waiting)).toEqual([3, 3, 3]);
+    // Nothing in flight: the next caller reads afresh, and the key is forgotten after.
+    await new Promise((r) => setTimeout(r, 0));
+    expect(reads.size).toBe(0);
+    const again = reads.get('k', read);
+    pending.shift()!();
+    expect(await again).toBe(4);
+  });
+
+  it('fails those who shared a failed read; the next read starts afresh', async () => {
+    const reads = new FreshReads<string>();
+    let calls = 0;
+    let fail: (err: Error) => void = () => {};
+    const failing = () => {
+      calls++;
+      return new Promise<string>((_, reject) => (fail = reject));
+    };
+    const first = reads.get('k', failing);
+    const joined = reads.get('k', () => {
+      calls++;
+      return Promise.resolve('fresh');
+    });
+    fail(new Error('KCP down'));
+    await expect(first).rejects.toThrow('KCP down');
+    expect(await joined).toBe('fresh');
+    expect(calls).toBe(2);
   });
 });

@@ -1,5 +1,6 @@
-// memo.ts: values computed once and shared for a while: a load shared for a TTL, and a
-// small least-recently-used memo of pure computations.
+// memo.ts: values computed once and shared for a while: a load shared for a TTL, reads
+// shared by the callers that wait for the same one, and a small least-recently-used memo
+// of pure computations.
 import { detached } from './concurrency.ts';
 
 /**
@@ -29,6 +30,44 @@ export class TtlMemo<T> {
     entry.value.catch((err: unknown) => this.keep(err) || drop());
     setTimeout(drop, this.ttlMs).unref();
     return entry.value;
+  }
+}
+
+/**
+ * FreshReads shares a read of a key among concurrent callers without handing any of them a
+ * read that began before it asked: a read in flight serves those who asked before it began;
+ * who asks meanwhile shares the one read that starts when it ends. At most one read per key
+ * is in flight, so n callers at once cost two reads, not n, and each sees every write that
+ * was done before it asked (a quorum read, as its own read would). A failure fails those who
+ * shared the read, and the next read starts afresh.
+ */
+export class FreshReads<T> {
+  private readonly keys = new Map<string, { running: Promise<T>; next?: Promise<T> }>();
+
+  get(key: string, read: () => Promise<T>): Promise<T> {
+    const k = this.keys.get(key);
+    if (!k) return this.start(key, read);
+    return (k.next ??= k.running.then(
+      () => this.start(key, read),
+      () => this.start(key, read),
+    ));
+  }
+
+  private start(key: string, read: () => Promise<T>): Promise<T> {
+    // A shared read belongs to no gate task: it must not yield to urgent work that may be waiting for it.
+    const running = detached(read);
+    const entry: { running: Promise<T>; next?: Promise<T> } = { running };
+    this.keys.set(key, entry);
+    const done = () => {
+      if (this.keys.get(key) === entry && entry.next === undefined) this.keys.delete(key);
+    };
+    running.then(done, done);
+    return running;
+  }
+
+  /** size is the number of keys with a read in flight (tests). */
+  get size(): number {
+    return this.keys.size;
   }
 }
 

@@ -436,6 +436,48 @@ describe('functions', () => {
     expect(code).toBe(404);
   });
 
+  it('deletions of one Kyma’s SyncResources at once share their reads of its holders, none older than its run', async () => {
+    const names = Array.from({ length: 6 }, () => uniqueName('held'));
+    for (const name of names) {
+      await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+      await pipeline(name);
+      await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
+    }
+    const resolved = await Promise.all(
+      names.map(async (name) => (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>),
+    );
+    // Each holders read takes a second, so the runs ask while one is in flight.
+    let reads = 0;
+    const store = Object.create(deps.store) as KcpStore;
+    store.holdersForKyma = async (...args) => {
+      reads++;
+      await new Promise((r) => setTimeout(r, 1_000));
+      return deps.store.holdersForKyma(...args);
+    };
+    setDeps({ ...deps, store, process: new ProcessState(deps.config) });
+    try {
+      const applied = await Promise.all(
+        resolved.map(async (e) => (await applyItems(ctx, e)) as CloudEvent<unknown>),
+      );
+      for (const a of applied)
+        expect((a.data as ItemsApplied).result.deleting).toMatchObject({ finalizerRemoved: true });
+    } finally {
+      setDeps(deps);
+    }
+    // The first read, and the one the runs that asked meanwhile shared (one run late to ask may start a third).
+    expect(reads).toBeGreaterThanOrEqual(1);
+    expect(reads).toBeLessThanOrEqual(3);
+    const skr = await cluster(0);
+    for (const name of names) {
+      expect(await deps.store.get(ns, name)).toBeUndefined();
+      const code = await skr.client
+        .call('GET', `/api/v1/namespaces/default/configmaps/${name}`)
+        .then(() => 200)
+        .catch((e: { code?: number }) => e.code);
+      expect(code, name).toBe(404);
+    }
+  });
+
   it('releases a SyncResource being deleted whose cluster is gone, with a Warning event', async () => {
     const name = uniqueName('gone');
     await applyObjects(kcp, kymaObjects('kyma-tmp', inject('clusters').skrs[0]!.kubeconfig, ns));

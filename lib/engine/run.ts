@@ -4,7 +4,8 @@ import type { Config } from '../config.ts';
 import type { Cluster } from '../kube/objects.ts';
 import { TransientError } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
-import type { SyncResource } from '../model.ts';
+import type { FreshReads } from '../memo.ts';
+import type { HolderView, SyncResource } from '../model.ts';
 import type { SyncPolicy } from '../policy/tenancy.ts';
 import type { RetryReason } from '../reasons.ts';
 import type { Inventory } from './inventory.ts';
@@ -41,6 +42,11 @@ export interface ReconcileDeps {
    * Default: the control-plane namespaces.
    */
   holderNamespaces?: () => Promise<string[]>;
+  /**
+   * holdersReads shares the holders reads of concurrent runs in one process (several
+   * deletions of one Kyma's SyncResources at once); without it each run reads its own.
+   */
+  holdersReads?: FreshReads<HolderView[]>;
   /** hooks let tests inject failures between the steps of a run. */
   hooks?: { afterInventoryWrite?: () => Promise<void> };
 }
@@ -81,7 +87,9 @@ function holdersReader(sr: SyncResource, deps: ReconcileDeps): () => Promise<Hol
     (read ??= inKcp('reading the SyncResources of the Kyma', 'KcpReadFailed', async () => {
       const namespaces = (await deps.holderNamespaces?.()) ?? deps.config.controlPlaneNamespaces;
       const teams = namespaces.filter((ns) => !deps.config.controlPlaneNamespaces.includes(ns));
-      return holdersOf(sr, await deps.kcp.holdersForKyma(sr.spec.kyma, namespaces, teams));
+      const read = () => deps.kcp.holdersForKyma(sr.spec.kyma, namespaces, teams);
+      const key = `${sr.spec.kyma}\n${namespaces.join(',')}\n${teams.join(',')}`;
+      return holdersOf(sr, await (deps.holdersReads ? deps.holdersReads.get(key, read) : read()));
     }));
 }
 

@@ -174,6 +174,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     config: deps.config,
     ...(policy ? { policy } : {}),
     holderNamespaces: () => holderNamespaces(policies, deps.config),
+    holdersReads: deps.process.holders,
     sources,
     resourceSources,
     // Runs for a change seen in the KCP or the SKR read live state, never a snapshot.

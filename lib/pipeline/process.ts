@@ -1,9 +1,12 @@
 // process.ts is what one function process keeps between deliveries, in one object built
 // at setup (Deps.process): the echo filter, the gates that order its work, the queue of
-// runs per SyncResource and the fan-outs in progress. Nothing else in the pipeline keeps
-// state across deliveries; a new process (a cold start, another replica) starts empty,
-// and what it does not know costs a read, never a wrong decision.
+// runs per SyncResource, the holders reads shared by runs at once and the fan-outs in
+// progress. Nothing else in the pipeline keeps state across deliveries; a new process (a
+// cold start, another replica) starts empty, and what it does not know costs a read,
+// never a wrong decision.
 import { KeyedQueue, PriorityGate } from '../concurrency.ts';
+import { FreshReads } from '../memo.ts';
+import type { HolderView } from '../model.ts';
 
 /**
  * Echoes recognizes the watch events of the product's own writes, by SyncResource
@@ -98,6 +101,8 @@ export class ProcessState {
   readonly resolutions = new PriorityGate(RESOLUTIONS, { braked: RESOLUTIONS, headroom: Infinity });
   /** posts bounds this process's posts held by the broker. */
   readonly posts = new PriorityGate(POSTS, { braked: POSTS, headroom: Infinity });
+  /** holders shares the holders reads of runs in progress at once (apply-items; engine/run.ts). */
+  readonly holders = new FreshReads<HolderView[]>();
   /** fanOuts are the fan-outs in progress, by key (fanout.ts). */
   readonly fanOuts = new Map<string, FanOut>();
   private runQueue: unknown;
