@@ -13,6 +13,7 @@ import { startRuntime } from '../infra/runtime/index.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
+import type { Cluster } from '../lib/kube/objects.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
 
@@ -53,6 +54,51 @@ const minus = (a: Requests, b: Requests): Requests =>
 const PRODUCT_RESOURCES = ['syncresources', 'secrets', 'kymas', 'configmaps', 'events'];
 const isWrite = (key: string) => !/ (GET|LIST|WATCH)$/.test(key);
 
+/**
+ * createBatch creates n SyncResources `<batch>-<i>` in ns, labelled `bench-batch: <batch>`,
+ * each with one ConfigMap of that name in kyma-1's `default` namespace, concurrency at a time.
+ */
+export async function createBatch(
+  kcp: Cluster,
+  ns: string,
+  batch: string,
+  n: number,
+  concurrency: number,
+): Promise<void> {
+  await mapLimit(
+    Array.from({ length: n }, (_, i) => i),
+    concurrency,
+    async (i) => {
+      await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), {
+        body: {
+          apiVersion: 'operator.kyma-project.io/v1alpha1',
+          kind: 'SyncResource',
+          metadata: { name: `${batch}-${i}`, namespace: ns, labels: { 'bench-batch': batch } },
+          spec: {
+            kyma: 'kyma-1',
+            items: [
+              {
+                name: 'cm',
+                strategy: 'CreateAndSync',
+                resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${batch}-${i}, namespace: default}\ndata: {i: "${i}"}\n`,
+              },
+            ],
+          },
+        },
+      });
+    },
+  );
+}
+
+/** listBatch lists a batch's SyncResources from the API server's cache (the benchmark's polls). */
+export async function listBatch(kcp: Cluster, ns: string, batch: string): Promise<SyncResource[]> {
+  return (
+    await kcp.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, ns), {
+      query: { labelSelector: `bench-batch=${batch}`, resourceVersion: '0' },
+    })
+  ).items;
+}
+
 export async function costScenario(
   row: (scenario: string, figure: string, value: string, target?: string) => void,
   n = 100,
@@ -92,39 +138,10 @@ export async function costScenario(
       const before = await kcpRequests(set.kcp.kubeconfigFile);
       const cpu0 = await cpu();
       const t0 = performance.now();
-      await mapLimit(
-        Array.from({ length: n }, (_, i) => i),
-        8,
-        async (i) => {
-          await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), {
-            body: {
-              apiVersion: 'operator.kyma-project.io/v1alpha1',
-              kind: 'SyncResource',
-              metadata: { name: `cost-${i}`, namespace: ns, labels: { 'bench-batch': 'cost' } },
-              spec: {
-                kyma: 'kyma-1',
-                items: [
-                  {
-                    name: 'cm',
-                    strategy: 'CreateAndSync',
-                    resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: cost-${i}, namespace: default}\ndata: {i: "${i}"}\n`,
-                  },
-                ],
-              },
-            },
-          });
-        },
-      );
+      await createBatch(kcp, ns, 'cost', n, 8);
       // Ready, then quiet: the echoes of the last writes are part of the cost.
       for (;;) {
-        const list = await kcp.client.call<{ items: SyncResource[] }>(
-          'GET',
-          resourcePath(syncResourceInfo, ns),
-          {
-            query: { labelSelector: 'bench-batch=cost', resourceVersion: '0' },
-          },
-        );
-        const ready = list.items.filter(
+        const ready = (await listBatch(kcp, ns, 'cost')).filter(
           (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
         ).length;
         if (ready >= n) break;

@@ -12,9 +12,8 @@ import { startRuntime } from '../infra/runtime/index.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
-import type { SyncResource } from '../lib/model.ts';
-import { kcpRequests } from '../bench/cost.ts';
-import { cpuSeconds } from '../bench/procs.ts';
+import { createBatch, kcpRequests, listBatch } from './cost.ts';
+import { cpuSeconds } from './procs.ts';
 
 const N = Number(process.argv[2] ?? 1000);
 const D = Number(process.argv[3] ?? 300);
@@ -32,35 +31,9 @@ const ns = 'kcp-system';
 let polls = 0;
 const list = async () => {
   polls++;
-  return (
-    await kcp.client.call<{ items: SyncResource[] }>('GET', resourcePath(syncResourceInfo, ns), {
-      query: { labelSelector: 'bench-batch=del', resourceVersion: '0' },
-    })
-  ).items;
+  return listBatch(kcp, ns, 'del');
 };
-await mapLimit(
-  Array.from({ length: N }, (_, i) => i),
-  16,
-  async (i) => {
-    await kcp.client.call('POST', resourcePath(syncResourceInfo, ns), {
-      body: {
-        apiVersion: 'operator.kyma-project.io/v1alpha1',
-        kind: 'SyncResource',
-        metadata: { name: `del-${i}`, namespace: ns, labels: { 'bench-batch': 'del' } },
-        spec: {
-          kyma: 'kyma-1',
-          items: [
-            {
-              name: 'cm',
-              strategy: 'CreateAndSync',
-              resource: `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: del-${i}, namespace: default}\ndata: {i: "${i}"}\n`,
-            },
-          ],
-        },
-      },
-    });
-  },
-);
+await createBatch(kcp, ns, 'del', N, 16);
 for (;;) {
   const ready = (await list()).filter((s) => s.status?.state === 'Ready').length;
   if (ready >= N) break;
