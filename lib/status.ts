@@ -5,8 +5,18 @@ import { statusItemOf, type ApplyResult, type ItemResult } from './engine/result
 import { bounded, MAX_MESSAGE } from './policy/rules.ts';
 import { describeHealth } from './health.ts';
 import { canonical } from './values.ts';
-import type { Condition, ItemStatus, State, SyncStatus } from './model.ts';
-import type { CONDITIONS, ResourcesReason } from './reasons.ts';
+import {
+  objectKey,
+  type Condition,
+  type Health,
+  type ItemStatus,
+  type State,
+  type SyncResource,
+  type SyncStatus,
+} from './model.ts';
+import type { CONDITIONS, ItemReason, ResourcesReason } from './reasons.ts';
+import type { ReportedHealth } from './events/contract.ts';
+import { describeId } from './manifest.ts';
 
 const rank: Record<State, number> = { Ready: 0, Processing: 1, Deleting: 1, Warning: 2, Error: 3 };
 
@@ -233,3 +243,59 @@ export function sameStatus(live: SyncStatus | undefined, next: WrittenStatus): b
 /** isMoving tells whether a status says objects are on their way (its Progressing condition is True). */
 export const isMoving = (s: WrittenStatus | undefined): boolean =>
   s?.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True') === true;
+
+/**
+ * reportedResult is the result a run would make of live if it found the reported objects
+ * with the health reported and everything else as the status says: the SKR source's
+ * health report, written without a run. A report may only move health: the status must be
+ * of the spec's generation with every item applied (Resources True), and each object must
+ * be in the inventory under an item of the spec whose health is read by kstatus's rules
+ * and which copies no feedback (a run reads those). Otherwise it says why not (a run is
+ * asked for instead).
+ */
+export function reportedResult(
+  live: SyncResource,
+  objects: readonly ReportedHealth[],
+  now: Date,
+): ApplyResult | string {
+  const status = live.status;
+  if (live.metadata.deletionTimestamp || live.spec.suspend === true || live.spec.preview)
+    return 'not a SyncResource in sync';
+  if (!status || status.observedGeneration !== live.metadata.generation)
+    return 'its status is not of its generation';
+  if (!status.conditions?.some((c) => c.type === 'Resources' && c.status === 'True'))
+    return 'not every item is applied';
+  const synced = status.synced ?? [];
+  const spec = new Map(live.spec.items.map((i) => [i.name, i]));
+  const reported = new Map<string, Health>();
+  for (const o of objects) {
+    const entry = synced.find((e) => objectKey(e) === objectKey(o));
+    const item = entry && spec.get(entry.item);
+    if (!entry || !item) return `${describeId(o)} is not in its inventory under an item of its spec`;
+    if (item.health || item.feedback || item.strategy === 'Delete')
+      return `item ${item.name} has health rules or feedback of its own`;
+    reported.set(item.name, o.health);
+  }
+  const objectOf = new Map(synced.map((e) => [e.item, describeId(e)]));
+  const items: ItemResult[] = [];
+  for (const i of status.items ?? []) {
+    const health = reported.get(i.name) ?? i.health;
+    if (health && !objectOf.has(i.name)) return `item ${i.name} has health but no inventory entry`;
+    items.push({
+      ...i,
+      reason: i.reason as ItemReason,
+      ...(health ? { health, object: objectOf.get(i.name)! } : {}),
+    });
+  }
+  if ([...reported.keys()].some((name) => !items.some((i) => i.name === name)))
+    return 'an item reported has no status yet';
+  return {
+    generation: status.observedGeneration ?? 0,
+    observedAt: now.toISOString(),
+    items,
+    changes: [],
+    inventory: synced,
+    pending: [],
+    ...(status.lastHandledReconcileAt !== undefined ? { requested: status.lastHandledReconcileAt } : {}),
+  };
+}

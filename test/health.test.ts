@@ -10,6 +10,8 @@ import { join } from 'node:path';
 import { load } from 'js-yaml';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
+import { EventTypes } from '../lib/events/contract.ts';
+import { NODE_NAME } from '../infra/clusters.ts';
 import { kubeEvents, kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
 import { Harness } from './engine-harness.ts';
 import { uniqueName } from './helpers.ts';
@@ -120,6 +122,64 @@ describe('health', () => {
     const after = await waitSr(s, `${P}-roll`, () => undefined);
     expect(after?.metadata.resourceVersion).toBe(rv);
   }, 150_000);
+
+  it('writes a rollout that completes after its status from the SKR source report, with no run', async () => {
+    // Its Pods wait for a Node label, so the first run's status (Processing) is written first.
+    const label = `${P}-go`;
+    const held = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: ${P}-held, namespace: ${P}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app: ${P}-held}}
+  template:
+    metadata: {labels: {app: ${P}-held}}
+    spec: {nodeSelector: {${label}: "yes"}, containers: [{name: c, image: example.io/app:1}]}
+`;
+    const config = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${P}-held, namespace: ${P}}\ndata: {k: v}\n`;
+    s.runtime.broker.observe = true;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      sr(`${P}-held`, 'kyma-1', [item('web', held), item('cm', config)]),
+    );
+    await waitSr(s, `${P}-held`, (x) => {
+      expect(x?.status?.state).toBe('Processing');
+      expect(healthOf(x, 'web')?.status).toBe('InProgress');
+    });
+    const of = (type: string) =>
+      s.runtime.broker.observed.filter(
+        (o) => o.attributes.type === type && (o.data as { name?: string }).name === `${P}-held`,
+      ).length;
+    // Whatever the creation set going has run its course (a finding of the SKR source before the status, a label).
+    await s.runtime.broker.idle();
+    const reasons = (await waitSr(s, `${P}-held`, () => undefined))?.status?.items?.map((i) => [
+      i.name,
+      i.reason,
+    ]);
+    const runs = of(EventTypes.clusterResolved);
+    const changes = of(EventTypes.skrChanged);
+    await kubectl(s.skr[0]!, ['label', 'node', NODE_NAME, `${label}=yes`]);
+    const ready = await waitSr(s, `${P}-held`, (x) => {
+      expect(x?.status?.state).toBe('Ready');
+      expect(healthOf(x, 'web')).toEqual({
+        status: 'Current',
+        message: 'Deployment is available. Replicas: 2',
+      });
+    });
+    s.runtime.broker.observe = false;
+    expect(of(EventTypes.skrHealth)).toBeGreaterThan(0);
+    // Written by write-status from the report: no run read the SyncResource or its objects again.
+    expect(of(EventTypes.clusterResolved)).toBe(runs);
+    expect(of(EventTypes.skrChanged)).toBe(changes);
+    // Each item keeps what its last run said; the turn is news as it would be after a run.
+    expect(ready?.status?.items?.map((i) => [i.name, i.reason])).toEqual(reasons);
+    expect(condition(ready, 'Progressing')).toMatchObject({ status: 'False', reason: 'Settled' });
+    expect((await events(`${P}-held`)).map((e) => e.reason)).toEqual(
+      expect.arrayContaining(['Ready', 'Healthy']),
+    );
+    await kubectl(s.skr[0]!, ['label', 'node', NODE_NAME, `${label}-`]);
+  }, 120_000);
 
   it('ends Error/Unhealthy for a Deployment that can never run, names it and why', async () => {
     // No Node matches the selector: the Pods stay Pending until the progress deadline passes.

@@ -97,6 +97,22 @@ function forged(ns: string, sr: SyncResource): CloudEvent<unknown>[] {
       kyma: 'kyma-1',
       changes: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: ns, name: 'kept', change: 'gone' }],
     }),
+    // The SKR source's: a report that the SyncResource's object failed (written without a run).
+    mk(EventTypes.skrHealth, `${SOURCE_PREFIX}/skr-source`, {
+      namespace: ns,
+      name,
+      uid,
+      kyma: 'kyma-1',
+      objects: [
+        {
+          apiVersion: 'v1',
+          kind: 'ConfigMap',
+          namespace: ns,
+          name: 'kept',
+          health: { status: 'Failed', message: 'forged by attacker' },
+        },
+      ],
+    }),
     // The SKR source's: a claim that the SyncResource was edited.
     mk(EventTypes.changed, `${SOURCE_PREFIX}/skr-source`, {
       namespace: ns,

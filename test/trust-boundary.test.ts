@@ -611,6 +611,22 @@ describe('trust boundary', () => {
         ...result,
       },
     });
+    const healthOf = (object: Record<string, unknown> = {}) => ({
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      namespace: A2,
+      name: 'forged',
+      health: { status: 'Failed', message: 'forged' },
+      ...object,
+    });
+    const health = (over: Record<string, unknown>, object: Record<string, unknown> = {}) => ({
+      namespace: s.ns,
+      name,
+      uid: real!.metadata.uid,
+      kyma: 'iso',
+      objects: [healthOf(object)],
+      ...over,
+    });
     const forged: [string, string, Record<string, unknown>][] = [
       ['the secret of another Kyma', EventTypes.clusterResolved, { ...base, secret: otherRef }],
       [
@@ -671,6 +687,24 @@ describe('trust boundary', () => {
         'a Kyma request whose name is a label selector',
         EventTypes.reconcileKyma,
         { namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=y', trigger: 'resync' },
+      ],
+      // Health reports: only an object the live inventory holds under an item of the live spec
+      // is written; anything else asks for a run, which reads the objects itself.
+      [
+        'health of an object its inventory does not hold',
+        EventTypes.skrHealth,
+        health({}, { namespace: A2, name: `${P}-warm` }),
+      ],
+      ['health for another uid', EventTypes.skrHealth, health({ uid: 'forged-uid' })],
+      [
+        'health for a tenant SyncResource',
+        EventTypes.skrHealth,
+        health({ namespace: tenant, name: 'tenant', uid: tenantSr.metadata.uid }, { name: 'tenant' }),
+      ],
+      [
+        'health naming an object twice',
+        EventTypes.skrHealth,
+        { ...health({ name: `${P}-twice` }), objects: [healthOf(), healthOf()] },
       ],
       [
         'a resolved Kyma with the Secret of another Kyma',
@@ -776,6 +810,7 @@ describe('trust boundary', () => {
     );
     // Malformed data is refused (400) once, never redelivered; nothing forged was retried.
     for (const key of [
+      `${s.ns}/${P}-twice`,
       `${s.ns}/../x`,
       `${s.ns}/iso,operator.kyma-project.io/kyma-name!=x`,
       `${s.ns}/iso,operator.kyma-project.io/kyma-name!=y`,

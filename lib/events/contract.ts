@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from '../engine/result.ts';
-import type { SyncStatus } from '../model.ts';
+import type { Health, SyncStatus } from '../model.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = [
@@ -27,6 +27,8 @@ export const EventTypes = {
   itemsApplied: 'io.kyma-project.syncresource.items.applied',
   /** skrChanged says that objects a SyncResource holds in its SKR are gone, drifted or moved in health (the SKR source). */
   skrChanged: 'io.kyma-project.syncresource.skr.changed',
+  /** skrHealth reports the health the SKR source read from objects of a settled SyncResource: written without a run (write-status). */
+  skrHealth: 'io.kyma-project.syncresource.skr.health',
   /** changed says that a SyncResource needs a run: new, its spec edited, or its deletion begun (the SKR source, from the KCP). */
   changed: 'io.kyma-project.syncresource.changed',
 } as const;
@@ -64,6 +66,29 @@ export interface SkrChanged extends SyncRef {
   kyma: string;
   /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
   changes: SkrChange[];
+}
+
+/** ReportedHealth is one object's health as the SKR source read it from its watch. */
+export interface ReportedHealth {
+  apiVersion: string;
+  kind: string;
+  namespace?: string;
+  name: string;
+  health: Health;
+}
+
+/**
+ * SkrHealth is the data of an skr.health event: the health of objects a SyncResource holds,
+ * read by the SKR source from the objects it watches, for a SyncResource whose status is of
+ * its spec's generation and whose items are all applied. write-status writes it (the live
+ * SyncResource's inventory and spec must name each object's item) or, when the status is
+ * not one a report may change, asks for a run instead (an skr.changed reply).
+ */
+export interface SkrHealth extends SyncRef {
+  uid: string;
+  kyma: string;
+  /** objects are at most 16, each once. */
+  objects: ReportedHealth[];
 }
 
 /**

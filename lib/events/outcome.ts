@@ -60,7 +60,7 @@ function itemStatus(v: unknown, at: string): ItemStatus {
     state: oneOf(i, 'state', STATES, at),
     reason: str(i, 'reason', undefined, 256, at),
     message: text(i, 'message', at),
-    ...optional(i, 'health', () => health(i.health, `${at}.health`)),
+    ...optional(i, 'health', () => checkHealth(i.health, `${at}.health`)),
     ...optional(i, 'feedback', () => list(i, 'feedback', at, feedback, MAX_FEEDBACK)),
   };
 }
@@ -79,7 +79,8 @@ function itemResult(v: unknown, at: string): ItemResult {
   };
 }
 
-function health(v: unknown, at: string): Health {
+/** checkHealth validates an object's health as a result or a report carries it. */
+export function checkHealth(v: unknown, at: string): Health {
   const h = map(v, at);
   return {
     status: oneOf(h, 'status', HEALTH_STATUSES, at),

@@ -17,7 +17,7 @@ import {
   str,
   type Data,
 } from './fields.ts';
-import { checkResult, checkSeen, checkStatus } from './outcome.ts';
+import { checkHealth, checkResult, checkSeen, checkStatus } from './outcome.ts';
 import type {
   ClusterResolved,
   ItemsApplied,
@@ -26,6 +26,7 @@ import type {
   ReconcileRequest,
   SkrChange,
   SkrChanged,
+  SkrHealth,
   SyncRef,
   SyncResourceChanged,
 } from './contract.ts';
@@ -120,6 +121,31 @@ export function checkSkrChanged(data: unknown): SkrChanged {
     kyma: str(d, 'kyma', isDnsSubdomain),
     changes: list(d, 'changes', 'data', change, 16),
   };
+}
+
+/** checkSkrHealth validates an skr.health event's data: each object once. */
+export function checkSkrHealth(data: unknown): SkrHealth {
+  const ref = checkRef(data);
+  const d = data as Data;
+  const objects = list(
+    d,
+    'objects',
+    'data',
+    (v, at) => {
+      const o = map(v, at);
+      return {
+        apiVersion: str(o, 'apiVersion', undefined, 317, at),
+        kind: str(o, 'kind', undefined, 63, at),
+        ...optional(o, 'namespace', () => str(o, 'namespace', isDnsLabel, 253, at)),
+        name: str(o, 'name', undefined, 253, at),
+        health: checkHealth(o.health, `${at}.health`),
+      };
+    },
+    16,
+  );
+  const keys = new Set(objects.map((o) => `${o.apiVersion}|${o.kind}|${o.namespace ?? ''}|${o.name}`));
+  if (keys.size !== objects.length) fail('data.objects names an object twice');
+  return { ...ref, uid: str(d, 'uid', undefined, 64), kyma: str(d, 'kyma', isDnsSubdomain), objects };
 }
 
 /** checkSyncResourceChanged validates a syncresource.changed event's data. */

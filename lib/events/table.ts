@@ -55,12 +55,21 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
   },
   {
     type: EventTypes.skrChanged,
-    from: { steps: ['skr-source'] },
+    from: { steps: ['skr-source', 'write-status'] },
     to: ['sync-resolve-cluster'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',
     data: ['namespace', 'name', 'uid', 'kyma', 'changes'],
     what: 'objects of one SyncResource gone, drifted or moved in health in its SKR: reconcile it',
+  },
+  {
+    type: EventTypes.skrHealth,
+    from: { steps: ['skr-source'] },
+    to: ['sync-write-status'],
+    source: `${SOURCE_PREFIX}/skr-source`,
+    subject: '<namespace>/<name>',
+    data: ['namespace', 'name', 'uid', 'kyma', 'objects'],
+    what: 'the health of objects of a SyncResource in sync, as the SKR source read them: write it (or, when its status cannot take it, a run is asked for)',
   },
   {
     type: EventTypes.changed,

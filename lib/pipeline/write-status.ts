@@ -6,20 +6,26 @@
 // still is what the event claims; the live object is read when a test fails or the status
 // looks unchanged.
 import { describeCorrection } from '../changeset.ts';
-import type { ItemsApplied, Seen } from '../events/contract.ts';
+import {
+  EventTypes,
+  type ItemsApplied,
+  type Seen,
+  type SkrChanged,
+  type SkrHealth,
+} from '../events/contract.ts';
 import { PatchType } from '../kube/client.ts';
 import { resourcePath } from '../kube/discovery.ts';
 import { isNotFound, lostRace } from '../kube/errors.ts';
 import { syncResourceInfo } from '../kcp.ts';
 import { KYMA_NAME_LABEL, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { describeHealth } from '../health.ts';
-import { computeStatus, sameStatus } from '../status.ts';
+import { computeStatus, reportedResult, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 import type { Answer } from './answer.ts';
 import { stillRecordable } from '../engine/inventory.ts';
 import { claimRefusal, resultNamesSpec } from '../policy/rules.ts';
-import { unbound } from '../cluster/policies.ts';
+import { getIfBound, unbound } from '../cluster/policies.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
 type StatusOutcome = 'written' | 'unchanged' | 'stale' | 'gone' | 'rejected';
@@ -50,6 +56,50 @@ export async function writeStatusStep(deps: Deps, data: ItemsApplied, log: Logge
     'status handled',
   );
   return {};
+}
+
+/**
+ * reportHealthStep writes the health the SKR source reported for objects of a SyncResource
+ * (status.ts reportedResult decides whether its status may take it): one read, one write
+ * guarded by what was read, and the Kubernetes Events of the change, with no run. A report
+ * the status cannot take is answered with an skr.changed event: a run reads the objects.
+ */
+export async function reportHealthStep(deps: Deps, report: SkrHealth, log: Logger): Promise<Answer> {
+  const out = await deps.process.runs.run(true, () => reportOnce(deps, report, new Date()));
+  const fields = { step: 'write-status', syncResource: `${report.namespace}/${report.name}` };
+  if (typeof out === 'string') {
+    log.info({ ...fields, outcome: out, objects: report.objects.length }, 'health reported');
+    return {};
+  }
+  log.info({ ...fields, why: out.why }, 'health report needs a run');
+  const data: SkrChanged = {
+    namespace: report.namespace,
+    name: report.name,
+    uid: report.uid,
+    kyma: report.kyma,
+    changes: report.objects.map(({ health: _h, ...o }) => ({ ...o, change: 'health' as const })),
+  };
+  return { reply: { type: EventTypes.skrChanged, data } };
+}
+
+async function reportOnce(
+  deps: Deps,
+  report: SkrHealth,
+  now: Date,
+): Promise<StatusOutcome | { why: string }> {
+  for (let attempt = 1; ; attempt++) {
+    // A namespace the operator has not bound the product in: nothing to read or write there.
+    const live = await getIfBound(deps.store, deps.config, report);
+    if (!live || live.metadata.uid !== report.uid) return 'gone';
+    const result = reportedResult(live, report.objects, now);
+    if (typeof result === 'string') return { why: result };
+    const { namespace, name, uid } = report;
+    const data: ItemsApplied = { namespace, name, uid, kyma: live.spec.kyma, result };
+    const out = await nextStatus(deps, data, live, now, false, attempt === 3);
+    // A status written after this report's time (another replica's clock): a run decides.
+    if (out === 'stale') return { why: 'a newer status was written meanwhile' };
+    if (out !== 'read again') return out;
+  }
 }
 
 /**

@@ -3,11 +3,19 @@
 // (health waits for the status a run in flight is about to write), one event naming at most
 // MAX_CHANGES objects.
 import type { CloudEvent } from 'cloudevents';
-import { EventTypes, makeEvent, type SkrChange, type SkrChanged } from '../events/contract.ts';
+import {
+  EventTypes,
+  makeEvent,
+  type ReportedHealth,
+  type SkrChange,
+  type SkrChanged,
+  type SkrHealth,
+} from '../events/contract.ts';
+import type { Health } from '../model.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import type { Logger } from '../pipeline/deps.ts';
 import { Coalescer } from './coalesce.ts';
-import { judge, type Change, type Holder } from './judge.ts';
+import { judge, type Change, type Holder, type Verdict } from './judge.ts';
 import type { Entry, SrView } from './view.ts';
 
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
@@ -16,9 +24,10 @@ const MAX_CHANGES = 16;
 /** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
 const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
 
-/** Finding is one change of one object for one SyncResource, as posted. */
+/** Finding is one change of one object for one SyncResource, as posted; a health change judged from the object carries its health. */
 export interface Finding extends SkrChange {
   key: string;
+  health?: Health;
 }
 
 /** FindingsOptions are what findings need: the views, whether a finding still holds at post time, where posts go. */
@@ -61,7 +70,7 @@ export class Findings {
   }
 
   /** found posts a finding for SyncResource sr, unless the same mark was posted for its object already. */
-  found(sr: string, e: Entry, v: { change: Change; mark: string }): void {
+  found(sr: string, e: Entry, v: Verdict): void {
     const pk = `${sr}|${e.key}`;
     if (this.posted.get(pk) === v.mark) return;
     this.posted.set(pk, v.mark);
@@ -75,6 +84,7 @@ export class Findings {
         ...(e.namespace ? { namespace: e.namespace } : {}),
         name: e.name,
         change: v.change,
+        ...(v.health ? { health: v.health } : {}),
       },
       DELAY_MS[v.change],
     );
@@ -89,30 +99,49 @@ export class Findings {
     this.coalescer.stop();
   }
 
+  /**
+   * post sends a SyncResource's findings: only health read from objects of a SyncResource in
+   * sync whose items take kstatus's rules and copy no feedback is a report (skr.health,
+   * written without a run); anything else asks for a run (skr.changed).
+   */
   private async post(key: string, findings: Finding[]): Promise<void> {
     const view = this.opts.view(key);
     if (!view) return;
-    const data: SkrChanged = {
-      namespace: view.namespace,
-      name: view.name,
-      uid: view.uid,
-      kyma: view.kyma.split('/')[1]!,
-      // One change per object (the latest), at most MAX_CHANGES.
-      changes: [...new Map(findings.map((f) => [f.key, f])).values()]
-        .slice(0, MAX_CHANGES)
-        .map(({ key: _k, ...c }) => c),
-    };
-    await this.opts.emit(makeEvent('skr-source', EventTypes.skrChanged, data));
+    // One change per object (the latest), at most MAX_CHANGES.
+    const latest = [...new Map(findings.map((f) => [f.key, f])).values()].slice(0, MAX_CHANGES);
+    const who = { namespace: view.namespace, name: view.name, uid: view.uid, kyma: view.kyma.split('/')[1]! };
+    const report = reportable(view, latest);
+    const event = report
+      ? makeEvent('skr-source', EventTypes.skrHealth, { ...who, objects: report } satisfies SkrHealth)
+      : makeEvent('skr-source', EventTypes.skrChanged, {
+          ...who,
+          changes: latest.map(({ key: _k, health: _h, ...c }) => c),
+        } satisfies SkrChanged);
+    await this.opts.emit(event);
     this.opts.stats.posts++;
     this.opts.log.info(
       {
         syncResource: key,
-        cluster: data.kyma,
-        changes: data.changes.map(
-          (c) => `${c.change} ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}`,
+        cluster: who.kyma,
+        changes: latest.map(
+          (c) =>
+            `${c.change}${report ? `:${c.health!.status}` : ''} ${c.kind} ${c.namespace ? `${c.namespace}/` : ''}${c.name}`,
         ),
       },
-      'SKR changed',
+      report ? 'SKR health reported' : 'SKR changed',
     );
   }
+}
+
+/** reportable is the findings as a health report, when view may take one (view.ts inSync, runRead). */
+function reportable(view: SrView, findings: Finding[]): ReportedHealth[] | undefined {
+  if (!view.inSync) return undefined;
+  const out: ReportedHealth[] = [];
+  for (const { key, change, health, ...id } of findings) {
+    const item = view.items.get(view.entries.find((e) => e.key === key)?.item ?? '');
+    if (change !== 'health' || !health || !item || item.runRead || item.strategy === 'Delete')
+      return undefined;
+    out.push({ ...id, health });
+  }
+  return out;
 }

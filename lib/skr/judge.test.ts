@@ -82,9 +82,15 @@ describe('judge', () => {
       spec: { replicas: 1 },
       status: { observedGeneration: 1 },
     } as KubeObject;
+    // The health as a run would read it goes with the finding (a report may carry it).
     expect(judge(holder({ digest: undefined }), rolling, true)).toEqual({
       change: 'health',
       mark: 'health:InProgress',
+      health: {
+        status: 'InProgress',
+        reason: 'LatestGenerationNotObserved',
+        message: 'Deployment generation is 2, but latest observed generation is 1',
+      },
     });
     expect(judge(holder({ digest: undefined, health: 'InProgress' }), rolling, true)).toBeUndefined();
     expect(judge(holder({ digest: undefined, deleting: true }), rolling, false)).toBeUndefined();

@@ -8,7 +8,7 @@ import { managedFieldsOf } from '../fields.ts';
 import { healthOf } from '../health.ts';
 import type { CompiledRules } from '../health-rules.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import type { HealthStatus, State, Strategy } from '../model.ts';
+import type { Health, HealthStatus, State, Strategy } from '../model.ts';
 
 /** Holder is one SyncResource's claim on a watched object, as the KCP says it. */
 export interface Holder {
@@ -38,6 +38,8 @@ export type Change = 'gone' | 'drift' | 'health';
 export interface Verdict {
   change: Change;
   mark: string;
+  /** health is the object's health as read, for a health change judged from the object. */
+  health?: Health;
 }
 
 /**
@@ -63,11 +65,34 @@ export function ownWrite(before: string | undefined, now: string, manager: strin
 }
 
 /** healthNow is obj's health status by the holder's rules (kstatus's by default). */
-export function healthNow(obj: KubeObject, rules?: CompiledRules): HealthStatus {
+export const healthNow = (obj: KubeObject, rules?: CompiledRules): HealthStatus =>
+  healthRead(obj, rules).status;
+
+/** INTERNED bounds the distinct healths kept for sharing (messages repeat: "Deployment is available. Replicas: 1"). */
+const INTERNED = 10_000;
+const interned = new Map<string, Health>();
+
+/**
+ * healthSeen is obj's health by kstatus's rules, one shared object per distinct health: a
+ * watched object keeps it (watch.ts Seen) at the cost of a reference, so that a health the
+ * status has not caught up with can be reported with its message (findings.ts).
+ */
+export function healthSeen(obj: KubeObject): Health {
+  const h = healthRead(obj);
+  const key = `${h.status}\n${h.reason ?? ''}\n${h.message}`;
+  const known = interned.get(key);
+  if (known) return known;
+  if (interned.size >= INTERNED) interned.clear();
+  interned.set(key, h);
+  return h;
+}
+
+/** healthRead is obj's health by the holder's rules (kstatus's by default), as a run would read it. */
+function healthRead(obj: KubeObject, rules?: CompiledRules): Health {
   try {
-    return healthOf(obj, rules).status;
+    return healthOf(obj, rules);
   } catch {
-    return 'Unknown';
+    return { status: 'Unknown', message: 'its health rules could not be evaluated' };
   }
 }
 
@@ -90,8 +115,8 @@ export function judge(h: Holder, obj: KubeObject | undefined, ours: boolean): Ve
       return { change: 'drift', mark: `drift:${obj.metadata.resourceVersion ?? ''}` };
   }
   if (h.health !== undefined) {
-    const now = healthNow(obj, h.rules);
-    if (now !== h.health) return { change: 'health', mark: `health:${now}` };
+    const now = healthRead(obj, h.rules);
+    if (now.status !== h.health) return { change: 'health', mark: `health:${now.status}`, health: now };
   }
   return undefined;
 }

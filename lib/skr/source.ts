@@ -421,6 +421,6 @@ export class SkrSource {
     if (!view || !w || !e) return true;
     const seen = watchOf(w, e)?.objects.get(f.key);
     const h = holderOf(view, e);
-    return !seen || !h || h.rules !== undefined || h.health === undefined || seen.health !== h.health;
+    return !seen || !h || h.rules !== undefined || h.health === undefined || seen.health.status !== h.health;
   }
 }

@@ -37,7 +37,10 @@ export interface SrView {
   /** claimed: it carries our finalizer (objects of its may exist; its deletion must be seen). */
   claimed: boolean;
   state?: State;
-  items: Map<string, { strategy: Strategy; rules?: CompiledRules }>;
+  /** inSync: its status is of its spec's generation with every item applied, so a health report may move it (status.ts reportedResult). */
+  inSync: boolean;
+  /** items: runRead marks one with health rules or feedback of its own (a run reads its object, never a report). */
+  items: Map<string, { strategy: Strategy; rules?: CompiledRules; runRead?: true }>;
   health: Map<string, HealthStatus>;
   /** reasons are the items' reasons in the status. */
   reasons: Map<string, string>;
@@ -80,12 +83,23 @@ export function viewOf(
   home: string = sr.metadata.namespace ?? '',
 ): SrView {
   const ns = sr.metadata.namespace ?? '';
-  const items = new Map<string, { strategy: Strategy; rules?: CompiledRules }>();
+  const items = new Map<string, { strategy: Strategy; rules?: CompiledRules; runRead?: true }>();
   for (const i of Array.isArray(sr.spec?.items) ? sr.spec.items : []) {
     if (typeof i?.name !== 'string') continue;
     const rules = rulesOf(i);
-    items.set(i.name, { strategy: i.strategy, ...(rules ? { rules } : {}) });
+    items.set(i.name, {
+      strategy: i.strategy,
+      ...(rules ? { rules } : {}),
+      ...(i.health || i.feedback ? { runRead: true as const } : {}),
+    });
   }
+  const status = sr.status;
+  const inSync =
+    sr.metadata.deletionTimestamp === undefined &&
+    sr.spec?.suspend !== true &&
+    sr.spec?.preview === undefined &&
+    status?.observedGeneration === sr.metadata.generation &&
+    status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
   const health = new Map<string, HealthStatus>();
   const reasons = new Map<string, string>();
   for (const i of sr.status?.items ?? []) {
@@ -117,6 +131,7 @@ export function viewOf(
     deleting: sr.metadata.deletionTimestamp !== undefined,
     claimed: sr.metadata.finalizers?.includes(FINALIZER) === true,
     ...(sr.status?.state ? { state: sr.status.state } : {}),
+    inSync,
     items,
     health,
     reasons,

@@ -5,15 +5,15 @@
 import type { KubeClient } from '../kube/client.ts';
 import type { ResourceInfo, RestMapper } from '../kube/discovery.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import type { HealthStatus } from '../model.ts';
+import type { Health } from '../model.ts';
 import type { Findings } from './findings.ts';
-import { healthNow, ourStamp, ownWrite, type Holder } from './judge.ts';
+import { healthSeen, ourStamp, ownWrite, type Holder } from './judge.ts';
 import { keyOf, sameMap, type Entry, type SrView } from './view.ts';
 
-/** Seen is what is kept of a watched object: our field managers' stamp and its health. */
+/** Seen is what is kept of a watched object: our field managers' stamp and its health (kstatus's rules; shared, judge.ts healthSeen). */
 export interface Seen {
   stamp: string;
-  health: HealthStatus;
+  health: Health;
 }
 
 /** KindWatch is the watch of one kind, in one namespace or the whole cluster. */
@@ -74,8 +74,12 @@ export function recheck(ctx: WatchContext, old: SrView, view: SrView): void {
     // is decided from the watch alone (a deletion, a relist), never from the KCP's news.
     const seen = watch.objects.get(e.key);
     const h = holderOf(view, e);
-    if (!seen || !h || h.health === undefined || h.rules || seen.health === h.health) continue;
-    ctx.findings.found(h.sr, e, { change: 'health', mark: `health:${seen.health}` });
+    if (!seen || !h || h.health === undefined || h.rules || seen.health.status === h.health) continue;
+    ctx.findings.found(h.sr, e, {
+      change: 'health',
+      mark: `health:${seen.health.status}`,
+      health: seen.health,
+    });
   }
 }
 
@@ -141,7 +145,7 @@ export function observed(ctx: WatchContext, w: KymaWatch, k: KindWatch, o: KubeO
   const holders = w.holders.get(key);
   const stamp = ourStamp(o, ctx.fieldManager);
   const prev = k.objects.get(key);
-  const health = healthNow(o);
+  const health = healthSeen(o);
   // Kept even when no inventory names it yet: an object just created may come before the
   // inventory that records it (the KCP's watch event is later than the SKR's), and its
   // next event may never come (a Deployment Available at once). The status that follows
@@ -159,7 +163,11 @@ export function observed(ctx: WatchContext, w: KymaWatch, k: KindWatch, o: KubeO
     if (h) ctx.findings.consider(h, e, o, ownWrite(prev?.stamp, stamp, h.manager));
   }
   // A CRD established may let the Kyma's waiting SyncResources go on.
-  if (k.kind === 'CustomResourceDefinition' && health === 'Current' && prev?.health !== 'Current')
+  if (
+    k.kind === 'CustomResourceDefinition' &&
+    health.status === 'Current' &&
+    prev?.health.status !== 'Current'
+  )
     for (const sr of w.srs) {
       const v = ctx.views.get(sr);
       if (v && v.state === 'Processing' && !holders.has(sr))
