@@ -495,7 +495,8 @@ describe('trust boundary', () => {
     for (const name of [...cases.map((c) => sr(c.title)), ...Object.keys(adoption).map((n) => `${P}-${n}`)]) {
       const count = s.runtime.broker.byObject.get(`${s.ns}/${name}`);
       expect(count, name).toBeDefined();
-      expect(count!.failures, `${name}: non-2xx answers`).toBe(0);
+      const failed = s.runtime.broker.failedBy.get(`${s.ns}/${name}`) ?? [];
+      expect(count!.failures, `${name}: non-2xx answers (${failed.join('; ')})`).toBe(0);
       expect(count!.attempts, `${name}: deliveries`).toBeLessThanOrEqual(24);
     }
 

@@ -47,6 +47,8 @@ export class Broker {
   readonly stats: BrokerStats = { received: 0, delivered: 0, retries: 0, deadLettered: 0, replies: 0 };
   /** byObject counts delivery attempts and their non-2xx answers per object the event names (data namespace/name). */
   readonly byObject = new Map<string, { attempts: number; failures: number }>();
+  /** failedBy names, per object, each non-2xx answer: the subscriber, the event type and the code (a test's message). */
+  readonly failedBy = new Map<string, string[]>();
   readonly observed: Observed[] = [];
   /** observe keeps every received event in `observed` (tests). */
   observe = false;
@@ -178,7 +180,7 @@ export class Broker {
           limit?.release();
           if (url) this.busy.set(url, this.busy.get(url)! - 1);
         });
-        this.count(event, code);
+        this.count(event, code, t.subscriber);
         if (code >= 200 && code < 300) {
           this.stats.delivered++;
           if (reply) {
@@ -228,13 +230,16 @@ export class Broker {
     return l;
   }
 
-  private count(event: CloudEvent<unknown>, code: number): void {
+  private count(event: CloudEvent<unknown>, code: number, subscriber: string): void {
     const data = event.data as { namespace?: unknown; name?: unknown } | undefined;
     if (typeof data?.name !== 'string') return;
     const key = `${String(data.namespace ?? '')}/${data.name}`;
     const c = this.byObject.get(key) ?? { attempts: 0, failures: 0 };
     c.attempts++;
-    if (code < 200 || code >= 300) c.failures++;
+    if (code < 200 || code >= 300) {
+      c.failures++;
+      this.failedBy.set(key, [...(this.failedBy.get(key) ?? []), `${subscriber} ${event.type} ${code}`]);
+    }
     this.byObject.set(key, c);
   }
 

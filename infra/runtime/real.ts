@@ -71,6 +71,7 @@ export class RealBroker implements EventBus {
   url = '';
   readonly stats: BrokerStats = { received: 0, delivered: 0, retries: 0, deadLettered: 0, replies: 0 };
   readonly byObject = new Map<string, { attempts: number; failures: number }>();
+  readonly failedBy = new Map<string, string[]>();
   readonly observed: Observed[] = [];
   observe = false;
   readonly byReplica = new Map<string, number>();
@@ -110,7 +111,13 @@ export class RealBroker implements EventBus {
         const key = `${String(data.namespace ?? '')}/${data.name}`;
         const c = this.byObject.get(key) ?? { attempts: 0, failures: 0 };
         c.attempts++;
-        if (p.status < 200 || p.status >= 300) c.failures++;
+        if (p.status < 200 || p.status >= 300) {
+          c.failures++;
+          this.failedBy.set(key, [
+            ...(this.failedBy.get(key) ?? []),
+            `${service} ${event?.type ?? ''} ${p.status}`,
+          ]);
+        }
         this.byObject.set(key, c);
       }
     });

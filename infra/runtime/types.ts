@@ -90,6 +90,8 @@ export interface EventBus {
   url: string;
   readonly stats: BrokerStats;
   readonly byObject: Map<string, { attempts: number; failures: number }>;
+  /** failedBy names, per object, each non-2xx answer: the subscriber, the event type and the code. */
+  readonly failedBy: Map<string, string[]>;
   readonly observed: Observed[];
   observe: boolean;
   readonly byReplica: Map<string, number>;
