@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClusterSet } from '../infra/clusters.ts';
 import { connect, setupKcp } from '../infra/kcp-setup.ts';
-import { startRuntime } from '../infra/runtime/index.ts';
+import { sourcesSettled, startRuntime } from '../infra/runtime/index.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
@@ -114,6 +114,8 @@ export async function costScenario(
       pingIntervalMs: 24 * 3600_000,
     });
     try {
+      // As every scenario: the runtime's start settles first (bench/run.ts settled).
+      await sourcesSettled(rt);
       const fns = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
       const rss = async () => {
         const by: Record<string, number[]> = {};

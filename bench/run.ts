@@ -9,7 +9,7 @@ import { cpus, tmpdir, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { NODE_NAME } from '../infra/clusters.ts';
-import { DEFAULT_REPLICAS } from '../infra/runtime/index.ts';
+import { DEFAULT_REPLICAS, sourcesSettled } from '../infra/runtime/index.ts';
 import { startBench, type Bench } from './context.ts';
 import { scaleScenario } from './scale.ts';
 import { costScenario } from './cost.ts';
@@ -171,19 +171,7 @@ async function scenarios(b: Bench): Promise<void> {
  */
 async function settled(b: Bench): Promise<void> {
   await b.rt.broker.idle(60_000);
-  const deadline = performance.now() + 60_000;
-  for (;;) {
-    const views = await Promise.all(
-      b.rt.skrSources.map(
-        async (a) =>
-          (await (await fetch(`${a.url}watches`)).json()) as { members: string[]; active: boolean },
-      ),
-    );
-    if (views.every((v) => v.active && v.members.length === b.rt.skrSources.length)) return;
-    if (performance.now() > deadline)
-      throw new Error(`SKR source members not settled: ${JSON.stringify(views)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
+  await sourcesSettled(b.rt);
 }
 
 /** throughputOnly is --throughput: the bulk create, the direct loop beside it, a no-op resync (scenarios 1, 2 and 4). */

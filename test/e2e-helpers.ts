@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { inject } from 'vitest';
 import { ClusterSet } from '../infra/clusters.ts';
 import { applyObjects, controlPlaneNamespace, kymaName, kymaObjects, setupKcp } from '../infra/kcp-setup.ts';
-import { startRuntime, type Runtime, type RuntimeOptions } from '../infra/runtime/index.ts';
+import { sourcesSettled, startRuntime, type Runtime, type RuntimeOptions } from '../infra/runtime/index.ts';
 import type { SyncResource } from '../lib/model.ts';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
@@ -64,6 +64,8 @@ export async function startStack(
     namespace: ns,
     ...opts,
   });
+  // Every SKR source replica takes its share before a test creates anything (sourcesSettled).
+  await sourcesSettled(runtime);
   return {
     ns,
     runtime,

@@ -440,3 +440,29 @@ class Stack {
     };
   }
 }
+
+/**
+ * sourcesSettled waits until every SKR source replica takes its share of the Kymas (its
+ * /watches says active, with every replica a member): before that, the first replica
+ * posts for every Kyma and a joining one posts again, on taking its share, what is not
+ * settled then (a run in flight runs twice). Tests and benchmarks that create at once
+ * after a start wait for it.
+ */
+export async function sourcesSettled(rt: Pick<Runtime, 'skrSources'>, timeoutMs = 60_000): Promise<void> {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    const views = await Promise.all(
+      rt.skrSources.map(async (a) => {
+        try {
+          return (await (await fetch(`${a.url}watches`)).json()) as { members: string[]; active: boolean };
+        } catch {
+          return { members: [], active: false };
+        }
+      }),
+    );
+    if (views.every((v) => v.active && v.members.length === rt.skrSources.length)) return;
+    if (performance.now() > deadline)
+      throw new Error(`SKR source replicas not settled: ${JSON.stringify(views)}`);
+    await new Promise((r) => setTimeout(r, 250));
+  }
+}
