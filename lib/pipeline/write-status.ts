@@ -24,7 +24,7 @@ import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 import type { Answer } from './answer.ts';
 import { stillRecordable } from '../engine/inventory.ts';
-import { claimRefusal, resultNamesSpec } from '../policy/rules.ts';
+import { bounded, claimRefusal, MAX_MESSAGE, resultNamesSpec } from '../policy/rules.ts';
 import { getIfBound, unbound } from '../cluster/policies.ts';
 
 /** StatusOutcome says what the step did; rejected: the event claimed what live state denies. */
@@ -65,7 +65,9 @@ export async function writeStatusStep(deps: Deps, data: ItemsApplied, log: Logge
  * the status cannot take is answered with an skr.changed event: a run reads the objects.
  */
 export async function reportHealthStep(deps: Deps, report: SkrHealth, log: Logger): Promise<Answer> {
-  const out = await deps.process.runs.run(true, () => reportOnce(deps, report, new Date()));
+  // Not ahead of bulk work: a report comes for every SyncResource a bulk creation rolls
+  // out, and an edit's status goes first.
+  const out = await deps.process.runs.run(false, () => reportOnce(deps, report, new Date()));
   const fields = { step: 'write-status', syncResource: `${report.namespace}/${report.name}` };
   if (typeof out === 'string') {
     log.info({ ...fields, outcome: out, objects: report.objects.length }, 'health reported');
@@ -254,16 +256,20 @@ async function recordEvents(
 ): Promise<void> {
   const r = data.result;
   const previous = sr.status?.state;
+  const health = healthNews(sr, data);
   // A change of state is news; a new SyncResource's first state is not (its status says so):
   // Ready at once, or Processing while its objects roll out (its turn to Ready is news).
   if (previous !== state && !(previous === undefined && (state === 'Ready' || state === 'Processing'))) {
+    // A turn to Ready because objects turned healthy is one Event that names them.
+    const healthy = state === 'Ready' && health.length > 0 && health.every((h) => h.reason === 'Healthy');
     await deps.recorder.event(
       sr,
       state === 'Ready' || state === 'Processing' || state === 'Deleting' ? 'Normal' : 'Warning',
       state,
       'Reconcile',
-      message,
+      healthy ? bounded(health.map((h) => h.note).join('; '), MAX_MESSAGE) : message,
     );
+    if (healthy) health.length = 0;
   }
   const wasFailing = new Set(
     (sr.status?.items ?? []).filter((i) => i.state === 'Error').map((i) => `${i.name}/${i.reason}`),
@@ -273,29 +279,40 @@ async function recordEvents(
       await deps.recorder.event(sr, 'Warning', i.reason, 'Apply', `item ${i.name}: ${i.message}`);
     }
   }
-  await recordHealth(deps, sr, data);
+  for (const h of health)
+    await deps.recorder.event(
+      sr,
+      h.reason === 'Unhealthy' ? 'Warning' : 'Normal',
+      h.reason,
+      'Health',
+      h.note,
+    );
   await recordChanges(deps, sr, data);
 }
 
 /**
- * recordHealth records objects whose health changed: one that failed (Warning Unhealthy),
- * one that became healthy again or at last (Healthy), one that was healthy and is on its
- * way again (Progressing). A new object that is healthy at once is no news.
+ * healthNews is the objects whose health changed, each counted in the metrics: one that
+ * failed (Unhealthy), one that became healthy again or at last (Healthy), one that was
+ * healthy and is on its way again (Progressing). A new object that is healthy at once is no news.
  */
-async function recordHealth(deps: Deps, sr: SyncResource, data: ItemsApplied): Promise<void> {
+function healthNews(
+  sr: SyncResource,
+  data: ItemsApplied,
+): { reason: 'Unhealthy' | 'Healthy' | 'Progressing'; note: string }[] {
   const before = new Map((sr.status?.items ?? []).map((i) => [i.name, i.health?.status]));
+  const out: { reason: 'Unhealthy' | 'Healthy' | 'Progressing'; note: string }[] = [];
   for (const i of data.result.items) {
     const was = before.get(i.name);
     const now = i.health?.status;
     if (!now || now === was) continue;
     Metrics.healthTransitions.add(1, { status: now });
-    const what = describeHealth(i.object ?? `item ${i.name}`, i.health!);
-    if (now === 'Failed') await deps.recorder.event(sr, 'Warning', 'Unhealthy', 'Health', what);
-    else if (now === 'Current' && was !== undefined)
-      await deps.recorder.event(sr, 'Normal', 'Healthy', 'Health', what);
+    const note = describeHealth(i.object ?? `item ${i.name}`, i.health!);
+    if (now === 'Failed') out.push({ reason: 'Unhealthy', note });
+    else if (now === 'Current' && was !== undefined) out.push({ reason: 'Healthy', note });
     else if (now === 'InProgress' && (was === 'Current' || was === 'Failed'))
-      await deps.recorder.event(sr, 'Normal', 'Progressing', 'Health', what);
+      out.push({ reason: 'Progressing', note });
   }
+  return out;
 }
 
 /** recordChanges records the run's drift corrections and pruned objects (the recorder drops repeats). */
