@@ -3,6 +3,7 @@
 // (fields.ts) is a 400 (redelivery cannot fix bad data). What the data claims is still only a claim:
 // the steps read live state before they act (docs/user/security.md).
 import type { CloudEvent } from 'cloudevents';
+import { objectKey, type ObjectId } from '../model.ts';
 import { isDnsLabel, isDnsSubdomain } from '../policy/identity.ts';
 import {
   bool,
@@ -101,19 +102,23 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
 
 const CHANGES = ['gone', 'drift', 'health'] as const;
 
+/** checkObjectId validates an SKR object's identity as the SKR source's events name it. */
+function checkObjectId(o: Data, at: string): ObjectId {
+  return {
+    apiVersion: str(o, 'apiVersion', undefined, 317, at),
+    kind: str(o, 'kind', undefined, 63, at),
+    ...optional(o, 'namespace', () => str(o, 'namespace', isDnsLabel, 253, at)),
+    name: str(o, 'name', undefined, 253, at),
+  };
+}
+
 /** checkSkrChanged validates an skr.changed event's data. */
 export function checkSkrChanged(data: unknown): SkrChanged {
   const ref = checkRef(data);
   const d = data as Data;
   const change = (v: unknown, at: string): SkrChange => {
     const c = map(v, at);
-    return {
-      apiVersion: str(c, 'apiVersion', undefined, 317, at),
-      kind: str(c, 'kind', undefined, 63, at),
-      ...optional(c, 'namespace', () => str(c, 'namespace', isDnsLabel, 253, at)),
-      name: str(c, 'name', undefined, 253, at),
-      change: oneOf(c, 'change', CHANGES, at),
-    };
+    return { ...checkObjectId(c, at), change: oneOf(c, 'change', CHANGES, at) };
   };
   return {
     ...ref,
@@ -133,17 +138,11 @@ export function checkSkrHealth(data: unknown): SkrHealth {
     'data',
     (v, at) => {
       const o = map(v, at);
-      return {
-        apiVersion: str(o, 'apiVersion', undefined, 317, at),
-        kind: str(o, 'kind', undefined, 63, at),
-        ...optional(o, 'namespace', () => str(o, 'namespace', isDnsLabel, 253, at)),
-        name: str(o, 'name', undefined, 253, at),
-        health: checkHealth(o.health, `${at}.health`),
-      };
+      return { ...checkObjectId(o, at), health: checkHealth(o.health, `${at}.health`) };
     },
     16,
   );
-  const keys = new Set(objects.map((o) => `${o.apiVersion}|${o.kind}|${o.namespace ?? ''}|${o.name}`));
+  const keys = new Set(objects.map(objectKey));
   if (keys.size !== objects.length) fail('data.objects names an object twice');
   return { ...ref, uid: str(d, 'uid', undefined, 64), kyma: str(d, 'kyma', isDnsSubdomain), objects };
 }
