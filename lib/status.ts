@@ -245,6 +245,23 @@ export const isMoving = (s: WrittenStatus | undefined): boolean =>
   s?.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True') === true;
 
 /**
+ * outOfSync says why a health report may not move sr's status (undefined: it may): being
+ * deleted, suspended or a preview, a status of another generation, an item not applied
+ * (Resources not True). The SKR source asks it of its views before it reports, write-status
+ * of the live SyncResource before it writes.
+ */
+export function outOfSync(sr: SyncResource): string | undefined {
+  if (sr.metadata.deletionTimestamp || sr.spec?.suspend === true || sr.spec?.preview)
+    return 'not a SyncResource in sync';
+  const status = sr.status;
+  if (!status || status.observedGeneration !== sr.metadata.generation)
+    return 'its status is not of its generation';
+  if (!status.conditions?.some((c) => c.type === 'Resources' && c.status === 'True'))
+    return 'not every item is applied';
+  return undefined;
+}
+
+/**
  * reportedResult is the result a run would make of live if it found the reported objects
  * with the health reported and everything else as the status says: the SKR source's
  * health report, written without a run. A report may only move health: the status must be
@@ -259,12 +276,8 @@ export function reportedResult(
   now: Date,
 ): ApplyResult | string {
   const status = live.status;
-  if (live.metadata.deletionTimestamp || live.spec.suspend === true || live.spec.preview)
-    return 'not a SyncResource in sync';
-  if (!status || status.observedGeneration !== live.metadata.generation)
-    return 'its status is not of its generation';
-  if (!status.conditions?.some((c) => c.type === 'Resources' && c.status === 'True'))
-    return 'not every item is applied';
+  const why = outOfSync(live);
+  if (why !== undefined || !status) return why ?? 'no status';
   const synced = status.synced ?? [];
   const spec = new Map(live.spec.items.map((i) => [i.name, i]));
   const reported = new Map<string, Health>();

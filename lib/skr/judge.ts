@@ -64,10 +64,6 @@ export function ownWrite(before: string | undefined, now: string, manager: strin
   return at(before) !== at(now);
 }
 
-/** healthNow is obj's health status by the holder's rules (kstatus's by default). */
-export const healthNow = (obj: KubeObject, rules?: CompiledRules): HealthStatus =>
-  healthRead(obj, rules).status;
-
 /** INTERNED bounds the distinct healths kept for sharing (messages repeat: "Deployment is available. Replicas: 1"). */
 const INTERNED = 10_000;
 const interned = new Map<string, Health>();

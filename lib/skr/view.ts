@@ -3,6 +3,7 @@
 // No manifests, no status messages.
 import { managerOf } from '../engine/share.ts';
 import { compileRules, type CompiledRules } from '../health-rules.ts';
+import { outOfSync } from '../status.ts';
 import type { KubeObject } from '../kube/objects.ts';
 import {
   FINALIZER,
@@ -93,13 +94,7 @@ export function viewOf(
       ...(i.health || i.feedback ? { runRead: true as const } : {}),
     });
   }
-  const status = sr.status;
-  const inSync =
-    sr.metadata.deletionTimestamp === undefined &&
-    sr.spec?.suspend !== true &&
-    sr.spec?.preview === undefined &&
-    status?.observedGeneration === sr.metadata.generation &&
-    status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
+  const inSync = outOfSync(sr) === undefined;
   const health = new Map<string, HealthStatus>();
   const reasons = new Map<string, string>();
   for (const i of sr.status?.items ?? []) {
