@@ -194,11 +194,49 @@ export async function costScenario(
           xs.map((x) => x.toFixed(0)).join(', '),
           '<= 90',
         );
+
+      // Deletion: every SyncResource deleted at once, until they are gone (their objects
+      // with them); the KCP requests and CPU that costs, per SyncResource.
+      const before2 = await kcpRequests(set.kcp.kubeconfigFile);
+      const cpu2 = await cpu();
+      const t2 = performance.now();
+      await mapLimit(
+        Array.from({ length: n }, (_, i) => i),
+        8,
+        (i) => kcp.client.call('DELETE', `${resourcePath(syncResourceInfo, ns)}/cost-${i}`),
+      );
+      for (;;) {
+        const left = (await listBatch(kcp, ns, 'cost')).length;
+        if (left === 0) break;
+        if (performance.now() - t2 > 300_000) throw new Error(`${left} of ${n} not gone after 300 s`);
+        await sleep(250);
+      }
+      row(SCENARIO, `${n} SyncResources deleted, gone in (s)`, ((performance.now() - t2) / 1000).toFixed(1));
+      const cpu3 = await cpu();
+      const spent2 = minus(await kcpRequests(set.kcp.kubeconfigFile), before2);
+      delete spent2['syncresources DELETE'];
+      delete spent2['syncresources LIST'];
+      const product2 = Object.entries(spent2).filter(([k]) =>
+        PRODUCT_RESOURCES.includes(k.split(/[ /]/)[0]!),
+      );
+      row(
+        SCENARIO,
+        'KCP requests per SyncResource deleted, by kind',
+        product2
+          .sort(([a], [b]) => a.localeCompare(b))
+          .map(([k, v]) => `${k} ${(v / n).toFixed(2)}`)
+          .join(', '),
+      );
+      row(
+        SCENARIO,
+        'CPU per SyncResource deleted, all processes (ms)',
+        (((cpu3 - cpu2) / n) * 1000).toFixed(0),
+      );
     } finally {
       await rt.stop();
     }
   } finally {
     await set.stop();
-    await rm(stateDir, { recursive: true, force: true });
+    if (!process.env.KCP_SYNC_KEEP_STATE) await rm(stateDir, { recursive: true, force: true });
   }
 }

@@ -228,6 +228,29 @@ describe('TtlMemo', () => {
     await expect(memo.get('d', fail('definite'))).rejects.toThrow('definite');
     await expect(memo.get('d', load)).rejects.toThrow('definite');
   });
+
+  it('gives a fresh caller a load begun after it asked, shared with the fresh callers meanwhile', async () => {
+    const memo = new TtlMemo<number>(1_000);
+    let began = 0;
+    const pending: (() => void)[] = [];
+    const load = () => {
+      const n = ++began;
+      return new Promise<number>((r) => pending.push(() => r(n)));
+    };
+    const first = memo.get('k', load, true);
+    // Asked while the first load is in flight: not served by it, all by one begun after it.
+    const later = [memo.get('k', load, true), memo.get('k', load, true), memo.get('k', load)];
+    expect(began).toBe(1);
+    pending.shift()!();
+    expect(await first).toBe(1);
+    await new Promise((r) => setImmediate(r));
+    expect(began).toBe(2);
+    pending.shift()!();
+    expect(await Promise.all(later)).toEqual([2, 2, 2]);
+    // Shared for its TTL with who does not ask for fresh.
+    expect(await memo.get('k', load)).toBe(2);
+    expect(began).toBe(2);
+  });
 });
 
 describe('Memo', () => {

@@ -6,12 +6,15 @@ import { detached } from './concurrency.ts';
 /**
  * TtlMemo shares one pending or settled load per key for ttlMs, then forgets it (so
  * nothing outlives its use). A failed load is forgotten at once unless keep says the
- * failure is a definite answer worth sharing too.
+ * failure is a definite answer worth sharing too. A load asked for fresh is one begun
+ * after the caller asked, shared with those who ask meanwhile (FreshReads): a burst of
+ * fresh callers costs two loads, not one each.
  */
 export class TtlMemo<T> {
   private readonly ttlMs: number;
   private readonly keep: (err: unknown) => boolean;
   private readonly entries = new Map<string, { at: number; wall: number; value: Promise<T> }>();
+  private readonly loads = new FreshReads<T>();
 
   constructor(ttlMs: number, keep: (err: unknown) => boolean = () => false) {
     this.ttlMs = ttlMs;
@@ -23,8 +26,11 @@ export class TtlMemo<T> {
     const now = performance.now();
     const hit = this.entries.get(key);
     if (hit && !fresh && now - hit.at < this.ttlMs && hit.wall >= notBefore) return hit.value;
-    // A shared load belongs to no gate task: it must not yield to urgent work that may be waiting for it.
-    const entry = { at: now, wall: Date.now(), value: detached(load) };
+    const value = this.loads.get(key, load);
+    // Joined the load a caller before this one asked for.
+    if (hit?.value === value) return value;
+    // Taken now: the load begins now or when the one in flight ends.
+    const entry = { at: now, wall: Date.now(), value };
     this.entries.set(key, entry);
     const drop = () => this.entries.get(key) === entry && this.entries.delete(key);
     entry.value.catch((err: unknown) => this.keep(err) || drop());

@@ -237,9 +237,15 @@ describe('engine', () => {
     );
     await h.sync();
     await h.delete();
+    const kcpWrites = h.kcp.client.writes;
+    const skrRequests = h.skr.client.requests;
     let { result, sr } = await h.sync();
     expect(result.deleting).toEqual({ finalizerRemoved: true, policy });
     expect(sr).toBeUndefined(); // finalizer removed: the SyncResource is gone
+    // One KCP write, the finalizer's: all gone, no inventory is written first. Under Delete,
+    // each object is read and deleted; the API server's answer says it is gone.
+    expect(h.kcp.client.writes - kcpWrites).toBe(1);
+    if (policy === 'Delete') expect(h.skr.client.requests - skrRequests).toBe(4);
     const a = await h.skrGet('v1', 'ConfigMap', 'a', h.ns);
     const b = await h.skrGet('v1', 'ConfigMap', 'b', h.ns);
     if (policy === 'Delete') {
@@ -249,6 +255,26 @@ describe('engine', () => {
       expect(b?.metadata.name).toBe('b');
     }
     void result;
+  });
+
+  it('a deletion whose finalizer removal fails is finished by the next run, its objects gone', async () => {
+    const h = await new Harness('unfinalized').init();
+    await h.put([{ name: 'a', strategy: 'CreateAndSync', resource: h.cm('a', {}) }]);
+    await h.sync();
+    await h.delete();
+    const failing = Object.assign(Object.create(h.store) as typeof h.store, {
+      removeFinalizer: () => Promise.reject(new Error('injected: the KCP refused')),
+    });
+    await expect(h.sync({ kcp: failing })).rejects.toThrow(/writing the SyncResource in the KCP failed/);
+    expect(await h.skrGet('v1', 'ConfigMap', 'a', h.ns)).toBeUndefined();
+    // Still finalized, its inventory as before; the next run finds the object gone.
+    const left = await h.get();
+    expect(left?.metadata.finalizers).toContain(FINALIZER);
+    expect(left?.status?.synced?.map((e) => e.name)).toEqual(['a']);
+    const { result, sr } = await h.sync();
+    expect(result.deleting).toEqual({ finalizerRemoved: true, policy: 'Delete' });
+    expect(result.changes).toEqual([]);
+    expect(sr).toBeUndefined();
   });
 
   it('keeps the finalizer and reports Deleting while a synced object is held by a finalizer in the SKR', async () => {

@@ -89,8 +89,8 @@ const operations: { [O in Op]: Operation<O> } = {
   },
   ignore: async ({ p, d }) => ({ res: ignored(p), current: d.live }),
   async delete({ skr, p, d }) {
-    await inSkr(() => deleteObject(skr, p.info, d.live));
-    const after = await observe(skr, p);
+    const deletion = await inSkr(() => deleteObject(skr, p.info, d.live));
+    const after = deletion === 'requested' ? await observe(skr, p) : undefined;
     const what = describeId(p.id);
     const res =
       after && after.metadata.uid === d.live.metadata.uid

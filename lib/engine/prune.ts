@@ -94,8 +94,9 @@ async function pruneOne(
     return void out.gone.push(e);
   }
   if (!live.metadata.deletionTimestamp) {
-    await inSkr(() => deleteObject(skr, info, live));
+    const deletion = await inSkr(() => deleteObject(skr, info, live));
     out.changes.push({ subject: subjectOf(e), action: 'deleted', item: e.item });
+    if (deletion !== 'requested') return void out.gone.push(e);
     const after = await inSkr(() => getObject(skr, info, e.namespace, e.name));
     if (!after || after.metadata.uid !== live.metadata.uid) return void out.gone.push(e);
   }

@@ -53,9 +53,9 @@ export async function recreate(
   waitMs = 5_000,
 ): Promise<KubeObject | undefined> {
   const { info } = p;
-  if (!live.metadata.deletionTimestamp) await deleteObject(skr, info, live);
+  const deletion = live.metadata.deletionTimestamp ? 'requested' : await deleteObject(skr, info, live);
   const deadline = Date.now() + waitMs;
-  for (;;) {
+  while (deletion === 'requested') {
     const now = await getObject(skr, info, p.id.namespace, p.id.name);
     if (!now || now.metadata.uid !== live.metadata.uid) break;
     if (Date.now() > deadline) return undefined;

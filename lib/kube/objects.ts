@@ -85,16 +85,31 @@ export async function applyObject(
 }
 
 /**
- * deleteObject deletes one named object with background propagation, on the condition
- * that it is still the object read (its uid); returns false when it was already gone.
+ * Deletion is what a delete came to: the object removed (deleted), not there to begin with
+ * (absent), or asked to go without the answer saying it went (requested: finalizers or a
+ * grace period may hold it, and kinds whose store answers with the object say nothing).
  */
-export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObject): Promise<boolean> {
+export type Deletion = 'deleted' | 'absent' | 'requested';
+
+/**
+ * deleteObject deletes one named object with background propagation, on the condition
+ * that it is still the object read (its uid). The API server answers a delete that removed
+ * the object with a Status of success naming its uid, so that a client can tell it from
+ * one still waiting for finalizers: that answer is 'deleted', and needs no read to confirm.
+ */
+export async function deleteObject(c: Cluster, info: ResourceInfo, live: KubeObject): Promise<Deletion> {
   const body = deleteOptionsFor(info.kind, live);
   try {
-    await c.client.call('DELETE', resourcePath(info, live.metadata.namespace, live.metadata.name), { body });
-    return true;
+    const answer = await c.client.call<{ kind?: string; status?: string; details?: { uid?: string } }>(
+      'DELETE',
+      resourcePath(info, live.metadata.namespace, live.metadata.name),
+      { body },
+    );
+    const removed =
+      answer?.kind === 'Status' && answer.status === 'Success' && answer.details?.uid === live.metadata.uid;
+    return removed ? 'deleted' : 'requested';
   } catch (err) {
-    if (isNotFound(err)) return false;
+    if (isNotFound(err)) return 'absent';
     throw err;
   }
 }
