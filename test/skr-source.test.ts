@@ -111,6 +111,53 @@ describe('the SKR source', () => {
     await waitSr(s, `${P}-a`, ready);
   }, 150_000);
 
+  it('finishes a deletion that waited for an object held by a finalizer in the SKR once the object goes, with no tick', async () => {
+    const name = `${P}-held`;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'kyma-1', [item('held', 'CreateAndSync', cm(`${P}-held`, { k: 'v' }))]),
+    );
+    await waitSr(s, name, ready, 60_000);
+    await kubectl(s.skr[0]!, [
+      'patch',
+      'configmap',
+      `${P}-held`,
+      '-n',
+      P,
+      '-p',
+      '{"metadata":{"finalizers":["test/hold"]}}',
+    ]);
+    await kubectl(s.kcp, ['delete', 'syncresource', name, '-n', s.ns, '--wait=false']);
+    await waitSr(
+      s,
+      name,
+      (x) => {
+        expect(x?.status?.state).toBe('Deleting');
+        expect(x?.status?.lastOperation?.operation).toContain(`ConfigMap/${P}/${P}-held`);
+      },
+      60_000,
+    );
+    // The SKR lets the object go: its gone event finishes the deletion.
+    await kubectl(s.skr[0]!, [
+      'patch',
+      'configmap',
+      `${P}-held`,
+      '-n',
+      P,
+      '-p',
+      '{"metadata":{"finalizers":null}}',
+    ]);
+    await eventually(
+      async () =>
+        expect(
+          await kubectl(s.kcp, ['get', 'syncresource', name, '-n', s.ns, '--ignore-not-found', '-o', 'name']),
+        ).toBe(''),
+      30_000,
+    );
+    expect(await getCm(s.skr[0]!, `${P}-held`)).toBeUndefined();
+  }, 150_000);
+
   it('lets a forged mark change nothing beyond the spec of the SyncResource its inventory names', async () => {
     await kubectl(
       s.kcp,

@@ -24,6 +24,14 @@ const MAX_CHANGES = 16;
 /** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
 const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
 
+/**
+ * GONE_WHILE_DELETING_MS is how long an object gone waits for a SyncResource being deleted:
+ * its deletion run deleted it and is about to remove the finalizer, and a SyncResource gone
+ * by then is posted nothing (post). One whose deletion waits for the object (finalizers in
+ * the SKR) is posted that much later.
+ */
+export const GONE_WHILE_DELETING_MS = 1_000;
+
 /** Finding is one change of one object for one SyncResource, as posted; a health change judged from the object carries its health. */
 export interface Finding extends SkrChange {
   key: string;
@@ -66,11 +74,11 @@ export class Findings {
       this.posted.delete(`${h.sr}|${e.key}`);
       return;
     }
-    this.found(h.sr, e, v);
+    this.found(h.sr, e, v, h.deleting && v.change === 'gone' ? GONE_WHILE_DELETING_MS : undefined);
   }
 
-  /** found posts a finding for SyncResource sr, unless the same mark was posted for its object already. */
-  found(sr: string, e: Entry, v: Verdict): void {
+  /** found posts a finding for SyncResource sr after delayMs, unless the same mark was posted for its object already. */
+  found(sr: string, e: Entry, v: Verdict, delayMs = DELAY_MS[v.change]): void {
     const pk = `${sr}|${e.key}`;
     if (this.posted.get(pk) === v.mark) return;
     this.posted.set(pk, v.mark);
@@ -86,7 +94,7 @@ export class Findings {
         change: v.change,
         ...(v.health ? { health: v.health } : {}),
       },
-      DELAY_MS[v.change],
+      delayMs,
     );
   }
 
