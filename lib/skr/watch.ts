@@ -83,7 +83,11 @@ export function recheck(ctx: WatchContext, old: SrView, view: SrView): void {
   }
 }
 
-/** listed judges a (re)list: what it finds, and what a SyncResource holds that it no longer finds (gone while nobody watched). */
+/**
+ * listed judges a (re)list: what it finds, and what a SyncResource holds that it no longer
+ * finds (gone while nobody watched; for a SyncResource not in sync, once it has not
+ * appeared for ABSENT_GRACE_MS: the first list of a new Kyma's SKR races its first run).
+ */
 export function listed(
   ctx: WatchContext,
   w: KymaWatch,
@@ -104,12 +108,28 @@ export function listed(
     const e = entryOf(ctx, w, key, k.gk);
     if (!e || watchOf(w, e) !== k) continue;
     k.objects.delete(key);
-    for (const sr of holders) {
-      const h = holderOf(ctx.views.get(sr), e);
-      if (h) ctx.findings.consider(h, e, undefined, false);
-    }
+    // A SyncResource not in sync may have a run in flight that recorded the object
+    // (write-ahead) and has not created it yet: its absence counts once it stays absent.
+    const settled = [...holders].filter((sr) => ctx.views.get(sr)?.inSync !== false);
+    const running = [...holders].filter((sr) => ctx.views.get(sr)?.inSync === false);
+    goneFor(ctx, e, settled);
+    if (running.length === 0) continue;
+    setTimeout(() => {
+      if (!k.abort.signal.aborted && !k.objects.has(key)) goneFor(ctx, e, running);
+    }, ABSENT_GRACE_MS).unref();
   }
   k.state = 'watching';
+}
+
+/** ABSENT_GRACE_MS is how long an object a list did not find may take to appear, for a SyncResource not in sync. */
+export const ABSENT_GRACE_MS = 2_000;
+
+/** goneFor judges entry e's object gone for each of srs that holds it. */
+function goneFor(ctx: WatchContext, e: Entry, srs: string[]): void {
+  for (const sr of srs) {
+    const h = holderOf(ctx.views.get(sr), e);
+    if (h) ctx.findings.consider(h, e, undefined, false);
+  }
 }
 
 export function entryOf(ctx: WatchContext, w: KymaWatch, key: string, gk?: string): Entry | undefined {
@@ -180,9 +200,5 @@ export function gone(ctx: WatchContext, w: KymaWatch, k: KindWatch, o: KubeObjec
   const key = keyOf(o);
   k.objects.delete(key);
   const e = entryOf(ctx, w, key, k.gk);
-  if (!e) return;
-  for (const sr of w.holders.get(key) ?? []) {
-    const h = holderOf(ctx.views.get(sr), e);
-    if (h) ctx.findings.consider(h, e, undefined, false);
-  }
+  if (e) goneFor(ctx, e, [...(w.holders.get(key) ?? [])]);
 }
