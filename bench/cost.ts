@@ -54,6 +54,20 @@ const minus = (a: Requests, b: Requests): Requests =>
 const PRODUCT_RESOURCES = ['syncresources', 'secrets', 'kymas', 'configmaps', 'events'];
 const isWrite = (key: string) => !/ (GET|LIST|WATCH)$/.test(key);
 
+/** productRequests are the product's requests of spent: without the benchmark's own (its polling LISTs and the request named). */
+const productRequests = (spent: Requests, benchmarks: string): [string, number][] =>
+  Object.entries(spent).filter(
+    ([k]) =>
+      k !== benchmarks && k !== 'syncresources LIST' && PRODUCT_RESOURCES.includes(k.split(/[ /]/)[0]!),
+  );
+
+/** byKind lists requests per SyncResource of n, by resource and verb. */
+const byKind = (xs: [string, number][], n: number): string =>
+  [...xs]
+    .sort(([a], [b]) => a.localeCompare(b))
+    .map(([k, v]) => `${k} ${(v / n).toFixed(2)}`)
+    .join(', ');
+
 /**
  * createBatch creates n SyncResources `<batch>-<i>` in ns, labelled `bench-batch: <batch>`,
  * each with one ConfigMap of that name in kyma-1's `default` namespace, concurrency at a time.
@@ -158,11 +172,11 @@ export async function costScenario(
         quiet = rt.broker.stats.received;
       }
       const cpu1 = await cpu();
-      const spent = minus(await kcpRequests(set.kcp.kubeconfigFile), before);
       // Not the product's: the benchmark's creates and its polling LISTs.
-      delete spent['syncresources POST'];
-      delete spent['syncresources LIST'];
-      const product = Object.entries(spent).filter(([k]) => PRODUCT_RESOURCES.includes(k.split(/[ /]/)[0]!));
+      const product = productRequests(
+        minus(await kcpRequests(set.kcp.kubeconfigFile), before),
+        'syncresources POST',
+      );
       const per = (xs: [string, number][]) => xs.reduce((a, [, v]) => a + v, 0) / n;
       row(SCENARIO, `${n} SyncResources created, Ready in (s)`, (took / 1000).toFixed(1));
       row(SCENARIO, 'KCP requests per SyncResource created', per(product).toFixed(2), '<= 5');
@@ -172,14 +186,7 @@ export async function costScenario(
         per(product.filter(([k]) => isWrite(k))).toFixed(2),
         '<= 3',
       );
-      row(
-        SCENARIO,
-        'KCP requests per SyncResource created, by kind',
-        product
-          .sort(([a], [b]) => a.localeCompare(b))
-          .map(([k, v]) => `${k} ${(v / n).toFixed(2)}`)
-          .join(', '),
-      );
+      row(SCENARIO, 'KCP requests per SyncResource created, by kind', byKind(product, n));
       row(
         SCENARIO,
         'CPU per SyncResource created, all processes (ms)',
@@ -213,20 +220,11 @@ export async function costScenario(
       }
       row(SCENARIO, `${n} SyncResources deleted, gone in (s)`, ((performance.now() - t2) / 1000).toFixed(1));
       const cpu3 = await cpu();
-      const spent2 = minus(await kcpRequests(set.kcp.kubeconfigFile), before2);
-      delete spent2['syncresources DELETE'];
-      delete spent2['syncresources LIST'];
-      const product2 = Object.entries(spent2).filter(([k]) =>
-        PRODUCT_RESOURCES.includes(k.split(/[ /]/)[0]!),
+      const product2 = productRequests(
+        minus(await kcpRequests(set.kcp.kubeconfigFile), before2),
+        'syncresources DELETE',
       );
-      row(
-        SCENARIO,
-        'KCP requests per SyncResource deleted, by kind',
-        product2
-          .sort(([a], [b]) => a.localeCompare(b))
-          .map(([k, v]) => `${k} ${(v / n).toFixed(2)}`)
-          .join(', '),
-      );
+      row(SCENARIO, 'KCP requests per SyncResource deleted, by kind', byKind(product2, n));
       row(
         SCENARIO,
         'CPU per SyncResource deleted, all processes (ms)',

@@ -31,12 +31,13 @@ export async function removeAll(run: Run): Promise<Removed> {
   const gone = await deleteEntries(deps.skr, handled, run.writer, deps.config, run.holders);
   const result = { changes: gone.changes, pending: gone.pending.map(objectKey), failed: gone.failed };
   const done = gone.pending.length === 0 && gone.failed.length === 0;
-  // Deleting everything, all gone: the finalizer goes, and the inventory with the
-  // SyncResource, unwritten. A SyncResource deleting its objects holds none (share.ts
-  // holdersOf), and a run after a failed removal finds each entry's object gone.
-  if (done && policy === 'Delete') return { ...(await unfinalized()), ...result };
-  const goneKeys = new Set(gone.gone.map(objectKey));
-  await inventory.replace(inventory.entries.filter((e) => !goneKeys.has(objectKey(e))));
+  // Deleting everything, all gone: the inventory goes with the SyncResource, unwritten. A
+  // SyncResource deleting its objects holds none (share.ts holdersOf), and a run after a
+  // failed removal of the finalizer finds each entry's object gone.
+  if (!done || policy === 'Orphan') {
+    const goneKeys = new Set(gone.gone.map(objectKey));
+    await inventory.replace(inventory.entries.filter((e) => !goneKeys.has(objectKey(e))));
+  }
   // The finalizer stays until every object is handled; a failure is reported, and the next run tries again.
   if (!done) return { ...out, ...result };
   return { ...(await unfinalized()), ...result };

@@ -4,7 +4,6 @@
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import type { ResourceInfo } from '../kube/discovery.ts';
 import type { KubeObject } from '../kube/objects.ts';
-import { objectKey } from '../model.ts';
 import type { Findings } from './findings.ts';
 import {
   ABSENT_GRACE_MS,
@@ -14,6 +13,7 @@ import {
   type KymaWatch,
   type WatchContext,
 } from './watch.ts';
+import { testEntry, testView } from './testing.ts';
 import type { Entry, SrView } from './view.ts';
 
 beforeEach(() => vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] }));
@@ -26,38 +26,15 @@ const info: ResourceInfo = {
   namespaced: true,
   hasStatus: false,
 };
-const entryFor = (name: string): Entry => ({
-  key: objectKey({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'ns', name }),
-  gk: 'ConfigMap.',
-  apiVersion: 'v1',
-  kind: 'ConfigMap',
-  namespace: 'ns',
-  name,
-  item: name,
-});
-const view = (name: string, inSync: boolean, entry: Entry): SrView => ({
-  key: `kcp-system/${name}`,
-  namespace: 'kcp-system',
-  name,
-  uid: `uid-${name}`,
-  kyma: 'kcp-system/kyma-1',
-  manager: `kcp-sync-resource/kcp-system/${name}`,
-  deleting: false,
-  claimed: true,
-  state: inSync ? 'Ready' : 'Processing',
-  inSync,
-  items: new Map([[entry.item, { strategy: 'CreateAndSync' }]]),
-  health: new Map(),
-  reasons: new Map(),
-  entries: [entry],
-});
 
 function setup() {
-  const a = entryFor('a');
-  const b = entryFor('b');
-  const c = entryFor('c');
+  const [a, b, c] = ['a', 'b', 'c'].map((n) => testEntry(n, 'ns')) as [Entry, Entry, Entry];
   const views = new Map<string, SrView>();
-  for (const v of [view('settled', true, a), view('new', false, b), view('new2', false, c)])
+  for (const v of [
+    testView('settled', { inSync: true, entries: [a] }),
+    testView('new', { entries: [b] }),
+    testView('new2', { entries: [c] }),
+  ])
     views.set(v.key, v);
   const gone: string[] = [];
   const findings = {
