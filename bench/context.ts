@@ -12,7 +12,7 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { metrics, settle as settleBroker, type ScaleContext } from './scale.ts';
-import { benchCrd, syncResourceFor } from './workload.ts';
+import { benchCrd, DIRECT_CONCURRENCIES, directNamespace, syncResourceFor } from './workload.ts';
 import { cpuSeconds } from './procs.ts';
 
 /** Row prints one figure (and its target) and records it. */
@@ -94,7 +94,12 @@ export async function startBench(
       await installCrds(skr, [benchCrd]);
       await applyObjects(skr, [
         { apiVersion: 'v1', kind: 'Namespace', metadata: { name: NS } },
-        { apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'direct' } },
+        // The direct loop creates its objects afresh at each concurrency, as the bulk create does.
+        ...DIRECT_CONCURRENCIES.map((c) => ({
+          apiVersion: 'v1',
+          kind: 'Namespace',
+          metadata: { name: directNamespace(c) },
+        })),
       ]);
     }
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench-direct' } }]);

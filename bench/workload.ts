@@ -38,6 +38,12 @@ export const benchCrd: KubeObject = {
 };
 
 /** objectsFor returns the 5 objects of SyncResource i (namespace ns in the SKR). */
+/** DIRECT_CONCURRENCIES are the direct loop's concurrencies (scenario 2); the best one is its time. */
+export const DIRECT_CONCURRENCIES = [8, 16, 32, 64];
+
+/** directNamespace is the SKR namespace the direct loop creates its objects in at concurrency c: new objects at each, as the bulk create's are. */
+export const directNamespace = (c: number) => `direct-${c}`;
+
 export function objectsFor(i: number, ns: string, rev = 1): { objects: KubeObject[]; status: KubeObject } {
   const n = `b${i}`;
   const objects: KubeObject[] = [
