@@ -151,7 +151,7 @@ function runtimeOptions(
       OTEL_METRICS_EXPORTER: 'prometheus',
       ...(prof
         ? {
-            NODE_OPTIONS: `--max-old-space-size=128 --max-semi-space-size=16 --cpu-prof --cpu-prof-dir=${prof}`,
+            NODE_OPTIONS: `--max-old-space-size=128 --max-semi-space-size=16 --v8-pool-size=1 --cpu-prof --cpu-prof-dir=${prof}`,
           }
         : {}),
     },

@@ -31,4 +31,17 @@ describe('IdleCollector', () => {
     expect(kept.length).toBe(100_000);
     expect(idle.collections).toBeGreaterThan(first);
   });
+
+  it('waits for the work a step left pending after its answer (posts the broker holds), then collects', async () => {
+    const idle = new IdleCollector(40);
+    let pending = true;
+    idle.alsoWaitFor(() => pending);
+    await idle.run(async () => {});
+    const before = idle.collections;
+    await sleep(200);
+    expect(idle.collections).toBe(before); // the posts are still held: nothing
+    pending = false;
+    await sleep(100);
+    expect(idle.collections).toBe(before + 1);
+  });
 });

@@ -67,7 +67,12 @@ await faas.start(
     init: async () => {
       // The issuer's keys are read before traffic; if the KCP cannot answer yet, the first
       // deliveries are answered 503 (redelivered) until it does.
-      await Promise.all([usesKcp ? getDeps() : undefined, senders?.ready().catch(() => undefined)]);
+      const [deps] = await Promise.all([
+        usesKcp ? getDeps() : undefined,
+        senders?.ready().catch(() => undefined),
+      ]);
+      // Posts a step makes after its answer are work too (fanout.ts).
+      if (deps) idle.alsoWaitFor(() => deps.process.fanOuts.size > 0);
       phases.init = performance.now();
     },
     shutdown: async () => {

@@ -1,6 +1,11 @@
 import { createServer } from 'node:http';
+import { createServer as createTlsServer } from 'node:https';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { CloudEvent, HTTP } from 'cloudevents';
+import { makeCa, signCert } from '../../infra/pki.ts';
 import { sinkTransport } from './setup.ts';
 
 const servers: ReturnType<typeof createServer>[] = [];
@@ -48,5 +53,31 @@ describe('sinkTransport', () => {
     await sinkTransport(`${direct.url}/x`, { HTTP_PROXY: proxy.url, NO_PROXY: '127.0.0.1' })(message());
     expect(direct.seen).toHaveLength(1);
     expect(proxy.seen).toHaveLength(1);
+  });
+
+  it('speaks TLS to an https sink, and refuses one whose certificate it does not trust', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'sink-tls-'));
+    try {
+      await makeCa(dir, 'ca');
+      const { pem } = await signCert(dir, 'sink', '/CN=127.0.0.1', { san: 'IP:127.0.0.1' });
+      let posts = 0;
+      const server = createTlsServer(pem, (_req, res) => {
+        posts++;
+        res.writeHead(202).end();
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+      const port = (server.address() as { port: number }).port;
+      try {
+        // The CA is not one the process trusts: the handshake fails before anything is posted.
+        await expect(sinkTransport(`https://127.0.0.1:${port}/ns/broker`, {})(message())).rejects.toThrow(
+          /certificate/,
+        );
+        expect(posts).toBe(0);
+      } finally {
+        server.close();
+      }
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
   });
 });
