@@ -217,8 +217,11 @@ export class SkrSource {
     for (const e of old.entries) {
       if (keep.has(e.key)) continue;
       const set = w.holders.get(e.key);
-      set?.delete(old.key);
-      if (set?.size === 0) w.holders.delete(e.key);
+      if (!set?.delete(old.key)) continue;
+      if (set.size === 0) w.holders.delete(e.key);
+      const at = heldAt(e);
+      const h = w.held.get(at);
+      if (h && --h.n === 0) w.held.delete(at);
     }
     if (!next || next.kyma !== old.kyma) w.srs.delete(old.key);
     if (w.srs.size === 0) this.stopKyma(w.key);
@@ -235,6 +238,7 @@ export class SkrSource {
       kyma,
       srs: new Set(),
       holders: new Map(),
+      held: new Map(),
       kinds: new Map(),
       abort: new AbortController(),
       state: 'connecting',
@@ -252,7 +256,12 @@ export class SkrSource {
     for (const e of view.entries) {
       let set = w.holders.get(e.key);
       if (!set) w.holders.set(e.key, (set = new Set()));
+      if (set.has(view.key)) continue;
       set.add(view.key);
+      const at = heldAt(e);
+      const h = w.held.get(at);
+      if (h) h.n++;
+      else w.held.set(at, { e, n: 1 });
     }
   }
 
@@ -325,16 +334,17 @@ export class SkrSource {
   /**
    * syncKinds starts a watch for each kind the Kyma's inventories hold (one per namespace
    * while they lie in at most NS_WATCHES, else one for the cluster) and stops the rest.
+   * It reads the counts index and unhold keep (w.held), not every inventory: a change of
+   * one SyncResource costs its kinds and namespaces, not the Kyma's thousand SyncResources.
    */
   private syncKinds(w: KymaWatch): void {
     const byKind = new Map<string, { e: Entry; namespaces: Set<string>; cluster: boolean }>();
-    for (const k of w.srs)
-      for (const e of this.cp.srs.get(k)?.entries ?? []) {
-        let g = byKind.get(e.gk);
-        if (!g) byKind.set(e.gk, (g = { e, namespaces: new Set(), cluster: false }));
-        if (e.namespace) g.namespaces.add(e.namespace);
-        else g.cluster = true;
-      }
+    for (const { e } of w.held.values()) {
+      let g = byKind.get(e.gk);
+      if (!g) byKind.set(e.gk, (g = { e, namespaces: new Set(), cluster: false }));
+      if (e.namespace) g.namespaces.add(e.namespace);
+      else g.cluster = true;
+    }
     const wanted = new Map<string, { e: Entry; namespace?: string }>();
     for (const [gk, g] of byKind) {
       if (g.cluster || g.namespaces.size > NS_WATCHES) wanted.set(`${gk}|`, { e: g.e });
@@ -424,3 +434,6 @@ export class SkrSource {
     return !seen || !h || h.rules !== undefined || h.health === undefined || seen.health.status !== h.health;
   }
 }
+
+/** heldAt is the key of w.held an entry counts under: its kind and namespace. */
+const heldAt = (e: Entry): string => `${e.gk}|${e.namespace ?? ''}`;

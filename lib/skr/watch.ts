@@ -36,6 +36,8 @@ export interface KymaWatch {
   kyma: string;
   srs: Set<string>;
   holders: Map<string, Set<string>>;
+  /** held counts the (SyncResource, object) pairs per kind and namespace ("<gk>|<namespace>"): what the watches must cover. */
+  held: Map<string, { e: Entry; n: number }>;
   kinds: Map<string, KindWatch>;
   client?: KubeClient;
   mapper?: RestMapper;
