@@ -20,6 +20,7 @@ import { Findings, type Finding } from './findings.ts';
 import {
   gone,
   holderOf,
+  kindKey,
   listed,
   observed,
   recheck,
@@ -219,7 +220,7 @@ export class SkrSource {
       const set = w.holders.get(e.key);
       if (!set?.delete(old.key)) continue;
       if (set.size === 0) w.holders.delete(e.key);
-      const at = heldAt(e);
+      const at = kindKey(e.gk, e.namespace);
       const h = w.held.get(at);
       if (h && --h.n === 0) w.held.delete(at);
     }
@@ -258,7 +259,7 @@ export class SkrSource {
       if (!set) w.holders.set(e.key, (set = new Set()));
       if (set.has(view.key)) continue;
       set.add(view.key);
-      const at = heldAt(e);
+      const at = kindKey(e.gk, e.namespace);
       const h = w.held.get(at);
       if (h) h.n++;
       else w.held.set(at, { e, n: 1 });
@@ -347,8 +348,8 @@ export class SkrSource {
     }
     const wanted = new Map<string, { e: Entry; namespace?: string }>();
     for (const [gk, g] of byKind) {
-      if (g.cluster || g.namespaces.size > NS_WATCHES) wanted.set(`${gk}|`, { e: g.e });
-      else for (const namespace of g.namespaces) wanted.set(`${gk}|${namespace}`, { e: g.e, namespace });
+      if (g.cluster || g.namespaces.size > NS_WATCHES) wanted.set(kindKey(gk), { e: g.e });
+      else for (const namespace of g.namespaces) wanted.set(kindKey(gk, namespace), { e: g.e, namespace });
     }
     for (const [key, k] of w.kinds)
       if (!wanted.has(key)) {
@@ -434,6 +435,3 @@ export class SkrSource {
     return !seen || !h || h.rules !== undefined || h.health === undefined || seen.health.status !== h.health;
   }
 }
-
-/** heldAt is the key of w.held an entry counts under: its kind and namespace. */
-const heldAt = (e: Entry): string => `${e.gk}|${e.namespace ?? ''}`;

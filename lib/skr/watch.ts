@@ -36,7 +36,7 @@ export interface KymaWatch {
   kyma: string;
   srs: Set<string>;
   holders: Map<string, Set<string>>;
-  /** held counts the (SyncResource, object) pairs per kind and namespace ("<gk>|<namespace>"): what the watches must cover. */
+  /** held counts the (SyncResource, object) pairs per kind and namespace (kindKey): what the watches must cover. */
   held: Map<string, { e: Entry; n: number }>;
   kinds: Map<string, KindWatch>;
   client?: KubeClient;
@@ -56,9 +56,12 @@ export interface WatchContext {
   fieldManager: string;
 }
 
+/** kindKey keys a kind's watch in one namespace, or (none) in the whole cluster: KymaWatch.kinds and .held. */
+export const kindKey = (gk: string, namespace?: string): string => `${gk}|${namespace ?? ''}`;
+
 /** watchOf is the watch that sees entry e's object: its namespace's, else the cluster-wide one. */
 export const watchOf = (w: KymaWatch, e: Entry): KindWatch | undefined =>
-  (e.namespace ? w.kinds.get(`${e.gk}|${e.namespace}`) : undefined) ?? w.kinds.get(`${e.gk}|`);
+  (e.namespace ? w.kinds.get(kindKey(e.gk, e.namespace)) : undefined) ?? w.kinds.get(kindKey(e.gk));
 
 /**
  * recheck compares a SyncResource's new status with what its objects look like now: a
