@@ -21,3 +21,29 @@ export const cpuMsPer = (
   after: Record<string, number>,
   n: number,
 ): [string, number][] => Object.entries(after).map(([g, s]) => [g, ((s - before[g]!) * 1000) / n]);
+
+/** machineBusy is the share of every core's time spent busy (not idle or waiting on I/O) over ms, from /proc/stat. */
+export async function machineBusy(ms: number): Promise<number> {
+  const read = async () => {
+    const cpu = (await readFile('/proc/stat', 'utf8')).split('\n')[0]!.split(/\s+/).slice(1).map(Number);
+    const idle = cpu[3]! + cpu[4]!;
+    return { idle, total: cpu.reduce((a, b) => a + b, 0) };
+  };
+  const a = await read();
+  await new Promise((r) => setTimeout(r, ms));
+  const b = await read();
+  return b.total === a.total ? 0 : 1 - (b.idle - a.idle) / (b.total - a.total);
+}
+
+/**
+ * atRest waits until the machine is busy less than share of its time over a second (at most
+ * maxMs), so that a figure of one process is not one of the work the scenarios before left
+ * running (rollouts in the SKRs, collections in the API servers). It returns the last share read.
+ */
+export async function atRest(share: number, maxMs: number): Promise<number> {
+  const until = performance.now() + maxMs;
+  for (;;) {
+    const busy = await machineBusy(1000);
+    if (busy < share || performance.now() >= until) return busy;
+  }
+}

@@ -32,7 +32,12 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** connections caps concurrent connections to the API server. */
   connections?: number;
-  /** http2 multiplexes every request and watch over one connection (the SKR source's watches). */
+  /**
+   * http2 multiplexes every request and watch over one connection (the SKR source's
+   * watches). Without it requests use a pool of HTTP/1.1 keep-alive connections: undici
+   * would offer HTTP/2 and the API server would take it, but a request costs both ends
+   * more CPU multiplexed (BENCHMARKS.md, "HTTP/1.1 to the API servers").
+   */
   http2?: boolean;
   /** keepAliveMs is how long an idle connection stays open (default 30 s). */
   keepAliveMs?: number;
@@ -104,7 +109,7 @@ export class KubeClient {
         timeout: 10_000,
       },
       connections: opts.http2 ? 1 : (opts.connections ?? 16),
-      ...(opts.http2 ? { allowH2: true } : {}),
+      allowH2: opts.http2 === true,
       keepAliveTimeout: opts.keepAliveMs ?? 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
