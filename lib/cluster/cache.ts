@@ -67,9 +67,6 @@ export class ClientCache {
         qps: this.config.clusterQps,
         burst: this.config.clusterBurst,
         keepAliveMs: SKR_KEEPALIVE_MS,
-        // One connection per SKR, its requests multiplexed: a run after a few idle seconds
-        // (a drift, an edit) opens one TLS connection, not one per request in flight.
-        http2: true,
         ...this.hooks,
       });
       return {

@@ -30,14 +30,15 @@ export interface ClientOptions {
   /** throttleRetries is how often a 429 is retried after its Retry-After (default 3). */
   throttleRetries?: number;
   timeoutMs?: number;
-  /** connections caps concurrent connections to the API server. */
-  connections?: number;
   /**
-   * http2 multiplexes every request and watch over one connection (the SKR source's
-   * watches). Without it requests use a pool of HTTP/1.1 keep-alive connections: undici
-   * would offer HTTP/2 and the API server would take it, but a request costs both ends
-   * more CPU multiplexed (BENCHMARKS.md, "HTTP/1.1 to the API servers").
+   * connections caps concurrent connections to the API server. The client offers HTTP/2
+   * (undici's default) and an API server takes it: requests are multiplexed, and a burst
+   * after an idle pause opens one TLS connection, not one per request in flight.
+   * HTTP/1.1 costs a warm request less CPU, but more connections, handshakes and memory
+   * (BENCHMARKS.md, "HTTP/1.1 to the API servers": tried, not kept).
    */
+  connections?: number;
+  /** http2 pins every request and watch to one HTTP/2 connection (the SKR source's watches). */
   http2?: boolean;
   /** keepAliveMs is how long an idle connection stays open (default 30 s). */
   keepAliveMs?: number;
@@ -109,7 +110,7 @@ export class KubeClient {
         timeout: 10_000,
       },
       connections: opts.http2 ? 1 : (opts.connections ?? 16),
-      allowH2: opts.http2 === true,
+      ...(opts.http2 ? { allowH2: true } : {}),
       keepAliveTimeout: opts.keepAliveMs ?? 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
