@@ -1,5 +1,6 @@
 // procs.ts: what the benchmarks read of a process from /proc.
 import { readFile } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 
 /** cpuSeconds is a process's user and system CPU so far; a process that is gone (one a scenario killed) counts nothing. */
 export async function cpuSeconds(pid: number): Promise<number> {
@@ -30,7 +31,7 @@ export async function machineBusy(ms: number): Promise<number> {
     return { idle, total: cpu.reduce((a, b) => a + b, 0) };
   };
   const a = await read();
-  await new Promise((r) => setTimeout(r, ms));
+  await sleep(ms);
   const b = await read();
   return b.total === a.total ? 0 : 1 - (b.idle - a.idle) / (b.total - a.total);
 }

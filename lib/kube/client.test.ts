@@ -1,8 +1,15 @@
 // The client's watch decoding, against a local HTTP server that splits a UTF-8 character
-// across two chunks (no API server can be made to cut its stream at a given byte).
+// across two chunks (no API server can be made to cut its stream at a given byte), and the
+// protocol it speaks, against a TLS server that offers HTTP/2 and HTTP/1.1 (an API server
+// does not say which one a request came over).
 import { createServer } from 'node:http';
+import { createSecureServer } from 'node:http2';
 import { once } from 'node:events';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { makeCa, signCert } from '../../infra/pki.ts';
 import { KubeClient } from './client.ts';
 
 describe('KubeClient.watch', () => {
@@ -32,6 +39,38 @@ describe('KubeClient.watch', () => {
     } finally {
       await client.close();
       server.close();
+    }
+  });
+});
+
+describe('KubeClient protocols', () => {
+  it('speaks HTTP/2 to a server that offers both, as an API server does, and HTTP/1.1 only when told to', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'client-alpn-'));
+    const ca = await makeCa(dir, 'ca');
+    const { pem } = await signCert(dir, 'server', '/CN=127.0.0.1', { san: 'IP:127.0.0.1' });
+    const versions: string[] = [];
+    const server = createSecureServer({ ...pem, allowHTTP1: true }, (req, res) => {
+      versions.push(req.httpVersion);
+      res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(server.address() as { port: number }).port}`;
+    try {
+      for (const opts of [{}, { http2: true }, { http1: true }]) {
+        const client = KubeClient.create(
+          { server: url, ca: Buffer.from(ca.cert) },
+          { name: 'test', ...opts },
+        );
+        try {
+          await client.call('GET', '/api/v1/namespaces/a/configmaps/x');
+        } finally {
+          await client.close();
+        }
+      }
+      expect(versions).toEqual(['2.0', '2.0', '1.1']);
+    } finally {
+      server.close();
+      await rm(dir, { recursive: true, force: true });
     }
   });
 });

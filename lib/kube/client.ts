@@ -40,6 +40,8 @@ export interface ClientOptions {
   connections?: number;
   /** http2 pins every request and watch to one HTTP/2 connection (the SKR source's watches). */
   http2?: boolean;
+  /** http1 keeps to HTTP/1.1, a pool of `connections` (bench/protocol.ts measures the two). */
+  http1?: boolean;
   /** keepAliveMs is how long an idle connection stays open (default 30 s). */
   keepAliveMs?: number;
   onRequest?: (info: RequestInfo) => void;
@@ -110,7 +112,7 @@ export class KubeClient {
         timeout: 10_000,
       },
       connections: opts.http2 ? 1 : (opts.connections ?? 16),
-      ...(opts.http2 ? { allowH2: true } : {}),
+      ...(opts.http2 ? { allowH2: true } : opts.http1 ? { allowH2: false } : {}),
       keepAliveTimeout: opts.keepAliveMs ?? 30_000,
     });
     return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
