@@ -37,6 +37,8 @@ export interface Config {
   reconcileConcurrency: number;
   /** maxClusterClients bounds the SKR clients one process keeps; the least recently used is closed beyond it. */
   maxClusterClients: number;
+  /** warmClusterClients bounds the SKR clients whose idle connections stay open, most recently used first. */
+  warmClusterClients: number;
 }
 
 /** defaults are the documented defaults of Config. */
@@ -57,6 +59,7 @@ export const defaults: Config = {
   applyConcurrency: 8,
   reconcileConcurrency: 8,
   maxClusterClients: 1_000,
+  warmClusterClients: 128,
 };
 
 /** ConfigError says which variable is wrong. */
@@ -133,5 +136,6 @@ export function parseConfig(env: Record<string, string | undefined> = process.en
     applyConcurrency: int(env, 'SYNC_APPLY_CONCURRENCY', defaults.applyConcurrency, 1),
     reconcileConcurrency: int(env, 'SYNC_RECONCILE_CONCURRENCY', defaults.reconcileConcurrency, 1),
     maxClusterClients: int(env, 'SYNC_MAX_CLUSTER_CLIENTS', defaults.maxClusterClients, 1),
+    warmClusterClients: int(env, 'SYNC_WARM_CLUSTER_CLIENTS', defaults.warmClusterClients, 1),
   };
 }

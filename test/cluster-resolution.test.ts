@@ -1,5 +1,6 @@
 // Resolving a SyncResource's target cluster in the real KCP, and connecting to the
 // real SKR through the client cache.
+import diagnostics from 'node:diagnostics_channel';
 import { dump, load } from 'js-yaml';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
 import { kymaObjects, applyObjects } from '../infra/kcp-setup.ts';
@@ -114,6 +115,44 @@ describe('cluster resolution', () => {
     expect(b2).not.toBe(b);
     expect(cache.stats.evictions).toBe(2);
     await cache.closeAll();
+  });
+
+  it('keeps the connections of the SYNC_WARM_CLUSTER_CLIENTS clients used last open, and closes the idle ones of the others', async () => {
+    const cache = new ClientCache(parseConfig({ SYNC_WARM_CLUSTER_CLIENTS: '2' }));
+    await applyObjects(
+      kcp,
+      ['warm-a', 'warm-b', 'warm-c'].flatMap((k) => kymaObjects(k, clusters.skrs[0]!.kubeconfig, ns)),
+    );
+    const skr = new URL((await cluster(0)).client.server);
+    let connects = 0;
+    const counter = (m: unknown) => {
+      const p = (m as { connectParams: { hostname: string; port: string } }).connectParams;
+      if (p.hostname === skr.hostname && p.port === skr.port) connects++;
+    };
+    diagnostics.subscribe('undici:client:connected', counter);
+    try {
+      const secrets = new Map<string, Awaited<ReturnType<typeof findAccessSecret>>>();
+      for (const k of ['warm-a', 'warm-b', 'warm-c']) secrets.set(k, await findAccessSecret(kcp, ns, k));
+      /** use sends a request through k's client and returns the connections it opened. */
+      const use = async (k: string) => {
+        const before = connects;
+        await (await cache.get(secrets.get(k)!, k)).client.call('GET', '/version');
+        return connects - before;
+      };
+      expect(await use('warm-a')).toBe(1);
+      expect(await use('warm-b')).toBe(1);
+      // Two warm: a's connection is still open.
+      expect(await use('warm-a')).toBe(0);
+      // c displaces b, the least recently used: b's client stays cached and connects afresh.
+      expect(await use('warm-c')).toBe(1);
+      expect(await use('warm-a')).toBe(0);
+      expect(await use('warm-b')).toBe(1);
+      expect(cache.size).toBe(3);
+      expect(cache.stats.evictions).toBe(0);
+    } finally {
+      diagnostics.unsubscribe('undici:client:connected', counter);
+      await cache.closeAll();
+    }
   });
 
   it('reads a source Secret afresh for every run: a value read a moment ago is never reused', async () => {

@@ -14,11 +14,11 @@ import type { AccessSecret, SecretRef } from './resolve.ts';
 import { Metrics } from '../telemetry.ts';
 
 /**
- * SKR_KEEPALIVE_MS closes idle SKR connections soon: a process that talks to a thousand
- * SKRs in turn (a resync) holds open only those of the last few seconds, each a TLS
- * session of its own.
+ * SKR_KEEPALIVE_MS keeps an idle SKR connection open for a minute (under the API server's
+ * 90 s), so that an edit on an SKR used in that minute finds it open; a new one costs a TLS
+ * handshake, about 5 ms on a local API server.
  */
-const SKR_KEEPALIVE_MS = 4_000;
+const SKR_KEEPALIVE_MS = 60_000;
 
 /** CacheStats counts hits, misses and evictions, for metrics. */
 export interface CacheStats {
@@ -34,6 +34,13 @@ export type ClientHooks = Pick<ClientOptions, 'onRequest' | 'beforeRequest'>;
 export class ClientCache {
   /** entries by Secret; kyma is the Kyma the Secret version was resolved for. */
   private readonly entries = new Map<string, { version: string; kyma: string; cluster: Promise<Cluster> }>();
+  /**
+   * warm holds the keys of the entries used last (config.warmClusterClients), in use order:
+   * only their idle connections stay open. A connection holds about 190 KiB, so a process
+   * that talks to a thousand SKRs in turn (a resync) keeps at most this many open (128 by
+   * default, about 24 MiB) and closes the others as it moves on.
+   */
+  private readonly warm = new Set<string>();
   private readonly config: Config;
   private readonly hooks: ClientHooks;
   readonly stats: CacheStats = { hits: 0, misses: 0, evictions: 0 };
@@ -77,14 +84,15 @@ export class ClientCache {
     })();
     this.entries.delete(key);
     this.entries.set(key, { version, kyma: name, cluster });
+    this.warmUp(key);
     cluster.catch(() => {
-      if (this.entries.get(key)?.cluster === cluster) this.entries.delete(key);
+      if (this.entries.get(key)?.cluster === cluster) this.drop(key);
       this.report();
     });
     // Map order is use order: the first entries are the least recently used.
     for (const [old, e] of this.entries) {
       if (this.entries.size <= this.config.maxClusterClients) break;
-      this.entries.delete(old);
+      this.drop(old);
       this.stats.evictions++;
       Metrics.cacheEvictions.add(1, { why: 'capacity' });
       void this.close(e.cluster);
@@ -104,6 +112,26 @@ export class ClientCache {
   private touch(key: string, e: { version: string; kyma: string; cluster: Promise<Cluster> }): void {
     this.entries.delete(key);
     this.entries.set(key, e);
+    this.warmUp(key);
+  }
+
+  /** drop forgets the entry of key; its client is the caller's to close. */
+  private drop(key: string): void {
+    this.entries.delete(key);
+    this.warm.delete(key);
+  }
+
+  /** warmUp marks key used; the entry it displaces from the warm set closes its idle connections. */
+  private warmUp(key: string): void {
+    this.warm.delete(key);
+    this.warm.add(key);
+    if (this.warm.size <= this.config.warmClusterClients) return;
+    const [cold] = this.warm;
+    this.warm.delete(cold!);
+    this.entries
+      .get(cold!)
+      ?.cluster.then((c) => c.client.rest())
+      .catch(() => {});
   }
 
   /**
@@ -124,7 +152,7 @@ export class ClientCache {
     const key = `${ref.namespace}/${ref.name}`;
     const hit = this.entries.get(key);
     if (!hit) return;
-    this.entries.delete(key);
+    this.drop(key);
     this.stats.evictions++;
     Metrics.cacheEvictions.add(1, { why: 'failure' });
     this.report();
@@ -140,6 +168,7 @@ export class ClientCache {
   async closeAll(): Promise<void> {
     const all = [...this.entries.values()];
     this.entries.clear();
+    this.warm.clear();
     this.report();
     await Promise.all(all.map((e) => this.close(e.cluster)));
   }

@@ -71,7 +71,8 @@ export const PatchType = {
 export class KubeClient {
   readonly name: string;
   readonly server: string;
-  private readonly agent: Dispatcher;
+  private readonly connect: () => Dispatcher;
+  private agent: Dispatcher;
   private readonly token: (() => string) | undefined;
   private readonly limiter: TokenBucket | undefined;
   private readonly throttleRetries: number;
@@ -85,13 +86,14 @@ export class KubeClient {
   private constructor(
     name: string,
     server: string,
-    agent: Dispatcher,
+    connect: () => Dispatcher,
     token: (() => string) | undefined,
     opts: ClientOptions,
   ) {
     this.name = name;
     this.server = server.replace(/\/+$/, '');
-    this.agent = agent;
+    this.connect = connect;
+    this.agent = connect();
     this.token = token;
     this.limiter = opts.qps ? new TokenBucket(opts.qps, opts.burst || opts.qps) : undefined;
     this.throttleRetries = opts.throttleRetries ?? 3;
@@ -102,20 +104,21 @@ export class KubeClient {
 
   /** create builds a client for creds. */
   static create(creds: Credentials, opts: ClientOptions): KubeClient {
-    const agent = new Agent({
-      connect: {
-        ca: creds.ca,
-        cert: creds.cert,
-        key: creds.key,
-        rejectUnauthorized: !creds.insecure,
-        ...(creds.servername ? { servername: creds.servername } : {}),
-        timeout: 10_000,
-      },
-      connections: opts.http2 ? 1 : (opts.connections ?? 16),
-      ...(opts.http2 ? { allowH2: true } : opts.http1 ? { allowH2: false } : {}),
-      keepAliveTimeout: opts.keepAliveMs ?? 30_000,
-    });
-    return new KubeClient(opts.name, creds.server, agent, creds.token, opts);
+    const connect = () =>
+      new Agent({
+        connect: {
+          ca: creds.ca,
+          cert: creds.cert,
+          key: creds.key,
+          rejectUnauthorized: !creds.insecure,
+          ...(creds.servername ? { servername: creds.servername } : {}),
+          timeout: 10_000,
+        },
+        connections: opts.http2 ? 1 : (opts.connections ?? 16),
+        ...(opts.http2 ? { allowH2: true } : opts.http1 ? { allowH2: false } : {}),
+        keepAliveTimeout: opts.keepAliveMs ?? 30_000,
+      });
+    return new KubeClient(opts.name, creds.server, connect, creds.token, opts);
   }
 
   /**
@@ -236,6 +239,16 @@ export class KubeClient {
     const h: Record<string, string> = { accept: 'application/json', 'user-agent': 'kcp-sync-resource' };
     if (this.token) h.authorization = `Bearer ${this.token()}`;
     return h;
+  }
+
+  /**
+   * rest closes the idle connections now rather than after keepAliveMs: requests in flight
+   * finish on them, the next request connects afresh.
+   */
+  rest(): void {
+    const idle = this.agent;
+    this.agent = this.connect();
+    idle.close().catch(() => {});
   }
 
   /** close ends the connection pool. */
