@@ -17,7 +17,9 @@
 // a pod network that does not exist here (10.244.x.y; endpoints may not be loopback): the
 // cluster network routes by the kubelet's table, never by that address. A
 // process that exits is restarted with a back-off and its Pod is not ready meanwhile; a Pod
-// deleted is stopped.
+// deleted is stopped. A step that fails (an API request, a ConfigMap key not there yet, a
+// status write) is tried again after a back-off, as the kubelet syncs a Pod again.
+import { appendFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { KubeApiError } from '../../lib/kube/errors.ts';
@@ -121,6 +123,8 @@ export interface LocalPod {
   proc?: Proc;
   restarts: number;
   stopped: boolean;
+  /** statusWrites counts the status writes begun: a write that failed is retried until a later one begins. */
+  statusWrites: number;
 }
 
 export interface KubeletOptions {
@@ -147,9 +151,20 @@ export class Kubelet {
   private rr = 0;
   private ips = 0;
   private readonly paused = new Set<string>();
+  /** recent are the last lines logged, for notReady. */
+  private readonly recent: string[] = [];
 
   constructor(opts: KubeletOptions) {
     this.opts = opts;
+  }
+
+  /** log tells opts.log and appends to kubelet.log in the log directory, for a start that fails. */
+  private log(line: string): void {
+    this.opts.log?.(line);
+    if (this.recent.push(line) > 10) this.recent.shift();
+    appendFile(join(this.opts.logDir, 'kubelet.log'), `${new Date().toISOString()} ${line}\n`).catch(
+      () => {},
+    );
   }
 
   /**
@@ -256,6 +271,14 @@ export class Kubelet {
     return this.paused.has(p.command) || this.paused.has(p.uid);
   }
 
+  /** notReady says which Pods are not ready (and how often each restarted) and what the kubelet logged last. */
+  notReady(): string {
+    const pods = [...this.pods.values()]
+      .filter((p) => !p.ready)
+      .map((p) => `${p.namespace}/${p.name} (${p.proc ? `${p.restarts} restarts` : 'not started'})`);
+    return `Pods not ready: ${pods.join(', ') || 'none'}; the kubelet's last lines: ${this.recent.join(' | ') || 'none'}`;
+  }
+
   /** kill ends a Pod's process (SIGKILL), as a crash would; it is restarted like any container that exits. */
   async kill(pod: LocalPod): Promise<void> {
     if (pod.proc) await killProcess(pod.proc);
@@ -297,27 +320,43 @@ export class Kubelet {
       ready: false,
       restarts: 0,
       stopped: false,
+      statusWrites: 0,
     };
     this.pods.set(local.uid, local);
-    void this.run(local, pod, container).catch((err: unknown) =>
-      this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}`),
-    );
+    void this.sync(local, pod, container);
+  }
+
+  /**
+   * sync runs the Pod as the kubelet syncs one: a step that fails (an API request, a key of
+   * a ConfigMap or Secret not there yet) is tried again after a back-off until the Pod is
+   * stopped, never left undone (a Pod never started keeps its Deployment unavailable).
+   */
+  private async sync(local: LocalPod, pod: Pod, c: Container): Promise<void> {
+    for (let delay = 500; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        return await this.run(local, pod, c);
+      } catch (err) {
+        this.log(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}; trying again`);
+        await sleep(delay);
+      }
+    }
   }
 
   private async run(local: LocalPod, pod: Pod, c: Container): Promise<void> {
     if (!pod.spec.nodeName) {
-      await this.opts.kcp.client.call(
-        'POST',
-        `/api/v1/namespaces/${local.namespace}/pods/${local.name}/binding`,
-        {
+      await this.opts.kcp.client
+        .call('POST', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/binding`, {
           body: {
             apiVersion: 'v1',
             kind: 'Binding',
             metadata: { name: local.name },
             target: { apiVersion: 'v1', kind: 'Node', name: NODE },
           },
-        },
-      );
+        })
+        .catch((err: unknown) => {
+          // Bound by an earlier try of this sync.
+          if (!(err instanceof KubeApiError && err.code === 409)) throw err;
+        });
     }
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
@@ -342,7 +381,7 @@ export class Kubelet {
       dir: join(this.opts.tokenDir, pod.metadata.namespace, pod.metadata.name),
       env,
       stopped: () => local.stopped || this.stopped,
-      log: (line) => this.opts.log?.(`kubelet: pod ${local.namespace}/${local.name}: ${line}`),
+      log: (line) => this.log(`kubelet: pod ${local.namespace}/${local.name}: ${line}`),
     });
     try {
       await this.loop(local, c, env);
@@ -375,17 +414,18 @@ export class Kubelet {
       );
       local.proc = proc;
       const started = Date.now();
-      const ready = this.waitReady(local, c, proc).then(async (ok) => {
+      const ready = this.waitReady(local, c, proc).then((ok) => {
         if (!ok || local.stopped) return;
         local.ready = true;
-        await this.setStatus(local, true, started);
+        void this.setStatus(local, true, started);
       });
       await proc.exited;
       await ready.catch(() => {});
       local.ready = false;
       if (local.stopped || this.stopped) return;
       local.restarts++;
-      await this.setStatus(local, false, started).catch(() => {});
+      // Not awaited: the restart does not wait for the API server (its write goes on meanwhile).
+      void this.setStatus(local, false, started);
       // As the kubelet's CrashLoopBackOff: quick at first, then longer; a long run resets it.
       if (Date.now() - started > 60_000) delay = 1_000;
       if (!this.isPaused(local)) await sleep(delay);
@@ -420,15 +460,32 @@ export class Kubelet {
     }
   }
 
+  /** setStatus writes the Pod's status, again after a back-off if the write fails, until it is stopped or a later write begins. */
   private async setStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
+    const write = ++local.statusWrites;
+    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
+      try {
+        return await this.writeStatus(local, ready, started);
+      } catch (err) {
+        this.log(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`);
+        if (local.stopped || this.stopped || write !== local.statusWrites) return;
+        if (err instanceof KubeApiError && err.code === 404) return;
+        await sleep(delay);
+      }
+    }
+  }
+
+  private async writeStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
     const now = new Date().toISOString();
     const cond = (type: string, status: boolean) => ({
       type,
       status: status ? 'True' : 'False',
       lastTransitionTime: now,
     });
-    await this.opts.kcp.client
-      .call('PATCH', `/api/v1/namespaces/${local.namespace}/pods/${local.name}/status`, {
+    await this.opts.kcp.client.call(
+      'PATCH',
+      `/api/v1/namespaces/${local.namespace}/pods/${local.name}/status`,
+      {
         contentType: 'application/merge-patch+json',
         body: {
           status: {
@@ -456,10 +513,8 @@ export class Kubelet {
             ],
           },
         },
-      })
-      .catch((err: unknown) =>
-        this.opts.log?.(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`),
-      );
+      },
+    );
   }
 
   private async envOf(pod: Pod, c: Container, local: LocalPod): Promise<Record<string, string>> {

@@ -195,7 +195,9 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
       docs.filter((d) => d.kind !== 'Service'),
     );
     log('waiting for the Broker, Triggers and sources to be Ready');
-    await waitEventingReady(s.kcp, routing.namespace);
+    await waitEventingReady(s.kcp, routing.namespace).catch((err: unknown) => {
+      throw new Error(`${err instanceof Error ? err.message : String(err)}; ${s.kubelet.notReady()}`);
+    });
     await s.serving.ready(routing.services.map((svc) => svc.name));
   } catch (err) {
     await s.stop();
