@@ -570,26 +570,22 @@ async function sideRun(ctx: PeerContext, topo: Topology, side: Side) {
       500,
     );
   const cmInfo = await mustFind(ctx.skrs[0]!, 'v1', 'ConfigMap');
-  /** waitRev polls an SKR ConfigMap until its data.rev is rev; returns the ms it took from t0. */
-  const waitRev = async (i: number, rev: string, t0: number) => {
-    for (;;) {
-      const o = (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`)) as
-        { data?: { rev?: string } } | undefined;
-      if (o?.data?.rev === rev) return performance.now() - t0;
-      await sleep(20);
-    }
-  };
+  /** watched times act on resource i's ConfigMap b<i>-a until done, as a watch of it sees it (ms; Infinity after timeoutMs). */
+  const watched = (i: number, act: () => Promise<void>, done: Done, timeoutMs?: number) =>
+    timeUntil(skrOf(i), resourcePath(cmInfo, nsOf(i)), `b${i}-a`, act, done, timeoutMs);
   // Edits, each on the next resource, at its next revision.
   const revs = new Map<number, number>();
   const edit = async (e: number) => {
     const i = e % topo.n;
     const rev = (revs.get(i) ?? 1) + 1;
     revs.set(i, rev);
-    const t0 = performance.now();
-    await side.put('m', i, work('m', i, rev), false);
-    return waitRev(i, String(rev), t0);
+    return watched(
+      i,
+      () => side.put('m', i, work('m', i, rev), false),
+      (o) => (o?.data as { rev?: string } | undefined)?.rev === String(rev),
+    );
   };
-  return { ctx, topo, side, T, skrOf, nsOf, range, createAll, applied, gone, cmInfo, edit };
+  return { ctx, topo, side, T, skrOf, nsOf, range, createAll, applied, gone, cmInfo, watched, edit };
 }
 
 /** bulkPhase creates n resources and waits for all applied. */
@@ -661,31 +657,23 @@ async function driftPhase(
 ): Promise<void> {
   const { skrOf, nsOf, cmInfo } = r;
   const latency = async (
-    what: string,
     act: (i: number) => Promise<void>,
     done: (o: KubeObject | undefined, i: number) => boolean,
   ) =>
     Promise.all(
-      drifted.map(async (i) => {
-        const t = performance.now();
-        await act(i);
-        const ok = await waitFor(
-          what,
-          async () => done(await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`), i),
-          90_000,
-          undefined,
-          50,
-        ).then(
-          () => true,
-          () => false,
-        );
-        return ok ? (performance.now() - t) / 1000 : Infinity;
-      }),
+      drifted.map(
+        async (i) =>
+          (await r.watched(
+            i,
+            () => act(i),
+            (o) => done(o, i),
+            90_000,
+          )) / 1000,
+      ),
     );
   const uids = new Map<number, string | undefined>();
   for (const i of drifted) uids.set(i, (await getObject(skrOf(i), cmInfo, nsOf(i), `b${i}-a`))?.metadata.uid);
   const recreated = await latency(
-    'drift: recreated',
     (i) =>
       skrOf(i)
         .client.call('DELETE', resourcePath(cmInfo, nsOf(i), `b${i}-a`))
@@ -696,7 +684,6 @@ async function driftPhase(
   figure('drift99', pct(recreated, 99));
   await r.side.quiet();
   const edited = await latency(
-    'drift: reverted',
     (i) =>
       skrOf(i)
         .client.call('PATCH', resourcePath(cmInfo, nsOf(i), `b${i}-a`), {
@@ -819,5 +806,53 @@ export async function peerComparison(ctx: PeerContext): Promise<void> {
         '<= 1.0',
       );
     }
+  }
+}
+
+/** Done tells whether an object, as a watch event has it (undefined once deleted), is what is waited for. */
+type Done = (o: KubeObject | undefined) => boolean;
+
+/**
+ * timeUntil opens a watch of the object name in the collection at path (its first event is
+ * the object as it is, so nothing after is missed), then runs act and returns the ms from
+ * act's start until an event makes done true, as `kubectl wait` sees it: no polling grain,
+ * the same for both sides. Infinity once timeoutMs passed.
+ */
+async function timeUntil(
+  c: Cluster,
+  path: string,
+  name: string,
+  act: () => Promise<void>,
+  done: Done,
+  timeoutMs = 900_000,
+): Promise<number> {
+  const abort = new AbortController();
+  const timer = setTimeout(() => abort.abort(), timeoutMs);
+  let opened!: () => void;
+  const open = new Promise<void>((r) => (opened = r));
+  let t0: number | undefined;
+  const seen = (async () => {
+    for await (const { type, object } of c.client.watch<KubeObject>(
+      path,
+      { fieldSelector: `metadata.name=${name}`, timeoutSeconds: String(Math.ceil(timeoutMs / 1000)) },
+      abort.signal,
+    )) {
+      opened();
+      if (type !== 'BOOKMARK' && t0 !== undefined && done(type === 'DELETED' ? undefined : object))
+        return performance.now();
+    }
+    throw new Error(`watch of ${name} ended`);
+  })();
+  try {
+    await Promise.race([open, seen]);
+    t0 = performance.now();
+    await act();
+    return (await seen) - t0;
+  } catch (err) {
+    if (abort.signal.aborted) return Infinity;
+    throw err;
+  } finally {
+    clearTimeout(timer);
+    abort.abort();
   }
 }
