@@ -3,8 +3,10 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeClient } from '../lib/kube/client.ts';
 import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
-import { RestMapper } from '../lib/kube/discovery.ts';
-import { KubeApiError } from '../lib/kube/errors.ts';
+import { reconcile } from '../lib/engine/reconcile.ts';
+import { KubeApiError, lostRace } from '../lib/kube/errors.ts';
+import { RestMapper, resourcePath } from '../lib/kube/discovery.ts';
+import { syncResourceInfo } from '../lib/kcp.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { heldBy } from './helpers.ts';
 import { Harness } from './engine-harness.ts';
@@ -202,5 +204,41 @@ describe('faults', () => {
     proxy.faults.length = 0;
     const again = await h.sync({ skr: viaProxy });
     expect(again.sr?.status?.state).toBe('Ready');
+  });
+
+  it('a run whose claim is refused (the SyncResource changed since it was read) writes nothing anywhere, though its reads went out with the claim', async () => {
+    const h = await new Harness('fclaim').init();
+    await h.put(items(h));
+    await h.sync();
+    // A user removes the finalizer and edits an item: the next run must claim again, and
+    // every object is in the inventory already, so no inventory write would stop it.
+    const path = resourcePath(syncResourceInfo, 'kcp-system', h.name);
+    await h.kcp.client.call('PATCH', path, {
+      body: { metadata: { finalizers: null } },
+      contentType: 'application/merge-patch+json',
+    });
+    await h.put([
+      { name: 'a', strategy: 'CreateAndSync', resource: h.cm('a', { v: 'edited' }) },
+      ...items(h).slice(1),
+    ]);
+    const stale = (await h.get())!;
+    expect(stale.metadata.finalizers ?? []).toEqual([]);
+    // Changed after the run read it: the claim's resourceVersion test fails.
+    await h.kcp.client.call('PATCH', path, {
+      body: { metadata: { annotations: { touched: 'yes' } } },
+      contentType: 'application/merge-patch+json',
+    });
+    const kcpWrites = h.kcp.client.writes;
+    const skrWrites = h.skr.client.writes;
+    await expect(reconcile(stale, { skr: h.skr, kcp: h.store, config: h.config })).rejects.toSatisfy(
+      lostRace,
+    );
+    expect(h.skr.client.writes - skrWrites).toBe(0);
+    expect(h.kcp.client.writes - kcpWrites).toBe(1); // the refused claim
+    expect(await h.skrGet('v1', 'ConfigMap', 'a', h.ns)).toMatchObject({ data: { v: 'a' } });
+    expect((await h.get())?.metadata.finalizers ?? []).toEqual([]);
+    // The next run, from the SyncResource as it is, claims it and applies the edit.
+    await h.sync();
+    expect(await h.skrGet('v1', 'ConfigMap', 'a', h.ns)).toMatchObject({ data: { v: 'edited' } });
   });
 });

@@ -48,7 +48,10 @@ export async function reconcileRun(
     inventory: [],
     pending: [],
   };
+  // The claim goes out with the run's first reads; every write, here and in the SKR, waits for it.
+  let claim: Promise<void> = Promise.resolve();
   const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
+    await claim;
     latest = await kcpWrite(() =>
       inSpan('write inventory', { 'sync.inventory.size': entries.length }, () =>
         writeInventory(deps.kcp, latest, entries),
@@ -61,15 +64,29 @@ export async function reconcileRun(
     if (input.metadata.deletionTimestamp) {
       res = { ...base, ...(await removeAll(newRun(latest, deps, inventory, () => latest))) };
     } else {
-      latest = await kcpWrite(() => deps.kcp.claim(latest));
+      claim = kcpWrite(() => deps.kcp.claim(input)).then((sr) => void (latest = sr));
+      // A run that fails before it writes still answers for its claim (awaited below).
+      claim.catch(() => {});
       // Suspended: no request to the SKR at all. The finalizer still guards the inventory.
       if (input.spec.suspend === true) res = { ...base, suspended: true };
-      else res = { ...base, ...(await applyItems(newRun(latest, deps, inventory, () => latest))) };
+      else {
+        const run = newRun(
+          input,
+          deps,
+          inventory,
+          () => latest,
+          () => claim,
+        );
+        res = { ...base, ...(await applyItems(run)) };
+      }
     }
   } catch (err) {
+    // A lost claim is the run's failure, whatever else failed after it went out.
+    await claim;
     if (!(err instanceof ClusterUnreachableError)) throw err;
     res = { ...base, clusterError: { reason: 'ClusterUnreachable', message: err.message, transient: true } };
   }
+  await claim;
   return { result: { ...res, inventory: [...inventory.entries] }, sr: latest };
 }
 
