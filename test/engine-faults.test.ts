@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { KubeClient } from '../lib/kube/client.ts';
 import { credentialsFromKubeconfig } from '../lib/kube/credentials.ts';
-import { reconcile } from '../lib/engine/reconcile.ts';
+import { reconcile, reconcileRun } from '../lib/engine/reconcile.ts';
 import { KubeApiError, lostRace } from '../lib/kube/errors.ts';
 import { RestMapper, resourcePath } from '../lib/kube/discovery.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
@@ -204,6 +204,29 @@ describe('faults', () => {
     proxy.faults.length = 0;
     const again = await h.sync({ skr: viaProxy });
     expect(again.sr?.status?.state).toBe('Ready');
+  });
+
+  it('an inventory write beaten by a status write is retried on the fresh resourceVersion; one beaten by another inventory fails the run with nothing created', async () => {
+    const h = await new Harness('finv').init();
+    await h.put(items(h).slice(0, 1));
+    await h.sync();
+    // The status step writes after the run read the SyncResource: only other fields changed.
+    await h.put(items(h).slice(0, 2));
+    let stale = (await h.get())!;
+    await h.store.writeStatus(stale, { state: 'Processing' });
+    const deps = { skr: h.skr, kcp: h.store, config: h.config };
+    const { result } = await reconcileRun(stale, deps);
+    expect(result.items.map((i) => i.state)).toEqual(['Ready', 'Ready']);
+    expect(await annotated(h)).toEqual(['a', 'b']);
+    expect((await h.get())?.status?.synced?.map((e) => e.name).sort()).toEqual(['a', 'b']);
+    // Another run recorded another inventory meanwhile: this run's entries are not written, nothing is created.
+    await h.put(items(h));
+    stale = (await h.get())!;
+    await h.store.writeInventory(stale, [...stale.status!.synced!].reverse());
+    const skrWrites = h.skr.client.writes;
+    await expect(reconcile(stale, deps)).rejects.toSatisfy(lostRace);
+    expect(h.skr.client.writes - skrWrites).toBe(0);
+    expect(await annotated(h)).toEqual(['a', 'b']);
   });
 
   it('a run whose claim is refused (the SyncResource changed since it was read) writes nothing anywhere, though its reads went out with the claim', async () => {

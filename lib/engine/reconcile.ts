@@ -2,7 +2,7 @@
 // SyncResource, claim it, take its items to the SKR stage by stage (plan.ts, stage.ts,
 // crds.ts), prune what no item claims (prune.ts), and return the outcome from which status
 // is computed. Deletion of the SyncResource runs the same way (delete.ts).
-import { isConflict } from '../kube/errors.ts';
+import { lostRace } from '../kube/errors.ts';
 import type { KcpStore } from '../kcp.ts';
 import type { InventoryEntry, SyncResource } from '../model.ts';
 import { isFoundation } from '../strategies.ts';
@@ -91,8 +91,8 @@ export async function reconcileRun(
 }
 
 /**
- * writeInventory writes status.synced guarded by the resourceVersion we read. On a
- * conflict it re-reads: if only other fields changed (the status step wrote), the
+ * writeInventory writes status.synced guarded by the resourceVersion we read. When another
+ * write came first it re-reads: if only other fields changed (the status step wrote), the
  * inventory we built on still holds and the write is retried; otherwise the run fails
  * transiently and starts over from fresh state.
  */
@@ -105,7 +105,7 @@ async function writeInventory(
     try {
       return await kcp.writeInventory(sr, entries);
     } catch (err) {
-      if (!isConflict(err) || attempt >= 3) throw err;
+      if (!lostRace(err) || attempt >= 3) throw err;
       const live = await kcp.get(sr.metadata.namespace!, sr.metadata.name);
       const same =
         live &&
