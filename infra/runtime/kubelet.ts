@@ -331,13 +331,34 @@ export class Kubelet {
    * a ConfigMap or Secret not there yet) is tried again after a back-off until the Pod is
    * stopped, never left undone (a Pod never started keeps its Deployment unavailable).
    */
-  private async sync(local: LocalPod, pod: Pod, c: Container): Promise<void> {
-    for (let delay = 500; !local.stopped && !this.stopped; delay = Math.min(delay * 2, 5_000)) {
+  private sync(local: LocalPod, pod: Pod, c: Container): Promise<void> {
+    return this.retry(
+      500,
+      () => this.run(local, pod, c),
+      (err) => `pod ${local.namespace}/${local.name}: ${String(err)}; trying again`,
+      () => local.stopped,
+    );
+  }
+
+  /**
+   * retry runs step until it succeeds, after a back-off (from firstMs, doubling, at most 5 s)
+   * each time it fails; it gives up when the kubelet is stopped or done(err) says so, asked
+   * after the failure and again after the wait: a step that no longer matters is not tried again.
+   */
+  private async retry(
+    firstMs: number,
+    step: () => Promise<void>,
+    failed: (err: unknown) => string,
+    done: (err: unknown) => boolean,
+  ): Promise<void> {
+    for (let delay = firstMs; ; delay = Math.min(delay * 2, 5_000)) {
       try {
-        return await this.run(local, pod, c);
+        return await step();
       } catch (err) {
-        this.log(`kubelet: pod ${local.namespace}/${local.name}: ${String(err)}; trying again`);
+        this.log(`kubelet: ${failed(err)}`);
+        if (this.stopped || done(err)) return;
         await sleep(delay);
+        if (this.stopped || done(err)) return;
       }
     }
   }
@@ -461,18 +482,15 @@ export class Kubelet {
   }
 
   /** setStatus writes the Pod's status, again after a back-off if the write fails, until it is stopped or a later write begins. */
-  private async setStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
+  private setStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {
     const write = ++local.statusWrites;
-    for (let delay = 200; ; delay = Math.min(delay * 2, 5_000)) {
-      try {
-        return await this.writeStatus(local, ready, started);
-      } catch (err) {
-        this.log(`kubelet: status of ${local.namespace}/${local.name}: ${String(err)}`);
-        if (local.stopped || this.stopped || write !== local.statusWrites) return;
-        if (err instanceof KubeApiError && err.code === 404) return;
-        await sleep(delay);
-      }
-    }
+    return this.retry(
+      200,
+      () => this.writeStatus(local, ready, started),
+      (err) => `status of ${local.namespace}/${local.name}: ${String(err)}`,
+      (err) =>
+        local.stopped || write !== local.statusWrites || (err instanceof KubeApiError && err.code === 404),
+    );
   }
 
   private async writeStatus(local: LocalPod, ready: boolean, started: number): Promise<void> {

@@ -16,9 +16,9 @@ import { Metrics } from '../telemetry.ts';
 /**
  * SKR_KEEPALIVE_MS keeps an idle SKR connection open for a minute (under the API server's
  * 90 s), so that an edit on an SKR used in that minute finds it open; a new one costs a TLS
- * handshake, about 5 ms on a local API server.
+ * handshake, about 5 ms on a local API server. The SKR source's watch clients use it too.
  */
-const SKR_KEEPALIVE_MS = 60_000;
+export const SKR_KEEPALIVE_MS = 60_000;
 
 /** CacheStats counts hits, misses and evictions, for metrics. */
 export interface CacheStats {

@@ -6,6 +6,7 @@
 // holds an object comes from the KCP only; an SKR object no inventory names costs nothing
 // but its watch event. Memory per watched object is a few short strings (view.ts).
 import type { CloudEvent } from 'cloudevents';
+import { SKR_KEEPALIVE_MS } from '../cluster/cache.ts';
 import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
 import { KubeClient } from '../kube/client.ts';
@@ -313,7 +314,7 @@ export class SkrSource {
         http2: true,
         qps: this.opts.qps ?? 5,
         burst: (this.opts.qps ?? 5) * 2,
-        keepAliveMs: 60_000,
+        keepAliveMs: SKR_KEEPALIVE_MS,
       });
       w.mapper = new RestMapper(w.client);
       w.secretVersion = `${secret.ref.uid}/${secret.ref.resourceVersion}`;
