@@ -219,6 +219,14 @@ describe('faults', () => {
     expect(result.items.map((i) => i.state)).toEqual(['Ready', 'Ready']);
     expect(await annotated(h)).toEqual(['a', 'b']);
     expect((await h.get())?.status?.synced?.map((e) => e.name).sort()).toEqual(['a', 'b']);
+    // A SyncResource claimed and without a status yet, whose first status is written meanwhile: kept.
+    const fresh = await new Harness('finv0').init();
+    await fresh.put(items(fresh).slice(0, 1));
+    const claimed = await fresh.store.claim((await fresh.get())!);
+    expect(claimed.status).toBeUndefined();
+    await fresh.store.writeStatus(claimed, { state: 'Processing' });
+    await reconcileRun(claimed, { skr: fresh.skr, kcp: fresh.store, config: fresh.config });
+    expect((await fresh.get())?.status).toMatchObject({ state: 'Processing', synced: [{ name: 'a' }] });
     // Another run recorded another inventory meanwhile: this run's entries are not written, nothing is created.
     await h.put(items(h));
     stale = (await h.get())!;

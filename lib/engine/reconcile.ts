@@ -114,7 +114,8 @@ async function writeInventory(
         canonical(withoutDigests(live.status?.synced ?? [])) ===
           canonical(withoutDigests(sr.status?.synced ?? []));
       if (!same) throw err;
-      sr = { ...sr, metadata: { ...sr.metadata, resourceVersion: live.metadata.resourceVersion } };
+      // The write goes on from the live object: its resourceVersion, and its status as it is now.
+      sr = live;
     }
   }
 }
