@@ -130,7 +130,6 @@ export async function pruneUnclaimed(
   // Under a policy, an object outside it is never pruned: it stays, and says why.
   const kept = await outsidePolicy(run, unclaimed);
   const orphans = unclaimed.filter((e) => !kept.has(e));
-  if (orphans.length > 0) await run.claimed();
   const pruned = await deleteEntries(deps.skr, orphans, run.writer, deps.config, run.holders);
   const goneKeys = new Set(pruned.gone.map(objectKey));
   const next: InventoryEntry[] = [];

@@ -3,6 +3,7 @@
 // crds.ts), prune what no item claims (prune.ts), and return the outcome from which status
 // is computed. Deletion of the SyncResource runs the same way (delete.ts).
 import { lostRace } from '../kube/errors.ts';
+import { confirmingWrites } from '../kube/objects.ts';
 import type { KcpStore } from '../kcp.ts';
 import type { InventoryEntry, SyncResource } from '../model.ts';
 import { isFoundation } from '../strategies.ts';
@@ -48,7 +49,8 @@ export async function reconcileRun(
     inventory: [],
     pending: [],
   };
-  // The claim goes out with the run's first reads; every write, here and in the SKR, waits for it.
+  // The claim goes out with the run's first reads; every write, the inventory's and the
+  // SKR's (confirmingWrites), waits for it, and a lost claim is the run's failure.
   let claim: Promise<void> = Promise.resolve();
   const inventory = new Inventory(input.status?.synced ?? [], async (entries) => {
     await claim;
@@ -65,28 +67,21 @@ export async function reconcileRun(
       res = { ...base, ...(await removeAll(newRun(latest, deps, inventory, () => latest))) };
     } else {
       claim = kcpWrite(() => deps.kcp.claim(input)).then((sr) => void (latest = sr));
-      // A run that fails before it writes still answers for its claim (awaited below).
+      // A run that fails before it writes still answers for its claim (finally, below).
       claim.catch(() => {});
       // Suspended: no request to the SKR at all. The finalizer still guards the inventory.
       if (input.spec.suspend === true) res = { ...base, suspended: true };
       else {
-        const run = newRun(
-          input,
-          deps,
-          inventory,
-          () => latest,
-          () => claim,
-        );
-        res = { ...base, ...(await applyItems(run)) };
+        const claimed = { ...deps, skr: confirmingWrites(deps.skr, () => claim) };
+        res = { ...base, ...(await applyItems(newRun(input, claimed, inventory, () => latest))) };
       }
     }
   } catch (err) {
-    // A lost claim is the run's failure, whatever else failed after it went out.
-    await claim;
     if (!(err instanceof ClusterUnreachableError)) throw err;
     res = { ...base, clusterError: { reason: 'ClusterUnreachable', message: err.message, transient: true } };
+  } finally {
+    await claim;
   }
-  await claim;
   return { result: { ...res, inventory: [...inventory.entries] }, sr: latest };
 }
 

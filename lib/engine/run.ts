@@ -53,7 +53,7 @@ export interface ReconcileDeps {
 
 /** Run is what every stage of one run acts as and with. */
 export interface Run {
-  /** sr is the SyncResource the run acts on, as it began (its claim may still be on its way: see claimed). */
+  /** sr is the SyncResource the run acts on, as it began (its claim may still be on its way: deps.skr holds every write back until it is in). */
   readonly sr: SyncResource;
   /** latest is the SyncResource as the run last wrote it: its next KCP write is guarded by that resourceVersion. */
   readonly latest: () => SyncResource;
@@ -63,8 +63,6 @@ export interface Run {
   readonly writer: Writer;
   /** holders reads (once a run, when needed) which other SyncResources of the Kyma name which objects. */
   readonly holders: () => Promise<Holders>;
-  /** claimed settles when the run's claim (finalizer and label) is written: no write goes to the SKR before it. */
-  readonly claimed: () => Promise<void>;
 }
 
 /** newRun is the Run of sr. */
@@ -73,7 +71,6 @@ export const newRun = (
   deps: ReconcileDeps,
   inventory: Inventory,
   latest: () => SyncResource,
-  claimed: () => Promise<void> = () => Promise.resolve(),
 ): Run => ({
   sr,
   latest,
@@ -81,7 +78,6 @@ export const newRun = (
   inventory,
   writer: writerOf(sr, deps.config),
   holders: holdersReader(sr, deps),
-  claimed,
 });
 
 /** holdersReader reads, at most once, the inventories of the other SyncResources of sr's Kyma. */

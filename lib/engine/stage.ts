@@ -61,8 +61,6 @@ export async function applyStage(
   const { steps, failed } = await observeAll(run, candidates);
   next = next.map((p) => failed.get(p.item.name) ?? p);
   const rehearsed = await rehearseRefusedCreates(run, steps);
-  // Nothing goes to the SKR before the SyncResource carries our finalizer.
-  if (rehearsed.length > 0) await run.claimed();
   // Write-ahead: every object we are about to stamp as ours is recorded first.
   await run.inventory.record(
     rehearsed.flatMap(({ p, decision: d }) => (d.record ? [entryOf(p.item.name, p.id, d.adopt)] : [])),

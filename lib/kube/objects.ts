@@ -17,6 +17,28 @@ export interface Cluster {
   lists?: Snapshots;
 }
 
+/**
+ * confirmingWrites wraps a cluster so that confirm runs (once) before its first request
+ * that may write (every method but GET; dry runs change nothing), and a write waits for it
+ * and fails with it.
+ */
+export function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
+  let confirmed: Promise<void> | undefined;
+  const target = skr.client;
+  const call: typeof target.call = (method, path, opts) =>
+    method === 'GET' || opts?.query?.dryRun !== undefined
+      ? target.call(method, path, opts)
+      : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
+  const client = new Proxy(target, {
+    get: (t, prop) => {
+      if (prop === 'call') return call;
+      const v = Reflect.get(t, prop, t) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
+    },
+  });
+  return { ...skr, client };
+}
+
 /** Snapshots serve an object as a recent list saw it, no older than since (ms since the epoch). */
 export interface Snapshots {
   get(

@@ -10,7 +10,7 @@ import { summarize } from '../changeset.ts';
 import type { Answer } from './answer.ts';
 import { KYMA_NAME_LABEL, RECONCILE_ANNOTATION, type SyncResource } from '../model.ts';
 import { isResolutionFailure, lostRace, TransientError } from '../kube/errors.ts';
-import type { Cluster } from '../kube/objects.ts';
+import { confirmingWrites, type Cluster } from '../kube/objects.ts';
 import { computeStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../concurrency.ts';
@@ -327,27 +327,6 @@ export function knownUnreachable(sr: SyncResource): boolean {
   return (
     sr.status?.conditions?.some((c) => c.type === 'Resources' && c.reason === 'ClusterUnreachable') === true
   );
-}
-
-/**
- * confirmingWrites wraps an SKR cluster so that confirm runs (once) before its first
- * request that may write (every method but GET; dry runs change nothing).
- */
-function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
-  let confirmed: Promise<void> | undefined;
-  const target = skr.client;
-  const call: typeof target.call = (method, path, opts) =>
-    method === 'GET' || opts?.query?.dryRun !== undefined
-      ? target.call(method, path, opts)
-      : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
-  const client = new Proxy(target, {
-    get: (t, prop) => {
-      if (prop === 'call') return call;
-      const v = Reflect.get(t, prop, t) as unknown;
-      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(t) : v;
-    },
-  });
-  return { ...skr, client };
 }
 
 /** confirmCurrent fails transiently unless the SyncResource is still the listed one's uid and generation (its spec unchanged). */
