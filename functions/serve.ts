@@ -1,31 +1,37 @@
 // serve.ts runs one function (chosen by $FUNCTION or the first argument) as a
 // faas-js-runtime HTTP server: one image, five Knative Services.
-//   FUNCTION=apply-items PORT=8080 node functions/serve.ts
-// Start-up is on the cold-start path: V8's compile cache is enabled before anything
-// else loads (NODE_COMPILE_CACHE chooses where), and modules load in parallel.
+//   FUNCTION=apply-items PORT=8080 node dist/functions/serve.js
+// What runs is the build's bundle of this file (infra/build.ts), which also quiets
+// faas-js-runtime's idle samplers; run from source, the function serves the same but
+// keeps them. Start-up is on the cold-start path: V8's compile cache is enabled before
+// anything else loads (NODE_COMPILE_CACHE chooses where), and modules load in parallel.
 import module from 'node:module';
 
 module.enableCompileCache?.();
 // Start-up phases, in ms since the process started (logged once ready: cold starts are measured).
 const phases: Record<string, number> = { node: performance.now() };
 
-const names = ['resync', 'resolve-cluster', 'apply-items', 'write-status', 'dead-letter'];
+// Each step's handler, loaded only in the process that serves it (and named here, so that
+// the build's bundle holds each in a chunk of its own: infra/build.ts).
+const steps: Record<string, () => Promise<{ handle: unknown }>> = {
+  resync: () => import('./resync/index.ts'),
+  'resolve-cluster': () => import('./resolve-cluster/index.ts'),
+  'apply-items': () => import('./apply-items/index.ts'),
+  'write-status': () => import('./write-status/index.ts'),
+  'dead-letter': () => import('./dead-letter/index.ts'),
+};
+const names = Object.keys(steps);
 const name = process.argv[2] ?? process.env.FUNCTION;
-if (!name || !names.includes(name)) {
+if (!name || !Object.hasOwn(steps, name)) {
   console.error(JSON.stringify({ level: 'error', msg: 'unknown function', function: name, known: names }));
   process.exit(2);
 }
 // Telemetry first, so that its providers are in place when the handlers load.
 const stopTelemetry = await (await import('../lib/telemetry-sdk.ts')).startTelemetry(`kcp-sync-${name}`);
 phases.telemetry = performance.now();
-// faas-js-runtime's own probes are replaced (below); the event-loop sampler behind them is
-// stopped, and so is the one of its default metrics (quiet.ts).
-const quiet = await import('./quiet.ts');
-quiet.stopOverloadSampler();
-quiet.skipDefaultMetrics();
 const [{ default: faas }, mod, { getDeps }, { senderCheck }, { IdleCollector }] = await Promise.all([
   import('faas-js-runtime'),
-  import(`./${name}/index.ts`) as Promise<{ handle: unknown }>,
+  steps[name]!(),
   import('./deps.ts'),
   import('./senders.ts'),
   import('./idle.ts'),

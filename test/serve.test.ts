@@ -1,12 +1,28 @@
-// serve.ts: one function process as Knative runs it, probes included.
+// serve.ts: one function process as Knative runs it (the build's bundle, as the image
+// holds it: infra/build.ts), probes included.
 import { spawn } from 'node:child_process';
-import module from 'node:module';
-import { mkdtemp, writeFile } from 'node:fs/promises';
+import { mkdtemp, readFile, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
+import { dist } from '../infra/build.ts';
 import { freePort, waitFor } from '../infra/net.ts';
-import { skipDefaultMetrics, stopOverloadSampler } from '../functions/quiet.ts';
+
+/** serve starts the built function server (node options first, then the function) and collects its output. */
+function serve(nodeArgs: string[], fn: string, env: Record<string, string | undefined>) {
+  const child = spawn(process.execPath, [...nodeArgs, join(dist, 'functions', 'serve.js'), fn], {
+    cwd: dist,
+    env: env as NodeJS.ProcessEnv,
+  });
+  let out = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (out += d.toString()));
+  return { child, out: () => out };
+}
+
+/** ready waits for a server's readiness probe. */
+const ready = (port: number) =>
+  waitFor('serve.js', async () => (await fetch(`http://127.0.0.1:${port}/health/readiness`)).ok, 30_000);
 
 describe('serve', () => {
   it('answers its probes while a long synchronous stretch would make faas-js-runtime report overload', async () => {
@@ -20,24 +36,17 @@ describe('serve', () => {
       block,
       'setInterval(() => { const end = Date.now() + 60; while (Date.now() < end); }, 100).unref();\n',
     );
-    const child = spawn(
-      process.execPath,
-      ['--require', block, join(import.meta.dirname, '..', 'functions', 'serve.ts'), 'dead-letter'],
-      {
-        env: {
-          ...process.env,
-          PORT: String(port),
-          KUBECONFIG: kubeconfig,
-          K_SINK: 'http://127.0.0.1:1',
-          LOG_LEVEL: 'warn',
-          SYNC_EVENT_AUTH: 'none',
-        },
-        stdio: 'ignore',
-      },
-    );
+    const { child } = serve(['--require', block], 'dead-letter', {
+      ...process.env,
+      PORT: String(port),
+      KUBECONFIG: kubeconfig,
+      K_SINK: 'http://127.0.0.1:1',
+      LOG_LEVEL: 'warn',
+      SYNC_EVENT_AUTH: 'none',
+    });
     try {
+      await ready(port);
       const url = `http://127.0.0.1:${port}/health`;
-      await waitFor('serve.ts', async () => (await fetch(`${url}/readiness`)).ok, 30_000);
       for (let i = 0; i < 20; i++) {
         for (const probe of ['readiness', 'liveness']) {
           const res = await fetch(`${url}/${probe}`);
@@ -51,23 +60,15 @@ describe('serve', () => {
   });
 
   it('refuses to start without SYNC_EVENT_AUTH; turned off by name, it says so at start-up and in a metric', async () => {
-    const serve = join(import.meta.dirname, '..', 'functions', 'serve.ts');
-    const run = (env: Record<string, string | undefined>) => {
-      const child = spawn(process.execPath, [serve, 'dead-letter'], { env: env as NodeJS.ProcessEnv });
-      let out = '';
-      child.stdout.on('data', (d: Buffer) => (out += d.toString()));
-      child.stderr.on('data', (d: Buffer) => (out += d.toString()));
-      return { child, out: () => out };
-    };
     const { SYNC_EVENT_AUTH: _unset, ...base } = process.env;
     const port = await freePort();
-    const unset = run({ ...base, PORT: String(port), LOG_LEVEL: 'warn' });
+    const unset = serve([], 'dead-letter', { ...base, PORT: String(port), LOG_LEVEL: 'warn' });
     const code = await new Promise<number | null>((r) => unset.child.on('exit', r));
     expect(code).not.toBe(0);
     expect(unset.out()).toContain('SYNC_EVENT_AUTH is not set');
 
     const metricsPort = await freePort();
-    const none = run({
+    const none = serve([], 'dead-letter', {
       ...base,
       PORT: String(port),
       LOG_LEVEL: 'warn',
@@ -77,80 +78,70 @@ describe('serve', () => {
       OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPort),
     });
     try {
-      await waitFor(
-        'serve.ts',
-        async () => (await fetch(`http://127.0.0.1:${port}/health/readiness`)).ok,
-        30_000,
-      );
+      await ready(port);
       expect(none.out()).toMatch(/"level":"warn","msg":"sender identity is off \(SYNC_EVENT_AUTH=none\)/);
       const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
       expect(metrics).toMatch(/^sync_sender_identity\{[^}]*function="dead-letter"[^}]*\} 0$/m);
+      // faas-js-runtime's own counters stay on its /metrics (its default process metrics do not).
+      const own = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(own).toMatch(/^# TYPE faas_invocations counter$/m);
+      expect(own).not.toMatch(/^nodejs_eventloop_lag/m);
     } finally {
       none.child.kill('SIGKILL');
     }
   });
 
-  it("leaves no event-loop sampler of faas-js-runtime's unused overload probe running", () => {
-    const fromRuntime = module.createRequire(import.meta.resolve('faas-js-runtime'));
-    const fromProtection = module.createRequire(fromRuntime.resolve('overload-protection'));
-    const fresh = () => {
-      for (const m of ['./lib/health-check.js', 'overload-protection'])
-        delete fromRuntime.cache[fromRuntime.resolve(m)];
-      delete fromProtection.cache[fromProtection.resolve('loopbench')];
-    };
-    // The intervals a load leaves running (an unref'd timer is not among the process's active resources).
-    const running = (load: () => void) => {
-      const { setInterval: set, clearInterval: clear } = globalThis;
-      const live = new Set<unknown>();
-      globalThis.setInterval = ((...args: Parameters<typeof set>) => {
-        const t = set(...args);
-        live.add(t);
-        return t;
-      }) as typeof set;
-      globalThis.clearInterval = ((t: Parameters<typeof clear>[0]) => {
-        live.delete(t);
-        clear(t);
-      }) as typeof clear;
-      try {
-        load();
-      } finally {
-        Object.assign(globalThis, { setInterval: set, clearInterval: clear });
-      }
-      for (const t of live) clear(t as never);
-      return live.size;
-    };
-    // As faas-js-runtime loads it: an interval for good.
-    fresh();
-    expect(running(() => fromRuntime('./lib/health-check.js'))).toBe(1);
-    // As serve.ts loads it.
-    fresh();
-    stopOverloadSampler();
-    expect(running(() => fromRuntime('./lib/health-check.js'))).toBe(0);
-  });
-
-  it("starts no event-loop delay monitor for faas-js-runtime's default metrics", async () => {
-    const fromRuntime = module.createRequire(import.meta.resolve('faas-js-runtime'));
-    const hooks = (await import('node:perf_hooks')).default;
-    const monitor = hooks.monitorEventLoopDelay;
-    const started: unknown[] = [];
-    hooks.monitorEventLoopDelay = ((opts) => {
-      started.push(opts);
-      return monitor(opts);
-    }) as typeof monitor;
-    const metricsOf = () => {
-      delete fromRuntime.cache[fromRuntime.resolve('./lib/metrics.js')];
-      (fromRuntime('./lib/metrics.js') as (config: object) => unknown)({});
-    };
+  it("keeps none of faas-js-runtime's event-loop samplers running (the build's patches)", async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'serve-'));
+    const record = join(dir, 'timers.jsonl');
+    // Preloaded: every interval set and cleared, every event-loop delay monitor started.
+    const spy = join(dir, 'spy.cjs');
+    await writeFile(
+      spy,
+      `const { appendFileSync } = require('node:fs');
+const note = (r) => appendFileSync(${JSON.stringify(record)}, JSON.stringify(r) + '\\n');
+const { setInterval: set, clearInterval: clear } = globalThis;
+const ids = new WeakMap();
+let n = 0;
+globalThis.setInterval = function (fn, ms, ...args) {
+  const t = set.call(this, fn, ms, ...args);
+  ids.set(t, ++n);
+  note({ set: n, ms });
+  return t;
+};
+globalThis.clearInterval = function (t) {
+  if (t && ids.has(t)) note({ clear: ids.get(t) });
+  return clear.call(this, t);
+};
+const hooks = require('node:perf_hooks');
+const monitor = hooks.monitorEventLoopDelay;
+hooks.monitorEventLoopDelay = (opts) => (note({ monitor: opts }), monitor(opts));
+`,
+    );
+    await writeFile(record, '');
+    const port = await freePort();
+    const { child } = serve(['--require', spy], 'dead-letter', {
+      ...process.env,
+      PORT: String(port),
+      LOG_LEVEL: 'warn',
+      SYNC_EVENT_AUTH: 'none',
+    });
     try {
-      // As faas-js-runtime loads it: a monitor sampling every 10 ms, for good.
-      metricsOf();
-      expect(started).toEqual([{ resolution: 10 }]);
-      // As serve.ts loads it.
-      skipDefaultMetrics();
-      metricsOf();
-      expect(started).toHaveLength(1);
+      await ready(port);
+      const notes = (await readFile(record, 'utf8'))
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as { set?: number; ms?: number; clear?: number; monitor?: unknown });
+      // The spy saw faas-js-runtime load: loopbench's 5 ms sampler is set, then stopped.
+      expect(notes.filter((r) => r.ms === 5)).toHaveLength(1);
+      const cleared = new Set(notes.map((r) => r.clear));
+      const running = notes.filter((r) => r.set !== undefined && !cleared.has(r.set));
+      // Unpatched, overload-protection's loopbench keeps a 5 ms interval and prom-client's
+      // default metrics a 10 ms event-loop delay monitor.
+      expect(running.filter((r) => (r.ms ?? 0) <= 100)).toEqual([]);
+      expect(notes.filter((r) => r.monitor !== undefined)).toEqual([]);
     } finally {
-      hooks.monitorEventLoopDelay = monitor;
+      child.kill('SIGKILL');
     }
   });
 });
