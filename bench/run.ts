@@ -37,6 +37,8 @@ const { values: args } = parseArgs({
     cost: { type: 'boolean', default: false },
     /** --throughput runs scenarios 1, 2 and 4 alone: the bulk create beside the direct loop (pipeline / direct), then a no-op resync; a few minutes. */
     throughput: { type: 'boolean', default: false },
+    /** --cold-start runs scenario 6 alone (after the bulk create, whose SyncResource its first reconcile takes); a few minutes. */
+    'cold-start': { type: 'boolean', default: false },
     /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
     broker: { type: 'string', default: 'channel' },
     /** --knative real runs on Knative Eventing's own controllers and data plane, each function behind queue-proxy (infra/runtime/real.ts). */
@@ -88,6 +90,7 @@ const runOptions = () => ({
   quick,
   scale: scaleOnly,
   throughput: args.throughput,
+  coldStart: args['cold-start'],
   cost: args.cost,
   broker: brokerMode,
   knative,
@@ -121,9 +124,11 @@ const caughtUp = new Map<string, number>();
 try {
   if (scaleOnly) await scaleOnlyRun(bench);
   else if (args.throughput) await throughputOnly(bench);
+  else if (args['cold-start']) await coldStartOnly(bench);
   else if (peerMode !== 'only') await scenarios(bench);
-  if (peerMode !== 'only' && !args.throughput) await senderScenario(bench);
-  if (!scaleOnly && !args.throughput && peerMode !== 'off') {
+  const alone = args.throughput || args['cold-start'];
+  if (peerMode !== 'only' && !alone) await senderScenario(bench);
+  if (!scaleOnly && !alone && peerMode !== 'off') {
     if (peerMode === 'on') {
       // Scenario 14 runs each side on clusters that hold only its own resources, as GRM's
       // side does: the scenarios before leave thousands of SyncResources (scenario 10's
@@ -147,7 +152,7 @@ try {
   else await rm(stateDir, { recursive: true, force: true });
 }
 // 15. The cost of a reconcile, on a stack of its own (bench/cost.ts).
-if (!scaleOnly && !args.throughput && knative !== 'real') {
+if (!scaleOnly && !args.throughput && !args['cold-start'] && knative !== 'real') {
   console.log('15. cost');
   await costScenario(row);
 }
@@ -193,6 +198,13 @@ async function throughputOnly(b: Bench): Promise<void> {
   await settled(b);
   await directLimit(b, await bulkCreate(b));
   await noopResync(b);
+}
+
+/** coldStartOnly is --cold-start: the bulk create (bench-1 is the SyncResource of the first reconcile), then scenario 6. */
+async function coldStartOnly(b: Bench): Promise<void> {
+  await settled(b);
+  await bulkCreate(b);
+  await coldStart(b);
 }
 
 /** scaleOnlyRun is --scale: scenario 10 alone, at --kymas or its default sizes. */
