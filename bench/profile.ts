@@ -3,12 +3,15 @@
 // of the project, Node's internals, the garbage collector), over every process, so that
 // "where does the product's CPU go" is answered by a measurement.
 //   node bench/profile.ts DIR [top]
+import { readFileSync } from 'node:fs';
 import { readdir, readFile } from 'node:fs/promises';
+import { SourceMap } from 'node:module';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 interface Node {
   id: number;
-  callFrame: { functionName: string; url: string };
+  callFrame: { functionName: string; url: string; lineNumber: number; columnNumber: number };
 }
 interface Profile {
   nodes: Node[];
@@ -26,6 +29,30 @@ export function where(url: string, fn: string): string {
   return own ?? url;
 }
 
+/** maps holds the source map of each bundled file a profile names (undefined: none). */
+const maps = new Map<string, SourceMap | undefined>();
+
+/**
+ * sourceOf is the file a frame's code came from: the processes run bundled (infra/build.ts),
+ * and the bundle's source maps name the module of each line.
+ */
+export function sourceOf(frame: Node['callFrame']): string {
+  if (!frame.url.startsWith('file:')) return frame.url;
+  const file = fileURLToPath(frame.url);
+  if (!maps.has(file)) {
+    let map: SourceMap | undefined;
+    try {
+      map = new SourceMap(JSON.parse(readFileSync(`${file}.map`, 'utf8')));
+    } catch {
+      map = undefined;
+    }
+    maps.set(file, map);
+  }
+  const entry = maps.get(file)?.findEntry(frame.lineNumber, frame.columnNumber);
+  if (!entry || !('originalSource' in entry)) return frame.url;
+  return new URL(entry.originalSource, frame.url).href;
+}
+
 /** summarize returns self time (ms) by place over profiles. */
 export function summarize(profiles: Profile[]): Map<string, number> {
   const out = new Map<string, number>();
@@ -33,7 +60,7 @@ export function summarize(profiles: Profile[]): Map<string, number> {
     const byId = new Map(p.nodes.map((n) => [n.id, n]));
     p.samples.forEach((id, i) => {
       const n = byId.get(id)!;
-      const key = where(n.callFrame.url, n.callFrame.functionName);
+      const key = where(sourceOf(n.callFrame), n.callFrame.functionName);
       out.set(key, (out.get(key) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
     });
   }
