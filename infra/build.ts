@@ -3,7 +3,7 @@
 // stripper (about 19 MiB of RSS per process) and starts faster. The two long-running
 // entry points (the function server and the SKR source) are then bundled in place: one
 // file each and a chunk per step, in place of some 400 modules to resolve and load
-// (a function's imports take a third less time: BENCHMARKS.md, cold start). The local
+// (a function's imports take half the time: BENCHMARKS.md, the function server bundled). The local
 // runtime and the benchmarks run what it built; a build is skipped while dist/ is newer
 // than every source. The Containerfile runs the same build.
 import { execFile } from 'node:child_process';
@@ -103,7 +103,7 @@ const patches: Patch[] = [
 ];
 
 /** bundleEntries bundles each entry's compiled JavaScript over itself; shared code goes to dist/chunks/. */
-export async function bundleEntries(): Promise<void> {
+async function bundleEntries(): Promise<void> {
   rmSync(join(dist, 'chunks'), { recursive: true, force: true });
   const applied = new Set<Patch>();
   await bundle({
