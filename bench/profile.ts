@@ -57,10 +57,12 @@ export function sourceOf(frame: Node['callFrame']): string {
 export function summarize(profiles: Profile[]): Map<string, number> {
   const out = new Map<string, number>();
   for (const p of profiles) {
-    const byId = new Map(p.nodes.map((n) => [n.id, n]));
+    // A node's place, found once (through the source map), for all of its samples.
+    const placeOf = new Map(
+      p.nodes.map((n) => [n.id, where(sourceOf(n.callFrame), n.callFrame.functionName)]),
+    );
     p.samples.forEach((id, i) => {
-      const n = byId.get(id)!;
-      const key = where(sourceOf(n.callFrame), n.callFrame.functionName);
+      const key = placeOf.get(id)!;
       out.set(key, (out.get(key) ?? 0) + (p.timeDeltas[i] ?? 0) / 1000);
     });
   }

@@ -86,6 +86,8 @@ const row = (scenario: string, figure: string, value: string, target?: string) =
 /** pct is the nearest-rank percentile: the smallest value with at least p% of the values at or below it. */
 
 const startedAt = new Date();
+/** alone: a run of a few scenarios by themselves (--throughput, --cold-start), with none of the rest. */
+const alone = args.throughput || args['cold-start'];
 const runOptions = () => ({
   quick,
   scale: scaleOnly,
@@ -126,7 +128,6 @@ try {
   else if (args.throughput) await throughputOnly(bench);
   else if (args['cold-start']) await coldStartOnly(bench);
   else if (peerMode !== 'only') await scenarios(bench);
-  const alone = args.throughput || args['cold-start'];
   if (peerMode !== 'only' && !alone) await senderScenario(bench);
   if (!scaleOnly && !alone && peerMode !== 'off') {
     if (peerMode === 'on') {
@@ -152,7 +153,7 @@ try {
   else await rm(stateDir, { recursive: true, force: true });
 }
 // 15. The cost of a reconcile, on a stack of its own (bench/cost.ts).
-if (!scaleOnly && !args.throughput && !args['cold-start'] && knative !== 'real') {
+if (!scaleOnly && !alone && knative !== 'real') {
   console.log('15. cost');
   await costScenario(row);
 }

@@ -2,10 +2,10 @@
 // to JavaScript in dist/, as the image holds them: Node.js then loads no TypeScript
 // stripper (about 19 MiB of RSS per process) and starts faster. The two long-running
 // entry points (the function server and the SKR source) are then bundled in place: one
-// file each and a chunk per step, in place of some 400 modules to resolve and load
-// (a function's imports take half the time: BENCHMARKS.md, the function server bundled). The local
-// runtime and the benchmarks run what it built; a build is skipped while dist/ is newer
-// than every source. The Containerfile runs the same build.
+// file each and a chunk per step, in place of some 400 modules to resolve and load (a
+// function's imports take half the time: BENCHMARKS.md, the function server bundled).
+// The local runtime and the benchmarks run what it built; a build is skipped while dist/
+// is newer than every source. The Containerfile runs the same build.
 import { execFile } from 'node:child_process';
 import { readdirSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
