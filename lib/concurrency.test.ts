@@ -65,6 +65,16 @@ describe('mergeRequests', () => {
     );
     expect(mergeRequests(req(1, 'watch'), req(1, 'watch')).since).toBeUndefined();
   });
+
+  it('keeps an SKR change conditional on its objects only while every request merged is one', () => {
+    const held = (name: string) => ({
+      ...req(0, 'skr'),
+      held: [{ apiVersion: 'v1', kind: 'ConfigMap', name }],
+    });
+    expect(mergeRequests(held('a'), held('b')).held?.map((o) => o.name)).toEqual(['a', 'b']);
+    expect(mergeRequests(held('a'), req(1, 'watch')).held).toBeUndefined();
+    expect(mergeRequests(req(1, 'resync'), held('a')).held).toBeUndefined();
+  });
 });
 
 describe('PriorityGate', () => {

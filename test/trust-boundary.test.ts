@@ -689,6 +689,31 @@ describe('trust boundary', () => {
         EventTypes.reconcileKyma,
         { namespace: s.ns, name: 'iso,operator.kyma-project.io/kyma-name!=y', trigger: 'resync' },
       ],
+      // The SKR source's events name the Kyma, resolved with no read: a Kyma the live spec
+      // does not name is resolved again from the live object, never written as its failure.
+      [
+        'an SKR change naming a Kyma that does not exist',
+        EventTypes.skrChanged,
+        {
+          namespace: s.ns,
+          name,
+          uid: real!.metadata.uid,
+          kyma: 'no-such-kyma',
+          changes: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'forged', change: 'gone' }],
+        },
+      ],
+      [
+        'an edit naming a Kyma that does not exist',
+        EventTypes.changed,
+        {
+          namespace: s.ns,
+          name,
+          uid: real!.metadata.uid,
+          generation: real!.metadata.generation,
+          kyma: 'no-such-kyma',
+          change: true,
+        },
+      ],
       // Health reports: only an object the live inventory holds under an item of the live spec
       // is written; anything else asks for a run, which reads the objects itself.
       [
@@ -803,6 +828,20 @@ describe('trust boundary', () => {
       observedGeneration: real!.metadata.generation,
       items: [{ name: 'x', state: 'Ready' }],
     });
+    // Never, not even for a moment, the failure of a Kyma its spec does not name.
+    const events = JSON.parse(
+      await kubectl(s.kcp, [
+        'get',
+        'events',
+        '-n',
+        s.ns,
+        '--field-selector',
+        `involvedObject.name=${name}`,
+        '-o',
+        'json',
+      ]),
+    ) as { items: { message?: string }[] };
+    expect(events.items.filter((e) => e.message?.includes('no-such-kyma'))).toEqual([]);
     expect(
       JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status,
     ).toBeUndefined();
@@ -823,6 +862,56 @@ describe('trust boundary', () => {
       .filter(([, c]) => c.failures > 0)
       .map(([k, c]) => `${k} ${c.failures}/${c.attempts}`);
     expect(s.runtime.broker.stats.retries - retries, failing.join(', ')).toBe(0);
+  });
+
+  it('an SKR change that names no object of its inventory runs nothing; one that names its object runs it', async () => {
+    const name = `${P}-held`;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'iso', [{ name: 'x', strategy: 'CreateAndSync', resource: cm(name, A2) }]),
+    );
+    const sr = (await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready')))!;
+    const post = async (changes: Record<string, unknown>[]) => {
+      const data = { namespace: s.ns, name, uid: sr.metadata.uid, kyma: 'iso', changes };
+      const msg = HTTP.binary(new CloudEvent({ type: EventTypes.skrChanged, source: '/attacker', data }));
+      const res = await fetch(s.runtime.broker.url, {
+        method: 'POST',
+        headers: msg.headers as Record<string, string>,
+        body: msg.body as string,
+      });
+      expect(res.status).toBeLessThan(300);
+      await s.runtime.broker.idle();
+    };
+    const seen = (type: string) =>
+      s.runtime.broker.observed.filter(
+        (e) => e.attributes.type === type && (e.data as { name?: string }).name === name,
+      ).length;
+    const gone = (n: string, kind = 'ConfigMap') => ({
+      apiVersion: 'v1',
+      kind,
+      namespace: A2,
+      name: n,
+      change: 'gone',
+    });
+    s.runtime.broker.observe = true;
+    try {
+      // Another SyncResource's object, one that does not exist, and this one's under another kind.
+      await post([gone('forged'), gone(`${P}-nothing`), gone(name, 'Secret')]);
+      // Resolved as named (no read), then refused by apply-items on the live inventory: no run, no status.
+      expect(seen(EventTypes.clusterResolved)).toBe(1);
+      expect(seen(EventTypes.itemsApplied)).toBe(0);
+      expect((await getSr(s, name))?.metadata.resourceVersion).toBe(sr.metadata.resourceVersion);
+      expect(await kubectl(iso, ['get', 'configmap', `${P}-nothing`, '-n', A2, '--ignore-not-found'])).toBe(
+        '',
+      );
+      // Its own object: a run.
+      await post([gone(name)]);
+      expect(seen(EventTypes.itemsApplied)).toBe(1);
+    } finally {
+      s.runtime.broker.observe = false;
+      s.runtime.broker.observed.length = 0;
+    }
   });
 
   it('an access Secret for a Kyma without SyncResources is handled on creation, change and deletion', async () => {

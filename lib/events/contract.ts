@@ -5,7 +5,7 @@
 import { randomUUID } from 'node:crypto';
 import { CloudEvent } from 'cloudevents';
 import type { ApplyResult } from '../engine/result.ts';
-import type { Health, SyncStatus } from '../model.ts';
+import type { Health, ObjectId, SyncStatus } from '../model.ts';
 
 /** Types the product consumes from Knative sources. */
 export const ApiServerRefTypes = [
@@ -138,6 +138,12 @@ export interface ClusterResolved extends SyncRef {
   urgent?: boolean;
   /** since carries ReconcileRequest.since. */
   since?: string;
+  /**
+   * held: the run is for objects the SKR source saw change (skr.changed, at most 16);
+   * apply-items runs only if the live inventory holds one of them (rules.ts heldBy).
+   * generation is then 0: the run is for whatever generation is live.
+   */
+  held?: ObjectId[];
 }
 
 /** ItemsApplied is the data of an items.applied event: the run's outcome (reasons and messages, no manifests). */

@@ -97,6 +97,7 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
     secret: checkSecretRef(d.secret),
     ...optional(d, 'urgent', () => bool(d, 'urgent', 'data')),
     ...optional(d, 'since', () => str(d, 'since', isTime, 64)),
+    ...optional(d, 'held', () => list(d, 'held', 'data', (v, at) => checkObjectId(map(v, at), at), 16)),
   };
 }
 

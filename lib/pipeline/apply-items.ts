@@ -16,7 +16,7 @@ import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../concurrency.ts';
 import type { Deps, Logger } from './deps.ts';
 import { unresolved } from './resolve-cluster.ts';
-import { bounded, claimRefusal, mayUseResolvedSecret } from '../policy/rules.ts';
+import { bounded, claimRefusal, heldBy, mayUseResolvedSecret } from '../policy/rules.ts';
 import { admit, getIfBound, holderNamespaces, policiesOnce } from '../cluster/policies.ts';
 import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
 
@@ -40,9 +40,17 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     .filter((s) => s !== undefined)
     .sort()
     .pop();
+  // An SKR change runs only for objects its inventory holds; merged with any other request, it runs.
+  const held = queued.held && incoming.held ? [...queued.held, ...incoming.held] : undefined;
   // A merged run starts later than either request: it reads the SyncResource itself.
-  const { listed: _listed, ...identity } = newer as RunRequest;
-  return { ...identity, trigger, ...(urgent ? { urgent } : {}), ...(since ? { since } : {}) };
+  const { listed: _listed, held: _held, ...identity } = newer as RunRequest;
+  return {
+    ...identity,
+    trigger,
+    ...(urgent ? { urgent } : {}),
+    ...(since ? { since } : {}),
+    ...(held ? { held } : {}),
+  };
 }
 
 /**
@@ -151,6 +159,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const sr = data.listed ?? (await getIfBound(deps.store, deps.config, data));
   const refused = claimRefusal(sr, data);
   if (refused || !sr) return { kind: 'none', why: refused ?? 'gone or replaced' };
+  if (data.held && !heldBy(sr, data.held)) return { kind: 'none', why: 'not in its inventory' };
   const target = await targetOf(deps, data, sr);
   if ('unresolved' in target) return { kind: 'applied', data: target.unresolved, retry: false };
   const { policy, policies, secretRef } = target;

@@ -24,8 +24,8 @@ export interface ResolveRequest {
   onlyIfUnsettled?: boolean;
   /** since is a reconcile request's ReconcileRequest.since, passed on. */
   since?: string;
-  /** held is the SKR source's claim: the SyncResource's uid and objects its inventory should hold (checked, not trusted). */
-  held?: Pick<SkrChanged, 'uid' | 'changes'>;
+  /** held is the SKR source's claim: the SyncResource's uid, Kyma and objects its inventory should hold (apply-items checks it). */
+  held?: Pick<SkrChanged, 'uid' | 'kyma' | 'changes'>;
   /**
    * seen is the source's account of a SyncResource change (uid, generation, Kyma): it saves
    * the read in resolve-cluster. apply-items reads the SyncResource and acts only if it is

@@ -20,14 +20,7 @@ import type { Answer } from './answer.ts';
 import { isUrgent, type ResolveRequest } from './requests.ts';
 import { isResolutionFailure, TerminalError } from '../kube/errors.ts';
 import type { ClusterReason } from '../reasons.ts';
-import {
-  FINALIZER,
-  KYMA_NAME_LABEL,
-  objectKey,
-  settled,
-  SYNC_API_VERSION,
-  type SyncResource,
-} from '../model.ts';
+import { FINALIZER, KYMA_NAME_LABEL, settled, SYNC_API_VERSION, type SyncResource } from '../model.ts';
 import { forEachPage } from './resync.ts';
 import type { Deps, Logger } from './deps.ts';
 
@@ -36,13 +29,6 @@ type ResolveOutcome =
   | { kind: 'resolved'; data: ClusterResolved }
   | { kind: 'failed'; data: ItemsApplied }
   | { kind: 'none'; why: string };
-
-/** holds tells whether sr is the SyncResource of the claim (uid) and its inventory holds one of the objects named. */
-export function holds(sr: SyncResource, held: NonNullable<ResolveRequest['held']>): boolean {
-  if (sr.metadata.uid !== held.uid) return false;
-  const inventory = new Set((sr.status?.synced ?? []).map(objectKey));
-  return held.changes.some((c) => inventory.has(objectKey(c)));
-}
 
 /**
  * resolveStep resolves the target cluster of one SyncResource and answers at once: the
@@ -72,14 +58,19 @@ export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger):
   return { later: { key, events: [{ type: EventTypes.clusterResolved, data: out.data }], urgent } };
 }
 
-async function resolveOnce(deps: Deps, req: ResolveRequest): Promise<ResolveOutcome> {
+async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Promise<ResolveOutcome> {
   const { ref, held, since, seen, trigger } = req;
   const onlyIfUnsettled = req.onlyIfUnsettled === true;
+  // The SKR source's events name the SyncResource's uid and Kyma: resolved as named, with
+  // no read; apply-items reads it and runs only what the live object justifies (an SKR
+  // change only if its inventory holds an object named: rules.ts heldBy).
+  const claimed = !asNamed
+    ? undefined
+    : (seen ?? (held ? { uid: held.uid, generation: 0, kyma: held.kyma } : undefined));
   // A namespace the operator has not bound the product in: nothing to read or write there.
-  const sr = seen ? seenObject(ref, seen) : await getIfBound(deps.store, deps.config, ref);
+  const sr = claimed ? seenObject(ref, claimed) : await getIfBound(deps.store, deps.config, ref);
   if (!sr) return { kind: 'none', why: 'gone' };
   if (onlyIfUnsettled && settled(sr)) return { kind: 'none', why: 'settled' };
-  if (held && !holds(sr, held)) return { kind: 'none', why: 'not in its inventory' };
   const key = `${ref.namespace}/${ref.name}`;
   if (
     onlyIfUnsettled &&
@@ -102,7 +93,7 @@ async function resolveOnce(deps: Deps, req: ResolveRequest): Promise<ResolveOutc
       await admit(policiesOnce(deps.kcp), deps.lookups, deps.config, ref.namespace, kyma);
     const secret = await deps.lookups.resolve(kymaHome(ref.namespace, deps.config), kyma, fresh);
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
-    deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
+    if (!held) deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
     return {
       kind: 'resolved',
       data: {
@@ -115,22 +106,31 @@ async function resolveOnce(deps: Deps, req: ResolveRequest): Promise<ResolveOutc
         secret: secret.ref,
         ...(isUrgent(req, sr) ? { urgent: true } : {}),
         ...(since ? { since } : {}),
+        ...(held ? { held: held.changes.map(({ change: _c, ...id }) => id) } : {}),
       },
     };
   } catch (err) {
     if (!isResolutionFailure(err)) throw err;
     // What is written for a failure is written on the SyncResource as it is.
-    const live = seen ? await deps.store.get(ref.namespace, ref.name) : sr;
+    const live = claimed ? await deps.store.get(ref.namespace, ref.name) : sr;
     if (!live || live.metadata.uid !== sr.metadata.uid) return { kind: 'none', why: 'gone or replaced' };
-    if (live.metadata.deletionTimestamp && err.reason === 'NotPermitted')
-      return resolveOnce(deps, { ...req, seen: undefined });
+    // The failure of a Kyma the live spec does not name is not its failure; one being
+    // deleted is resolved as it is now (its policy no longer applies): read, then resolve.
+    if (
+      claimed &&
+      (live.spec.kyma !== kyma || (live.metadata.deletionTimestamp && err.reason === 'NotPermitted'))
+    )
+      return resolveOnce(deps, req, false);
     if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
     return { kind: 'failed', data: unresolved(live, err) };
   }
 }
 
 /** seenObject is a SyncResource as the source's event describes it: identity, generation, Kyma, deletion. */
-function seenObject(ref: SyncRef, seen: SyncResourceChanged): SyncResource {
+function seenObject(
+  ref: SyncRef,
+  seen: Pick<SyncResourceChanged, 'uid' | 'generation' | 'kyma' | 'deleting'>,
+): SyncResource {
   return {
     apiVersion: SYNC_API_VERSION,
     kind: 'SyncResource',

@@ -5,6 +5,7 @@ import { KubeApiError } from '../kube/errors.ts';
 import {
   checkReadIdentity,
   claimRefusal,
+  heldBy,
   dataFromRefusal,
   deleteOptionsFor,
   feedbackRefusal,
@@ -145,6 +146,21 @@ describe('a failure stays where it is', () => {
 });
 
 describe('events are not trusted', () => {
+  it('holds an SKR change only for an object the live inventory holds', () => {
+    const live = {
+      status: { synced: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'a', name: 'x' }] },
+    };
+    const id = (kind: string, namespace: string, name: string) => ({
+      apiVersion: 'v1',
+      kind,
+      namespace,
+      name,
+    });
+    expect(heldBy(live, [id('ConfigMap', 'a', 'y'), id('ConfigMap', 'a', 'x')])).toBe(true);
+    expect(heldBy(live, [id('Secret', 'a', 'x'), id('ConfigMap', 'b', 'x')])).toBe(false);
+    expect(heldBy({}, [id('ConfigMap', 'a', 'x')])).toBe(false);
+  });
+
   it("holds a claim only for the live uid and a generation it had; a result must name the live spec's items", () => {
     expect(claimRefusal(obj(), { uid: 'u1', generation: 3 })).toBeUndefined();
     expect(claimRefusal(obj(), { uid: 'u2', generation: 3 })).toBe('gone or replaced');

@@ -11,6 +11,7 @@ import {
   MANAGED_BY_LABEL,
   MANAGED_BY_VALUE,
   OWNER_ANNOTATION,
+  objectKey,
   SYNC_SOURCE_LABEL,
   type ObjectId,
 } from '../model.ts';
@@ -237,6 +238,19 @@ export function claimRefusal(
   if (!live || live.metadata.uid !== claim.uid) return 'gone or replaced';
   if (!(claim.generation <= (live.metadata.generation ?? 0))) return 'generation from the future';
   return undefined;
+}
+
+/**
+ * heldBy: the SKR source's claim that objects of a SyncResource changed holds only if the
+ * live SyncResource's inventory holds one of them; a run for any other object is skipped
+ * (the uid is claimRefusal's).
+ */
+export function heldBy(
+  live: { status?: { synced?: readonly ObjectId[] } },
+  objects: readonly ObjectId[],
+): boolean {
+  const inventory = new Set((live.status?.synced ?? []).map(objectKey));
+  return objects.some((o) => inventory.has(objectKey(o)));
 }
 
 /**
