@@ -818,7 +818,7 @@ type Done = (o: KubeObject | undefined) => boolean;
  * act's start until an event makes done true, as `kubectl wait` sees it: no polling grain,
  * the same for both sides. Infinity once timeoutMs passed.
  */
-async function timeUntil(
+export async function timeUntil(
   c: Cluster,
   path: string,
   name: string,

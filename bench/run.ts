@@ -13,6 +13,7 @@ import { DEFAULT_REPLICAS, sourcesSettled } from '../infra/runtime/index.ts';
 import { startBench, type Bench } from './context.ts';
 import { scaleScenario } from './scale.ts';
 import { costScenario } from './cost.ts';
+import { latencyScenario } from './latency.ts';
 import { writeRun } from './record.ts';
 import { pipelineVerify, verifyCost } from './senders.ts';
 import { peerComparison } from './peer.ts';
@@ -35,6 +36,8 @@ const { values: args } = parseArgs({
     kymas: { type: 'string' },
     /** --cost runs the cost scenario alone: KCP requests and CPU per SyncResource created, RSS of each function at rest (bench/cost.ts). */
     cost: { type: 'boolean', default: false },
+    /** --latency runs the latency scenario alone: idle edits and drift on a small stack, and the KCP requests a drift costs (bench/latency.ts). */
+    latency: { type: 'boolean', default: false },
     /** --throughput runs scenarios 1, 2 and 4 alone: the bulk create beside the direct loop (pipeline / direct), then a no-op resync; a few minutes. */
     throughput: { type: 'boolean', default: false },
     /** --cold-start runs scenario 6 alone (after the bulk create, whose SyncResource its first reconcile takes); a few minutes. */
@@ -94,6 +97,7 @@ const runOptions = () => ({
   throughput: args.throughput,
   coldStart: args['cold-start'],
   cost: args.cost,
+  latency: args.latency,
   broker: brokerMode,
   knative,
   oidc: oidc ? 'on' : 'off',
@@ -106,8 +110,9 @@ const table = () => {
 console.log(
   `bench (${scaleOnly ? 'scale' : quick ? 'quick' : 'full'})${scaleOnly ? '' : `: S=${quick ? 60 : 300} K=${quick ? 2 : 3}`} on ${cpus().length} cores, ${Math.round(totalmem() / 2 ** 30)} GiB, ${knative === 'real' ? "Knative Eventing's own broker (MTChannelBasedBroker, in-memory channel) and queue-proxy" : `${brokerMode} broker stand-in`}, ${DEFAULT_REPLICAS} replicas per function`,
 );
-if (args.cost) {
-  await costScenario(row);
+if (args.cost || args.latency) {
+  if (args.cost) await costScenario(row);
+  if (args.latency) await latencyScenario(row);
   table();
   await save(true);
   process.exit(0);
