@@ -72,6 +72,11 @@ describe('mergeRequests', () => {
       held: [{ apiVersion: 'v1', kind: 'ConfigMap', name }],
     });
     expect(mergeRequests(held('a'), held('b')).held?.map((o) => o.name)).toEqual(['a', 'b']);
+    expect(mergeRequests(held('a'), held('a')).held?.map((o) => o.name)).toEqual(['a']);
+    // Naming more objects than it may, it is not conditional: it runs, reading live state.
+    let many: ClusterResolved = held('0');
+    for (let i = 1; i <= 64; i++) many = mergeRequests(many, held(String(i)));
+    expect(many.held).toBeUndefined();
     expect(mergeRequests(held('a'), req(1, 'watch')).held).toBeUndefined();
     expect(mergeRequests(req(1, 'resync'), held('a')).held).toBeUndefined();
   });

@@ -8,7 +8,13 @@ import { EventTypes, type ClusterResolved, type ItemsApplied, type Seen } from '
 import type { ApplyResult } from '../engine/result.ts';
 import { summarize } from '../changeset.ts';
 import type { Answer } from './answer.ts';
-import { KYMA_NAME_LABEL, RECONCILE_ANNOTATION, type SyncResource } from '../model.ts';
+import {
+  KYMA_NAME_LABEL,
+  objectKey,
+  RECONCILE_ANNOTATION,
+  type ObjectId,
+  type SyncResource,
+} from '../model.ts';
 import { isResolutionFailure, lostRace, TransientError } from '../kube/errors.ts';
 import { confirmingWrites, type Cluster } from '../kube/objects.ts';
 import { computeStatus } from '../status.ts';
@@ -40,8 +46,7 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     .filter((s) => s !== undefined)
     .sort()
     .pop();
-  // An SKR change runs only for objects its inventory holds; merged with any other request, it runs.
-  const held = queued.held && incoming.held ? [...queued.held, ...incoming.held] : undefined;
+  const held = mergeHeld(queued.held, incoming.held);
   // A merged run starts later than either request: it reads the SyncResource itself.
   const { listed: _listed, held: _held, ...identity } = newer as RunRequest;
   return {
@@ -51,6 +56,20 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     ...(since ? { since } : {}),
     ...(held ? { held } : {}),
   };
+}
+
+/** MAX_HELD bounds the objects a merged SKR change names; beyond it the run is not conditional on them. */
+const MAX_HELD = 64;
+
+/**
+ * mergeHeld: an SKR change runs only for objects its inventory holds, so merged changes
+ * name each object once; merged with any other request (undefined), or naming more than
+ * MAX_HELD objects, the run is not conditional (it reads live state, as every run does).
+ */
+function mergeHeld(a: ObjectId[] | undefined, b: ObjectId[] | undefined): ObjectId[] | undefined {
+  if (!a || !b) return undefined;
+  const merged = [...new Map([...a, ...b].map((o) => [objectKey(o), o])).values()];
+  return merged.length <= MAX_HELD ? merged : undefined;
 }
 
 /**
