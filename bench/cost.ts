@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClusterSet } from '../infra/clusters.ts';
 import { connect, setupKcp } from '../infra/kcp-setup.ts';
-import { sourcesSettled, startRuntime } from '../infra/runtime/index.ts';
+import { sourcesSettled, startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
@@ -113,11 +113,20 @@ export async function listBatch(kcp: Cluster, ns: string, batch: string): Promis
   ).items;
 }
 
-export async function costScenario(
-  row: (scenario: string, figure: string, value: string, target?: string) => void,
-  n = 100,
-): Promise<void> {
-  const stateDir = await mkdtemp(join(tmpdir(), 'kcp-sync-bench-cost-'));
+/** SmallStack is a stack of a scenario's own: one KCP, one SKR, the runtime settled. */
+export interface SmallStack {
+  set: ClusterSet;
+  kcp: Cluster;
+  rt: Runtime;
+}
+
+/**
+ * onSmallStack runs scenario on a stack of its own (one SKR, no resync tick), once the
+ * runtime's start has settled as before every scenario (bench/run.ts settled), and stops
+ * it after (its state kept with KCP_SYNC_KEEP_STATE).
+ */
+export async function onSmallStack(name: string, scenario: (s: SmallStack) => Promise<void>): Promise<void> {
+  const stateDir = await mkdtemp(join(tmpdir(), `kcp-sync-bench-${name}-`));
   const set = await ClusterSet.start({ skrs: 1, stateDir });
   try {
     await setupKcp(set);
@@ -128,108 +137,8 @@ export async function costScenario(
       pingIntervalMs: 24 * 3600_000,
     });
     try {
-      // As every scenario: the runtime's start settles first (bench/run.ts settled).
       await sourcesSettled(rt);
-      const fns = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
-      const rss = async () => {
-        const by: Record<string, number[]> = {};
-        for (const f of fns()) (by[f.svc] ??= []).push(await rssOf(f.pid, 'VmRSS'));
-        return by;
-      };
-      await sleep(5_000);
-      for (const [svc, xs] of Object.entries(await rss()))
-        row(SCENARIO, `${svc}: RSS after start (MiB, per replica)`, xs.map((x) => x.toFixed(0)).join(', '));
-
-      const ns = 'kcp-system';
-      const cpuPids = () => [
-        set.kcp.apiserver.pid,
-        set.etcd.pid,
-        ...set.skrs.map((s) => s.apiserver.pid),
-        ...fns().map((f) => f.pid),
-        ...rt.adapters.map((a) => a.proc.pid),
-        ...rt.skrSources.map((a) => a.proc.pid),
-        process.pid,
-      ];
-      const cpu = async () => (await Promise.all(cpuPids().map(cpuSeconds))).reduce((a, b) => a + b, 0);
-      const before = await kcpRequests(set.kcp.kubeconfigFile);
-      const cpu0 = await cpu();
-      const t0 = performance.now();
-      await createBatch(kcp, ns, 'cost', n, 8);
-      // Ready, then quiet: the echoes of the last writes are part of the cost.
-      for (;;) {
-        const ready = (await listBatch(kcp, ns, 'cost')).filter(
-          (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
-        ).length;
-        if (ready >= n) break;
-        if (performance.now() - t0 > 300_000) throw new Error(`only ${ready} of ${n} Ready after 300 s`);
-        await sleep(500);
-      }
-      const took = performance.now() - t0;
-      let quiet = rt.broker.stats.received;
-      for (;;) {
-        await sleep(3_000);
-        if (rt.broker.stats.received === quiet && rt.broker.pending === 0) break;
-        quiet = rt.broker.stats.received;
-      }
-      const cpu1 = await cpu();
-      // Not the product's: the benchmark's creates and its polling LISTs.
-      const product = productRequests(
-        minus(await kcpRequests(set.kcp.kubeconfigFile), before),
-        'syncresources POST',
-      );
-      const per = (xs: [string, number][]) => xs.reduce((a, [, v]) => a + v, 0) / n;
-      row(SCENARIO, `${n} SyncResources created, Ready in (s)`, (took / 1000).toFixed(1));
-      row(SCENARIO, 'KCP requests per SyncResource created', per(product).toFixed(2), '<= 5');
-      row(
-        SCENARIO,
-        'KCP writes per SyncResource created',
-        per(product.filter(([k]) => isWrite(k))).toFixed(2),
-        '<= 3',
-      );
-      row(SCENARIO, 'KCP requests per SyncResource created, by kind', byKind(product, n));
-      row(
-        SCENARIO,
-        'CPU per SyncResource created, all processes (ms)',
-        (((cpu1 - cpu0) / n) * 1000).toFixed(0),
-        '<= 150',
-      );
-      await sleep(10_000);
-      for (const [svc, xs] of Object.entries(await rss()))
-        row(
-          SCENARIO,
-          `${svc}: RSS at rest (MiB, per replica)`,
-          xs.map((x) => x.toFixed(0)).join(', '),
-          '<= 90',
-        );
-
-      // Deletion: every SyncResource deleted at once, until they are gone (their objects
-      // with them); the KCP requests and CPU that costs, per SyncResource.
-      const before2 = await kcpRequests(set.kcp.kubeconfigFile);
-      const cpu2 = await cpu();
-      const t2 = performance.now();
-      await mapLimit(
-        Array.from({ length: n }, (_, i) => i),
-        8,
-        (i) => kcp.client.call('DELETE', `${resourcePath(syncResourceInfo, ns)}/cost-${i}`),
-      );
-      for (;;) {
-        const left = (await listBatch(kcp, ns, 'cost')).length;
-        if (left === 0) break;
-        if (performance.now() - t2 > 300_000) throw new Error(`${left} of ${n} not gone after 300 s`);
-        await sleep(250);
-      }
-      row(SCENARIO, `${n} SyncResources deleted, gone in (s)`, ((performance.now() - t2) / 1000).toFixed(1));
-      const cpu3 = await cpu();
-      const product2 = productRequests(
-        minus(await kcpRequests(set.kcp.kubeconfigFile), before2),
-        'syncresources DELETE',
-      );
-      row(SCENARIO, 'KCP requests per SyncResource deleted, by kind', byKind(product2, n));
-      row(
-        SCENARIO,
-        'CPU per SyncResource deleted, all processes (ms)',
-        (((cpu3 - cpu2) / n) * 1000).toFixed(0),
-      );
+      await scenario({ set, kcp, rt });
     } finally {
       await rt.stop();
     }
@@ -237,4 +146,112 @@ export async function costScenario(
     await set.stop();
     if (!process.env.KCP_SYNC_KEEP_STATE) await rm(stateDir, { recursive: true, force: true });
   }
+}
+
+export async function costScenario(
+  row: (scenario: string, figure: string, value: string, target?: string) => void,
+  n = 100,
+): Promise<void> {
+  await onSmallStack('cost', async ({ set, kcp, rt }) => {
+    const fns = () => rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid }));
+    const rss = async () => {
+      const by: Record<string, number[]> = {};
+      for (const f of fns()) (by[f.svc] ??= []).push(await rssOf(f.pid, 'VmRSS'));
+      return by;
+    };
+    await sleep(5_000);
+    for (const [svc, xs] of Object.entries(await rss()))
+      row(SCENARIO, `${svc}: RSS after start (MiB, per replica)`, xs.map((x) => x.toFixed(0)).join(', '));
+
+    const ns = 'kcp-system';
+    const cpuPids = () => [
+      set.kcp.apiserver.pid,
+      set.etcd.pid,
+      ...set.skrs.map((s) => s.apiserver.pid),
+      ...fns().map((f) => f.pid),
+      ...rt.adapters.map((a) => a.proc.pid),
+      ...rt.skrSources.map((a) => a.proc.pid),
+      process.pid,
+    ];
+    const cpu = async () => (await Promise.all(cpuPids().map(cpuSeconds))).reduce((a, b) => a + b, 0);
+    const before = await kcpRequests(set.kcp.kubeconfigFile);
+    const cpu0 = await cpu();
+    const t0 = performance.now();
+    await createBatch(kcp, ns, 'cost', n, 8);
+    // Ready, then quiet: the echoes of the last writes are part of the cost.
+    for (;;) {
+      const ready = (await listBatch(kcp, ns, 'cost')).filter(
+        (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
+      ).length;
+      if (ready >= n) break;
+      if (performance.now() - t0 > 300_000) throw new Error(`only ${ready} of ${n} Ready after 300 s`);
+      await sleep(500);
+    }
+    const took = performance.now() - t0;
+    let quiet = rt.broker.stats.received;
+    for (;;) {
+      await sleep(3_000);
+      if (rt.broker.stats.received === quiet && rt.broker.pending === 0) break;
+      quiet = rt.broker.stats.received;
+    }
+    const cpu1 = await cpu();
+    // Not the product's: the benchmark's creates and its polling LISTs.
+    const product = productRequests(
+      minus(await kcpRequests(set.kcp.kubeconfigFile), before),
+      'syncresources POST',
+    );
+    const per = (xs: [string, number][]) => xs.reduce((a, [, v]) => a + v, 0) / n;
+    row(SCENARIO, `${n} SyncResources created, Ready in (s)`, (took / 1000).toFixed(1));
+    row(SCENARIO, 'KCP requests per SyncResource created', per(product).toFixed(2), '<= 5');
+    row(
+      SCENARIO,
+      'KCP writes per SyncResource created',
+      per(product.filter(([k]) => isWrite(k))).toFixed(2),
+      '<= 3',
+    );
+    row(SCENARIO, 'KCP requests per SyncResource created, by kind', byKind(product, n));
+    row(
+      SCENARIO,
+      'CPU per SyncResource created, all processes (ms)',
+      (((cpu1 - cpu0) / n) * 1000).toFixed(0),
+      '<= 150',
+    );
+    await sleep(10_000);
+    for (const [svc, xs] of Object.entries(await rss()))
+      row(
+        SCENARIO,
+        `${svc}: RSS at rest (MiB, per replica)`,
+        xs.map((x) => x.toFixed(0)).join(', '),
+        '<= 90',
+      );
+
+    // Deletion: every SyncResource deleted at once, until they are gone (their objects
+    // with them); the KCP requests and CPU that costs, per SyncResource.
+    const before2 = await kcpRequests(set.kcp.kubeconfigFile);
+    const cpu2 = await cpu();
+    const t2 = performance.now();
+    await mapLimit(
+      Array.from({ length: n }, (_, i) => i),
+      8,
+      (i) => kcp.client.call('DELETE', `${resourcePath(syncResourceInfo, ns)}/cost-${i}`),
+    );
+    for (;;) {
+      const left = (await listBatch(kcp, ns, 'cost')).length;
+      if (left === 0) break;
+      if (performance.now() - t2 > 300_000) throw new Error(`${left} of ${n} not gone after 300 s`);
+      await sleep(250);
+    }
+    row(SCENARIO, `${n} SyncResources deleted, gone in (s)`, ((performance.now() - t2) / 1000).toFixed(1));
+    const cpu3 = await cpu();
+    const product2 = productRequests(
+      minus(await kcpRequests(set.kcp.kubeconfigFile), before2),
+      'syncresources DELETE',
+    );
+    row(SCENARIO, 'KCP requests per SyncResource deleted, by kind', byKind(product2, n));
+    row(
+      SCENARIO,
+      'CPU per SyncResource deleted, all processes (ms)',
+      (((cpu3 - cpu2) / n) * 1000).toFixed(0),
+    );
+  });
 }

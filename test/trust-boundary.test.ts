@@ -12,7 +12,15 @@ import { accessSecretName, applyObjects, kymaObjects } from '../infra/kcp-setup.
 import { EventTypes } from '../lib/events/contract.ts';
 import { MAX_MESSAGE } from '../lib/policy/rules.ts';
 import { RECONCILE_ANNOTATION, type SyncResource } from '../lib/model.ts';
-import { getSr, kubectl, startStack, syncResourceYaml, waitSr, type Stack } from './e2e-helpers.ts';
+import {
+  getSr,
+  kubeEvents,
+  kubectl,
+  startStack,
+  syncResourceYaml,
+  waitSr,
+  type Stack,
+} from './e2e-helpers.ts';
 import { cluster, eventually, uniqueName } from './helpers.ts';
 
 type Item = { name: string; strategy: string; resource?: string };
@@ -829,19 +837,7 @@ describe('trust boundary', () => {
       items: [{ name: 'x', state: 'Ready' }],
     });
     // Never, not even for a moment, the failure of a Kyma its spec does not name.
-    const events = JSON.parse(
-      await kubectl(s.kcp, [
-        'get',
-        'events',
-        '-n',
-        s.ns,
-        '--field-selector',
-        `involvedObject.name=${name}`,
-        '-o',
-        'json',
-      ]),
-    ) as { items: { message?: string }[] };
-    expect(events.items.filter((e) => e.message?.includes('no-such-kyma'))).toEqual([]);
+    expect((await kubeEvents(s, name)).filter((e) => e.note.includes('no-such-kyma'))).toEqual([]);
     expect(
       JSON.parse(await kubectl(s.kcp, ['get', 'syncresource', 'tenant', '-n', tenant, '-o', 'json'])).status,
     ).toBeUndefined();
