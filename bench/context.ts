@@ -4,8 +4,8 @@
 import { resolve } from 'node:path';
 import { ClusterSet } from '../infra/clusters.ts';
 import { applyObjects, connect, installCrds, setupKcp } from '../infra/kcp-setup.ts';
-import { freePort } from '../infra/net.ts';
-import { DEFAULT_REPLICAS, startRuntime, type Runtime } from '../infra/runtime/index.ts';
+import { metricsPortEnv } from '../infra/net.ts';
+import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import type { Cluster, KubeObject } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
@@ -103,7 +103,7 @@ export async function startBench(
       ]);
     }
     await applyObjects(kcp, [{ apiVersion: 'v1', kind: 'Namespace', metadata: { name: 'bench-direct' } }]);
-    const ports = await metricsPorts();
+    const ports: Record<string, number> = {};
     runtime = await startRuntime(runtimeOptions(opts, set, stateDir, ports));
     const bench = helpersOf({ opts, S, K, EDITS, NS, stateDir, row, set, kcp, skrs, rt: runtime, ports });
     return {
@@ -117,20 +117,6 @@ export async function startBench(
     await stop();
     throw err;
   }
-}
-
-/** metricsPorts gives each replica of each function a metrics port of its own. */
-async function metricsPorts(): Promise<Record<string, number>> {
-  const ports: Record<string, number> = {};
-  for (const svc of [
-    'sync-resync',
-    'sync-resolve-cluster',
-    'sync-apply-items',
-    'sync-write-status',
-    'sync-dead-letter',
-  ])
-    for (let r = 0; r < DEFAULT_REPLICAS; r++) ports[`${svc}/${r}`] = await freePort();
-  return ports;
 }
 
 function runtimeOptions(
@@ -155,10 +141,7 @@ function runtimeOptions(
           }
         : {}),
     },
-    envFor: (svc: string, r: number) => ({
-      OTEL_EXPORTER_PROMETHEUS_PORT: String(ports[`${svc}/${r}`]),
-      OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
-    }),
+    envFor: metricsPortEnv(ports),
     // The SKR source's replicas are profiled too (its heap limit as knative.yaml sets it).
     ...(prof
       ? { adapterEnv: { NODE_OPTIONS: `--max-old-space-size=256 --cpu-prof --cpu-prof-dir=${prof}` } }

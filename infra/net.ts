@@ -36,6 +36,23 @@ export async function startOnFreePort<T>(
   }
 }
 
+/**
+ * metricsPortEnv is an envFor (runtime options) that gives each function process a
+ * Prometheus port of its own, found free as the process starts (one found long before
+ * could be taken meanwhile, and its scrapes answered by another process), and records it
+ * in ports as "<service>/<replica>" for the scrapers. A port taken between the two fails
+ * the start (lib/telemetry-sdk.ts), which the runtime retries with another.
+ */
+export function metricsPortEnv(
+  ports: Record<string, number>,
+): (service: string, replica: number) => Promise<Record<string, string>> {
+  return async (service, replica) => {
+    const port = await freePort();
+    ports[`${service}/${replica}`] = port;
+    return { OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1', OTEL_EXPORTER_PROMETHEUS_PORT: String(port) };
+  };
+}
+
 const FIRST_PORT = 10_000;
 let ephemeral: number | undefined;
 function ephemeralLow(): number {

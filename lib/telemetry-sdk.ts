@@ -66,6 +66,15 @@ async function startPrometheus(
   const exporter = new PrometheusExporter({
     ...(env.OTEL_EXPORTER_PROMETHEUS_HOST ? { host: env.OTEL_EXPORTER_PROMETHEUS_HOST } : {}),
     ...(env.OTEL_EXPORTER_PROMETHEUS_PORT ? { port: Number(env.OTEL_EXPORTER_PROMETHEUS_PORT) } : {}),
+    preventServerStart: true,
+  });
+  // A port that cannot be bound ends the start (as a Go component's listener does): left to
+  // the exporter, the error would go to a diagnostic logger nobody set, and whatever else
+  // holds the port would answer the scrapes.
+  await exporter.startServer().catch((err: unknown) => {
+    throw new Error(
+      `metrics cannot be served on ${env.OTEL_EXPORTER_PROMETHEUS_HOST ?? '0.0.0.0'}:${env.OTEL_EXPORTER_PROMETHEUS_PORT ?? 9464}: ${err instanceof Error ? err.message : String(err)}`,
+    );
   });
   const provider = new MeterProvider({
     resource: resourceFromAttributes({ 'service.name': env.OTEL_SERVICE_NAME ?? service }),

@@ -18,8 +18,7 @@ import { SYNC_SOURCE_LABEL, type SyncResource } from '../lib/model.ts';
 import { kubectl, syncResourceYaml } from './e2e-helpers.ts';
 import { senderAttacks } from './sender-identity.ts';
 import { PRODUCT_COMMAND } from '../infra/runtime/kubelet.ts';
-import { DEFAULT_REPLICAS } from '../infra/runtime/types.ts';
-import { freePort } from '../infra/net.ts';
+import { metricsPortEnv } from '../infra/net.ts';
 import { eventually, uniqueName } from './helpers.ts';
 
 const ns = controlPlaneNamespace;
@@ -85,13 +84,11 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     await setupKcp(set);
     kcp = set.kcp.kubeconfigFile;
     skr = set.skrs[0]!.kubeconfigFile;
-    for (const svc of SERVICES)
-      for (let r = 0; r < DEFAULT_REPLICAS; r++) metricsPorts[`${svc}/${r}`] = await freePort();
     rt = await startKnative({
       kubeconfig: kcp,
       stateDir,
-      env: { OTEL_METRICS_EXPORTER: 'prometheus', OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1' },
-      envFor: (svc, r) => ({ OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]) }),
+      env: { OTEL_METRICS_EXPORTER: 'prometheus' },
+      envFor: metricsPortEnv(metricsPorts),
       pingIntervalMs: PING_S * 1000,
       delivery: { backoffDelay: 'PT0.2S' },
       log: (l) => console.log(`[knative] ${l}`),

@@ -5,8 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { load } from 'js-yaml';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { freePort } from '../infra/net.ts';
-import { DEFAULT_REPLICAS } from '../infra/runtime/index.ts';
+import { metricsPortEnv } from '../infra/net.ts';
 import { EventTypes, PING_TYPE, SOURCE_PREFIX } from '../lib/events/contract.ts';
 import { EVENT_CONTRACT } from '../lib/events/table.ts';
 import { startCollector, type Collector, type Span } from './collector.ts';
@@ -44,15 +43,6 @@ describe('observability', () => {
     collector = await startCollector();
     spans = collector.spans;
     const endpoint = collector.endpoint;
-    for (const svc of [
-      'sync-resync',
-      'sync-resolve-cluster',
-      'sync-apply-items',
-      'sync-write-status',
-      'sync-dead-letter',
-    ]) {
-      for (let r = 0; r < DEFAULT_REPLICAS; r++) metricsPorts[`${svc}/${r}`] = await freePort();
-    }
     s = await startStack('obs', {
       env: {
         OTEL_EXPORTER_OTLP_ENDPOINT: endpoint,
@@ -63,10 +53,7 @@ describe('observability', () => {
         // One SKR client per process: two Kymas in use evict for capacity (the dashboard's eviction panel).
         SYNC_MAX_CLUSTER_CLIENTS: '1',
       },
-      envFor: (svc, r) => ({
-        OTEL_EXPORTER_PROMETHEUS_PORT: String(metricsPorts[`${svc}/${r}`]),
-        OTEL_EXPORTER_PROMETHEUS_HOST: '127.0.0.1',
-      }),
+      envFor: metricsPortEnv(metricsPorts),
       pingIntervalMs: 1500,
     });
     s.runtime.broker.observe = true;

@@ -61,7 +61,7 @@ async function startFunction(
     // no delivery carries a token, and no post needs one (knative: real plays it).
     SYNC_EVENT_AUTH: 'none',
     ...opts.env,
-    ...opts.envFor?.(service, replica),
+    ...(await opts.envFor?.(service, replica)),
     PORT: String(port),
     K_SINK: brokerUrl,
     KUBECONFIG: kubeconfig ?? undefined,

@@ -81,7 +81,7 @@ export interface ServingOptions {
   functionCommand: { cmd: string; args: string[]; cwd: string };
   /** env is added to each function's environment (test settings), envFor per replica. */
   env?: Record<string, string>;
-  envFor?: (service: string, replica: number) => Record<string, string>;
+  envFor?: (service: string, replica: number) => Record<string, string> | Promise<Record<string, string>>;
   /** apiServer is how a function reaches the KCP (its ServiceAccount token goes with it). */
   apiServer: { url: string; caFile: string };
   tokenDir: string;
@@ -254,7 +254,7 @@ export class Serving {
     const label = replica === 0 ? name : `${name}-${replica}`;
     const proc = this.startFunction(
       label,
-      { ...env, ...podEnv(env, podInfo.ip) },
+      { ...env, ...podEnv(env, podInfo.ip), ...this.opts.env, ...(await this.opts.envFor?.(name, replica)) },
       kubeconfig,
       name,
       revision,
@@ -312,8 +312,6 @@ export class Serving {
     const fnEnv: Record<string, string | undefined> = {
       ...process.env,
       ...env,
-      ...this.opts.env,
-      ...this.opts.envFor?.(name, replica),
       ...this.opts.net.env(),
       PORT: String(port),
       K_SERVICE: name,

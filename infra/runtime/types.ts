@@ -24,7 +24,7 @@ export interface RuntimeOptions {
   /** env is added to every function's environment (e.g. SYNC_* settings). */
   env?: Record<string, string>;
   /** envFor adds per-process environment (e.g. a metrics port of its own), by Service and replica. */
-  envFor?: (service: string, replica: number) => Record<string, string>;
+  envFor?: (service: string, replica: number) => Record<string, string> | Promise<Record<string, string>>;
   /** namespace overrides the control-plane namespace of knative.yaml (sources and functions). */
   namespace?: string;
   chaos?: Chaos;
