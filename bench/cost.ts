@@ -15,11 +15,11 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import type { Cluster } from '../lib/kube/objects.ts';
 import type { SyncResource } from '../lib/model.ts';
+import { sleep } from './context.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
 
 const SCENARIO = '15 cost';
 const run = promisify(execFile);
-const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 /** Requests are apiserver_request_total samples summed by "resource[/subresource] VERB". */
 type Requests = Record<string, number>;
@@ -113,6 +113,26 @@ export async function listBatch(kcp: Cluster, ns: string, batch: string): Promis
   ).items;
 }
 
+/**
+ * untilBatch polls a batch (listBatch) every everyMs until left says nothing is left;
+ * 300 s after since it throws with what left said last.
+ */
+export async function untilBatch(
+  kcp: Cluster,
+  ns: string,
+  batch: string,
+  since: number,
+  everyMs: number,
+  left: (items: SyncResource[]) => string | undefined,
+): Promise<void> {
+  for (;;) {
+    const missing = left(await listBatch(kcp, ns, batch));
+    if (missing === undefined) return;
+    if (performance.now() - since > 300_000) throw new Error(`${missing} after 300 s`);
+    await sleep(everyMs);
+  }
+}
+
 /** SmallStack is a stack of a scenario's own: one KCP, one SKR, the runtime settled. */
 export interface SmallStack {
   set: ClusterSet;
@@ -179,14 +199,12 @@ export async function costScenario(
     const t0 = performance.now();
     await createBatch(kcp, ns, 'cost', n, 8);
     // Ready, then quiet: the echoes of the last writes are part of the cost.
-    for (;;) {
-      const ready = (await listBatch(kcp, ns, 'cost')).filter(
+    await untilBatch(kcp, ns, 'cost', t0, 500, (items) => {
+      const ready = items.filter(
         (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
       ).length;
-      if (ready >= n) break;
-      if (performance.now() - t0 > 300_000) throw new Error(`only ${ready} of ${n} Ready after 300 s`);
-      await sleep(500);
-    }
+      return ready >= n ? undefined : `only ${ready} of ${n} Ready`;
+    });
     const took = performance.now() - t0;
     let quiet = rt.broker.stats.received;
     for (;;) {
@@ -235,12 +253,9 @@ export async function costScenario(
       8,
       (i) => kcp.client.call('DELETE', `${resourcePath(syncResourceInfo, ns)}/cost-${i}`),
     );
-    for (;;) {
-      const left = (await listBatch(kcp, ns, 'cost')).length;
-      if (left === 0) break;
-      if (performance.now() - t2 > 300_000) throw new Error(`${left} of ${n} not gone after 300 s`);
-      await sleep(250);
-    }
+    await untilBatch(kcp, ns, 'cost', t2, 250, (items) =>
+      items.length === 0 ? undefined : `${items.length} of ${n} not gone`,
+    );
     row(SCENARIO, `${n} SyncResources deleted, gone in (s)`, ((performance.now() - t2) / 1000).toFixed(1));
     const cpu3 = await cpu();
     const product2 = productRequests(

@@ -10,7 +10,7 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import type { KubeObject } from '../lib/kube/objects.ts';
 import { pct, sleep } from './context.ts';
-import { kcpRequests, listBatch, onSmallStack } from './cost.ts';
+import { kcpRequests, onSmallStack, untilBatch } from './cost.ts';
 import { timeUntil } from './peer.ts';
 import { benchCrd, itemsOf, objectsFor } from './workload.ts';
 
@@ -50,11 +50,10 @@ export async function latencyScenario(
     };
     const ids = Array.from({ length: n }, (_, i) => i);
     await mapLimit(ids, 8, (i) => put(i, 1, true));
-    for (const t0 = performance.now(); ; await sleep(300)) {
-      const ready = (await listBatch(kcp, ns, 'latency')).filter((s) => s.status?.state === 'Ready');
-      if (ready.length >= n) break;
-      if (performance.now() - t0 > 300_000) throw new Error(`only ${ready.length} of ${n} Ready after 300 s`);
-    }
+    await untilBatch(kcp, ns, 'latency', performance.now(), 300, (items) => {
+      const ready = items.filter((s) => s.status?.state === 'Ready').length;
+      return ready >= n ? undefined : `only ${ready} of ${n} Ready`;
+    });
     await sleep(2_000);
     const cms = '/api/v1/namespaces/latency/configmaps';
     const data = (o: KubeObject | undefined) => o?.data as Record<string, string> | undefined;

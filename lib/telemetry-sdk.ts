@@ -73,7 +73,7 @@ async function startPrometheus(
   // holds the port would answer the scrapes.
   await exporter.startServer().catch((err: unknown) => {
     throw new Error(
-      `metrics cannot be served on ${env.OTEL_EXPORTER_PROMETHEUS_HOST ?? '0.0.0.0'}:${env.OTEL_EXPORTER_PROMETHEUS_PORT ?? 9464}: ${err instanceof Error ? err.message : String(err)}`,
+      `metrics cannot be served on ${env.OTEL_EXPORTER_PROMETHEUS_HOST ?? '0.0.0.0'}:${env.OTEL_EXPORTER_PROMETHEUS_PORT ?? PrometheusExporter.DEFAULT_OPTIONS.port}: ${err instanceof Error ? err.message : String(err)}`,
     );
   });
   const provider = new MeterProvider({
