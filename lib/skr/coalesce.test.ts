@@ -1,5 +1,7 @@
-// The coalescer: findings for one key within its delay become one post; a key that keeps
-// changing is posted at growing gaps; a failed post is retried with its findings.
+// The coalescer: findings for one key within its delay become one post; a quiet key's
+// finding with no delay is posted at once, what comes while it is in flight waits the first
+// gap; a key that keeps changing is posted at growing gaps; a failed post is retried with
+// its findings.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { Coalescer } from './coalesce.ts';
 
@@ -18,6 +20,45 @@ describe('Coalescer', () => {
       ['a', [1, 2]],
       ['b', [3]],
     ]);
+  });
+
+  it("posts a quiet key's finding at once, and what is found while that post is in flight as one post after the first gap", async () => {
+    const posts: [number, number[]][] = [];
+    let release = () => {};
+    const c = new Coalescer<number>({
+      post: async (_k, f) => {
+        posts.push([performance.now(), f]);
+        if (posts.length === 1) await new Promise<void>((r) => (release = r));
+      },
+      minGapMs: 50,
+    });
+    c.add('a', 1, 0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(posts).toEqual([[0, [1]]]);
+    c.add('a', 2, 0);
+    c.add('a', 3, 0);
+    await vi.advanceTimersByTimeAsync(10);
+    release();
+    await vi.advanceTimersByTimeAsync(30);
+    expect(posts).toHaveLength(1);
+    await vi.advanceTimersByTimeAsync(20);
+    expect(posts).toEqual([
+      [0, [1]],
+      [50, [2, 3]],
+    ]);
+  });
+
+  it('posts a finding with no delay at once though another waits for its delay, and a finding found after a post no sooner than its delay', async () => {
+    const at: number[] = [];
+    const c = new Coalescer<number>({ post: async () => void at.push(performance.now()), minGapMs: 50 });
+    c.add('a', 1, 150);
+    await vi.advanceTimersByTimeAsync(10);
+    c.add('a', 2, 0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(at).toEqual([10]);
+    c.add('a', 3, 150);
+    await vi.advanceTimersByTimeAsync(200);
+    expect(at).toEqual([10, 161]);
   });
 
   it('posts a key that keeps changing at growing gaps: a thousand findings over ten seconds are a few posts', async () => {

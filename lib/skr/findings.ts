@@ -1,7 +1,10 @@
 // findings.ts turns what the SKR source judged (judge.ts) into posts: a finding is posted
-// once per mark and object, coalesced per SyncResource (coalesce.ts) after a short delay
-// (health waits for the status a run in flight is about to write), one event naming at most
-// MAX_CHANGES objects.
+// once per mark and object, coalesced per SyncResource (coalesce.ts): an object gone or
+// drifted at once, health after a short delay (it waits for the status a run in flight is
+// about to write), one event naming at most MAX_CHANGES objects. A finding that waited
+// and no longer holds when its turn comes (the object was seen as wanted since: the run
+// of the post before put it back) is dropped: of objects deleted together, only those
+// deleted after that run read them cost a second run.
 import type { CloudEvent } from 'cloudevents';
 import {
   EventTypes,
@@ -21,8 +24,12 @@ import type { Entry, SrView } from './view.ts';
 /** MAX_CHANGES bounds the objects one event names (the run reads them all anyway). */
 const MAX_CHANGES = 16;
 
-/** Delays before a finding is posted: health waits for the status a run in flight is about to write. */
-const DELAY_MS: Record<Change, number> = { gone: 20, drift: 20, health: 150 };
+/**
+ * Delays before a quiet SyncResource's finding is posted: none for an object gone or
+ * drifted (a watching controller reacts at once; what is found meanwhile waits
+ * coalesce.ts's gap), and health waits for the status a run in flight is about to write.
+ */
+const DELAY_MS: Record<Change, number> = { gone: 0, drift: 0, health: 150 };
 
 /**
  * GONE_WHILE_DELETING_MS is how long an object gone waits for a SyncResource being deleted:
@@ -35,6 +42,8 @@ export const GONE_WHILE_DELETING_MS = 1_000;
 /** Finding is one change of one object for one SyncResource, as posted; a health change judged from the object carries its health. */
 export interface Finding extends SkrChange {
   key: string;
+  /** mark is the verdict's (judge.ts): what was found, posted once. */
+  mark: string;
   health?: Health;
 }
 
@@ -60,8 +69,11 @@ export class Findings {
     this.coalescer = new Coalescer<Finding>({
       post: (key, findings) => this.post(key, findings),
       keep: (key, f) => {
+        const pk = `${key}|${f.key}`;
+        // Gone or drifted, then seen as wanted (or found anew): this finding is done.
+        if (f.change !== 'health' && this.posted.get(pk) !== f.mark) return false;
         if (opts.stillHolds(key, f)) return true;
-        this.posted.delete(`${key}|${f.key}`);
+        this.posted.delete(pk);
         return false;
       },
     });
@@ -92,6 +104,7 @@ export class Findings {
         ...(e.namespace ? { namespace: e.namespace } : {}),
         name: e.name,
         change: v.change,
+        mark: v.mark,
         ...(v.health ? { health: v.health } : {}),
       },
       delayMs,
@@ -123,7 +136,7 @@ export class Findings {
       ? makeEvent('skr-source', EventTypes.skrHealth, { ...who, objects: report } satisfies SkrHealth)
       : makeEvent('skr-source', EventTypes.skrChanged, {
           ...who,
-          changes: latest.map(({ key: _k, health: _h, ...c }) => c),
+          changes: latest.map(({ key: _k, mark: _m, health: _h, ...c }) => c),
         } satisfies SkrChanged);
     await this.opts.emit(event);
     this.opts.stats.posts++;
@@ -145,7 +158,7 @@ export class Findings {
 function reportable(view: SrView, findings: Finding[]): ReportedHealth[] | undefined {
   if (!view.inSync) return undefined;
   const out: ReportedHealth[] = [];
-  for (const { key, change, health, ...id } of findings) {
+  for (const { key, change, mark: _m, health, ...id } of findings) {
     const item = view.items.get(view.entries.find((e) => e.key === key)?.item ?? '');
     if (change !== 'health' || !health || !item || item.runRead || item.strategy === 'Delete')
       return undefined;
