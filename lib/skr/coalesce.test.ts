@@ -107,3 +107,27 @@ describe('Coalescer', () => {
     expect(posts).toEqual([[1]]);
   });
 });
+
+describe('Coalescer after a failed post', () => {
+  it('posts what is found while the retry waits with the retry, not sooner', async () => {
+    const posts: [number, number[]][] = [];
+    let fail = true;
+    const c = new Coalescer<number>({
+      post: async (_k, f) => {
+        if (fail) {
+          fail = false;
+          throw new Error('broker down');
+        }
+        posts.push([performance.now(), f]);
+      },
+      retryMs: 1_000,
+    });
+    c.add('a', 1, 0);
+    await vi.advanceTimersByTimeAsync(10);
+    c.add('a', 2, 0);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(posts).toEqual([]);
+    await vi.advanceTimersByTimeAsync(500);
+    expect(posts).toEqual([[1_000, [1, 2]]]);
+  });
+});

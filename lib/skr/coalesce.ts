@@ -2,9 +2,10 @@
 // waiting per SyncResource, as a controller's workqueue holds a key: a quiet
 // SyncResource's finding is posted after its delay (none for an object gone or drifted),
 // and what is found while that post is in flight or soon after waits a gap (and its own
-// delay) and is one post; a SyncResource that keeps changing (a customer flipping an object) is posted at
-// growing gaps (minGapMs doubling to maxGapMs) until it has been quiet for quietMs or
-// twice its gap, so a thousand flips a second cost a few runs, not a write storm.
+// delay) and is one post; a SyncResource that keeps changing (a customer flipping an
+// object) is posted at growing gaps (minGapMs doubling to maxGapMs) until it has been
+// quiet for quietMs or twice its gap, so a thousand flips a second cost a few runs, not a
+// write storm.
 
 /** CoalesceOptions tune the delays; post is called with every finding merged since the last post. */
 export interface CoalesceOptions<T> {
@@ -22,13 +23,13 @@ export interface CoalesceOptions<T> {
 
 /**
  * Slot is a key's state: the findings waiting, when the first of them is due (its delay),
- * when its timer fires, and no earlier than when (a failed post's retry).
+ * when its timer fires, and whether a post is in flight or failed and waits for its retry
+ * (busy: the findings found meanwhile go with it).
  */
 type Slot<T> = {
   findings: T[];
   due: number;
   at: number;
-  notBefore: number;
   timer?: NodeJS.Timeout;
   lastAt: number;
   gap: number;
@@ -49,7 +50,7 @@ export class Coalescer<T> {
     const now = performance.now();
     let s = this.slots.get(key);
     if (!s) {
-      s = { findings: [], due: Infinity, at: Infinity, notBefore: 0, lastAt: -Infinity, gap: 0, busy: false };
+      s = { findings: [], due: Infinity, at: Infinity, lastAt: -Infinity, gap: 0, busy: false };
       this.slots.set(key, s);
     }
     s.findings.push(finding);
@@ -72,7 +73,7 @@ export class Coalescer<T> {
 
   private arm(key: string, s: Slot<T>, now: number): void {
     clearTimeout(s.timer);
-    s.at = Math.max(s.due, s.lastAt + s.gap, s.notBefore);
+    s.at = Math.max(s.due, s.lastAt + s.gap);
     s.timer = setTimeout(() => void this.fire(key, s), Math.max(0, s.at - now));
     s.timer.unref?.();
   }
@@ -80,6 +81,7 @@ export class Coalescer<T> {
   private async fire(key: string, s: Slot<T>): Promise<void> {
     s.timer = undefined;
     s.due = Infinity;
+    s.busy = false;
     const findings = s.findings.splice(0).filter((f) => this.opts.keep?.(key, f) ?? true);
     if (findings.length > 0) {
       s.busy = true;
@@ -87,12 +89,10 @@ export class Coalescer<T> {
       try {
         await this.opts.post(key, findings);
       } catch {
+        // Still busy: the retry takes what is found until then along.
         s.findings.unshift(...findings);
-        s.busy = false;
-        const now = performance.now();
-        s.notBefore = now + this.opts.retryMs;
-        s.due = now;
-        this.arm(key, s, now);
+        s.timer = setTimeout(() => void this.fire(key, s), this.opts.retryMs);
+        s.timer.unref?.();
         return;
       }
       s.busy = false;
