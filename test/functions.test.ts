@@ -436,6 +436,88 @@ describe('functions', () => {
     expect(code).toBe(404);
   });
 
+  it('apply-items reads the objects a change names while it reads the SyncResource, takes each read once, and reads anew after its first write', async () => {
+    const name = uniqueName('ahead');
+    const nsItem = (label: string) =>
+      `apiVersion: v1\nkind: Namespace\nmetadata: {name: ${name}, labels: {l: "${label}"}}\n`;
+    const cmIn = (n: string, v: string) =>
+      `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: ${n}, namespace: ${name}}\ndata: {v: "${v}"}\n`;
+    const items = (label: string, v: string) => [
+      { name: 'ns', strategy: 'CreateAndSync', resource: nsItem(label) },
+      { name: 'a', strategy: 'CreateAndSync', resource: cmIn('a', v) },
+      { name: 'b', strategy: 'CreateAndSync', resource: cmIn('b', '1') },
+    ];
+    // Every SKR request of the handlers, and the SyncResource's read held until release says.
+    const requests: { method: string; path: string }[] = [];
+    let release: (() => Promise<void>) | undefined;
+    const store = Object.create(deps.store) as KcpStore;
+    store.get = async (namespace, n) => {
+      await release?.();
+      return deps.store.get(namespace, n);
+    };
+    const cache = new ClientCache(deps.config, { onRequest: (r) => requests.push(r) });
+    setDeps({ ...deps, store, cache, process: new ProcessState(deps.config) });
+    try {
+      await create(name, 'kyma-1', items('1', '1'));
+      await pipeline(name);
+      const sr = (await deps.store.get(ns, name))!;
+      expect(sr.status?.state).toBe('Ready');
+      const gets = (path: string) => requests.filter((r) => r.method === 'GET' && r.path === path).length;
+      const paths = {
+        ns: `/api/v1/namespaces/${name}`,
+        a: `/api/v1/namespaces/${name}/configmaps/a`,
+        b: `/api/v1/namespaces/${name}/configmaps/b`,
+      };
+      // The SKR source's change event names the inventory; its run is held at its read of the
+      // SyncResource until the objects were read: they are read while it is.
+      const change = async (label: string, v: string) => {
+        await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+          body: { spec: { items: items(label, v) } },
+          contentType: 'application/merge-patch+json',
+        });
+        const live = (await deps.store.get(ns, name))!;
+        requests.length = 0;
+        release = () => eventually(async () => expect(gets(paths.a) * gets(paths.b)).toBeGreaterThan(0));
+        const data = {
+          namespace: ns,
+          name,
+          uid: live.metadata.uid,
+          generation: live.metadata.generation,
+          kyma: 'kyma-1',
+          change: true,
+          ahead: live.status!.synced!.map(({ apiVersion, kind, namespace, name: n }) => ({
+            apiVersion,
+            kind,
+            ...(namespace ? { namespace } : {}),
+            name: n,
+          })),
+        };
+        const resolved = (await resolveCluster(
+          ctx,
+          new CloudEvent({ type: EventTypes.changed, source: '/kcp-sync-resource/skr-source', data }),
+        )) as CloudEvent<unknown>;
+        expect((resolved.data as ClusterResolved).ahead).toEqual(data.ahead);
+        await writeStatus(ctx, (await applyItems(ctx, resolved)) as CloudEvent<unknown>);
+        release = undefined;
+        expect((await deps.store.get(ns, name))?.status?.state).toBe('Ready');
+      };
+      // Only a changed: nothing written before the reads, each object read once.
+      await change('1', '2');
+      expect([gets(paths.ns), gets(paths.a), gets(paths.b)]).toEqual([1, 1, 1]);
+      const skr = await cluster(0);
+      expect((await skr.client.call<{ data: unknown }>('GET', paths.a)).data).toEqual({ v: '2' });
+      // The Namespace changed too: it is written first, and a and b are read again after it.
+      await change('2', '3');
+      expect([gets(paths.ns), gets(paths.a), gets(paths.b)]).toEqual([1, 2, 2]);
+      expect((await skr.client.call<{ data: unknown }>('GET', paths.a)).data).toEqual({ v: '3' });
+      await skr.client.call('DELETE', paths.ns);
+    } finally {
+      release = undefined;
+      setDeps(deps);
+      await cache.closeAll();
+    }
+  });
+
   it('deletions of one Kyma’s SyncResources at once share their reads of its holders, none older than its run', async () => {
     const names = Array.from({ length: 6 }, () => uniqueName('held'));
     for (const name of names) {

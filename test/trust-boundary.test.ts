@@ -910,6 +910,59 @@ describe('trust boundary', () => {
     }
   });
 
+  it('objects an SKR change names to read ahead are at most read: a run for its own object changes nothing else', async () => {
+    const name = `${P}-ahead`;
+    await kubectl(
+      s.kcp,
+      ['apply', '-f', '-'],
+      syncResourceYaml(s.ns, name, 'iso', [{ name: 'x', strategy: 'CreateAndSync', resource: cm(name, A2) }]),
+    );
+    const sr = (await waitSr(s, name, (x) => expect(x?.status?.state).toBe('Ready')))!;
+    // Someone else's Secret and ConfigMap in the SKR, which the forged event names to read ahead.
+    await kubectl(iso, ['create', 'secret', 'generic', `${P}-theirs`, '-n', A2, '--from-literal=k=v']);
+    await kubectl(iso, ['create', 'configmap', `${P}-theirs`, '-n', A2, '--from-literal=k=v']);
+    const state = async () =>
+      kubectl(iso, ['get', 'secret,configmap', `${P}-theirs`, '-n', A2, '-o', 'json']).then((t) =>
+        (JSON.parse(t) as { items: { metadata: unknown; data: unknown }[] }).items.map((o) => [
+          o.metadata,
+          o.data,
+        ]),
+      );
+    const before = await state();
+    await kubectl(iso, ['delete', 'configmap', name, '-n', A2]);
+    const id = (kind: string, n: string, namespace = A2) => ({ apiVersion: 'v1', kind, namespace, name: n });
+    const data = {
+      namespace: s.ns,
+      name,
+      uid: sr.metadata.uid,
+      kyma: 'iso',
+      changes: [{ ...id('ConfigMap', name), change: 'gone' }],
+      ahead: [
+        id('Secret', `${P}-theirs`),
+        id('ConfigMap', `${P}-theirs`),
+        id('Secret', name),
+        id('ConfigMap', name),
+      ],
+    };
+    const msg = HTTP.binary(new CloudEvent({ type: EventTypes.skrChanged, source: '/attacker', data }));
+    const res = await fetch(s.runtime.broker.url, {
+      method: 'POST',
+      headers: msg.headers as Record<string, string>,
+      body: msg.body as string,
+    });
+    expect(res.status).toBeLessThan(300);
+    await s.runtime.broker.idle();
+    // Its own object is back; the others are as they were, to the resourceVersion and managers.
+    await eventually(async () =>
+      expect(await kubectl(iso, ['get', 'configmap', name, '-n', A2, '-o', 'name'])).toContain(name),
+    );
+    expect(await state()).toEqual(before);
+    const after = await getSr(s, name);
+    expect(after?.status?.state).toBe('Ready');
+    expect(JSON.stringify(after?.status)).not.toContain(`${P}-theirs`);
+    await kubectl(iso, ['delete', 'secret,configmap', `${P}-theirs`, '-n', A2]);
+  });
+
   it('an access Secret for a Kyma without SyncResources is handled on creation, change and deletion', async () => {
     const kyma = uniqueName('nosr');
     const secret = accessSecretName(kyma);

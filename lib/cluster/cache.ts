@@ -136,11 +136,13 @@ export class ClientCache {
 
   /**
    * peek returns the cached cluster for exactly this Secret version, if it was resolved
-   * for the Kyma name, without reading the Secret.
+   * for the Kyma name, without reading the Secret. A look that is not a use (use false)
+   * counts no hit and leaves the entry's place in the use order.
    */
-  peek(ref: SecretRef, name: string): Promise<Cluster> | undefined {
+  peek(ref: SecretRef, name: string, use = true): Promise<Cluster> | undefined {
     const hit = this.entries.get(`${ref.namespace}/${ref.name}`);
     if (!hit || hit.version !== `${ref.uid}/${ref.resourceVersion}` || hit.kyma !== name) return undefined;
+    if (!use) return hit.cluster;
     this.stats.hits++;
     Metrics.cacheHits.add(1, { cluster: name });
     this.touch(`${ref.namespace}/${ref.name}`, hit);

@@ -65,7 +65,12 @@ export interface SkrChanged extends SyncRef {
   uid: string;
   kyma: string;
   /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
-  changes: SkrChange[];
+  changes: SkrChange[]; /**
+   * ahead: objects the SyncResource held as the source saw it (its inventory, at most 16),
+   * which apply-items reads while it reads the SyncResource; a run takes such a read only as
+   * its own read of the same object before its first write (objects.ts usingReadsAhead).
+   */
+  ahead?: ObjectId[];
 }
 
 /** ReportedHealth is one object's health as the SKR source read it from its watch. */
@@ -107,7 +112,12 @@ export interface SyncResourceChanged extends SyncRef {
   /** policy: the SyncPolicy of its namespace was created, changed or deleted (a run at a generation already run). */
   policy?: true;
   /** requested: a run was asked for (a new value of the reconcile annotation), at a generation already run. */
-  requested?: true;
+  requested?: true; /**
+   * ahead: objects the SyncResource held as the source saw it (its inventory, at most 16),
+   * which apply-items reads while it reads the SyncResource; a run takes such a read only as
+   * its own read of the same object before its first write (objects.ts usingReadsAhead).
+   */
+  ahead?: ObjectId[];
 }
 
 /**
@@ -143,7 +153,8 @@ export interface ClusterResolved extends SyncRef {
    * apply-items runs only if the live inventory holds one of them (rules.ts heldBy).
    * generation is then 0: the run is for whatever generation is live.
    */
-  held?: ObjectId[];
+  held?: ObjectId[]; /** ahead: the source's event's ahead, passed on. */
+  ahead?: ObjectId[];
 }
 
 /** ItemsApplied is the data of an items.applied event: the run's outcome (reasons and messages, no manifests). */
@@ -184,6 +195,22 @@ export interface ObjectRef {
   kind: string;
   name: string;
   namespace?: string;
+}
+
+/** MAX_AHEAD bounds an event's ahead: the reads a run makes before it knows it needs them. */
+export const MAX_AHEAD = 16;
+
+/** aheadOf is an event's ahead for a SyncResource's inventory entries: their identities, the first MAX_AHEAD (none: {}). */
+export function aheadOf(entries: readonly ObjectId[] | undefined): { ahead?: ObjectId[] } {
+  if (!entries?.length) return {};
+  return {
+    ahead: entries.slice(0, MAX_AHEAD).map(({ apiVersion, kind, namespace, name }) => ({
+      apiVersion,
+      kind,
+      ...(namespace ? { namespace } : {}),
+      name,
+    })),
+  };
 }
 
 /** makeEvent builds an event emitted by step about a SyncResource. */

@@ -19,17 +19,18 @@ import {
   type Data,
 } from './fields.ts';
 import { checkHealth, checkResult, checkSeen, checkStatus } from './outcome.ts';
-import type {
-  ClusterResolved,
-  ItemsApplied,
-  KymaRequest,
-  KymaResolved,
-  ReconcileRequest,
-  SkrChange,
-  SkrChanged,
-  SkrHealth,
-  SyncRef,
-  SyncResourceChanged,
+import {
+  MAX_AHEAD,
+  type ClusterResolved,
+  type ItemsApplied,
+  type KymaRequest,
+  type KymaResolved,
+  type ReconcileRequest,
+  type SkrChange,
+  type SkrChanged,
+  type SkrHealth,
+  type SyncRef,
+  type SyncResourceChanged,
 } from './contract.ts';
 
 /** checkRef validates a SyncResource (or Kyma, Secret) reference's namespace and name. */
@@ -97,9 +98,14 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
     secret: checkSecretRef(d.secret),
     ...optional(d, 'urgent', () => bool(d, 'urgent', 'data')),
     ...optional(d, 'since', () => str(d, 'since', isTime, 64)),
-    ...optional(d, 'held', () => list(d, 'held', 'data', (v, at) => checkObjectId(map(v, at), at), 16)),
+    ...objectIds(d, 'held'),
+    ...objectIds(d, 'ahead'),
   };
 }
+
+/** objectIds validates an optional list of at most MAX_AHEAD (16) SKR objects' identities. */
+const objectIds = (d: Data, key: 'held' | 'ahead') =>
+  optional(d, key, () => list(d, key, 'data', (v, at) => checkObjectId(map(v, at), at), MAX_AHEAD));
 
 const CHANGES = ['gone', 'drift', 'health'] as const;
 
@@ -126,6 +132,7 @@ export function checkSkrChanged(data: unknown): SkrChanged {
     uid: str(d, 'uid', undefined, 64),
     kyma: str(d, 'kyma', isDnsSubdomain),
     changes: list(d, 'changes', 'data', change, 16),
+    ...objectIds(d, 'ahead'),
   };
 }
 
@@ -166,6 +173,7 @@ export function checkSyncResourceChanged(data: unknown): SyncResourceChanged {
     ...flag('deleting'),
     ...flag('policy'),
     ...flag('requested'),
+    ...objectIds(d, 'ahead'),
   };
 }
 

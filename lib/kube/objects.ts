@@ -1,10 +1,10 @@
 // objects.ts: verbs on arbitrary objects (get, server-side apply, delete, list),
 // addressed through a RestMapper.
-import type { KubeClient } from './client.ts';
-import { PatchType } from './client.ts';
+import { PatchType, type CallOptions, type KubeClient } from './client.ts';
 import { resourcePath, type ResourceInfo, type RestMapper } from './discovery.ts';
 import { isNotFound } from './errors.ts';
 import type { KubeObject } from './types.ts';
+import type { ObjectId } from '../model.ts';
 import { checkReadIdentity, deleteOptionsFor } from '../policy/rules.ts';
 
 export type { KubeObject } from './types.ts';
@@ -25,11 +25,23 @@ export interface Cluster {
 export function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cluster {
   let confirmed: Promise<void> | undefined;
   const target = skr.client;
-  const call: typeof target.call = (method, path, opts) =>
-    method === 'GET' || opts?.query?.dryRun !== undefined
-      ? target.call(method, path, opts)
-      : (confirmed ??= confirm()).then(() => target.call(method, path, opts));
-  const client = new Proxy(target, {
+  return withCall(skr, (method, path, opts) =>
+    mayWrite(method, opts)
+      ? (confirmed ??= confirm()).then(() => target.call(method, path, opts))
+      : target.call(method, path, opts),
+  );
+}
+
+/** mayWrite: every method but GET may write; a dry run changes nothing. */
+const mayWrite = (method: string, opts?: CallOptions): boolean =>
+  method !== 'GET' && opts?.query?.dryRun === undefined;
+
+/** withCall is skr with its client's call replaced, every other member of the client as it is. */
+function withCall(
+  skr: Cluster,
+  call: (method: string, path: string, opts?: CallOptions) => Promise<unknown>,
+): Cluster {
+  const client = new Proxy(skr.client, {
     get: (t, prop) => {
       if (prop === 'call') return call;
       const v = Reflect.get(t, prop, t) as unknown;
@@ -37,6 +49,61 @@ export function confirmingWrites(skr: Cluster, confirm: () => Promise<void>): Cl
     },
   });
   return { ...skr, client };
+}
+
+/**
+ * ReadsAhead are GETs of objects a run is likely to read (those an event names), made
+ * while the run reads what tells it which objects it needs (its SyncResource): the
+ * answers, by request path, once each object's kind is resolved.
+ */
+export interface ReadsAhead {
+  cluster: Cluster;
+  answers: Promise<Map<string, Promise<unknown>>>;
+}
+
+/**
+ * readAhead starts a GET of each object named in c (the caller bounds them); an object of a
+ * kind c does not serve, or a namespaced one named without a namespace, is left out. Nothing
+ * waits for the answers and no failure surfaces here: the run that uses one (usingReadsAhead)
+ * gets it as it would have got its own.
+ */
+export function readAhead(c: Cluster, ids: readonly ObjectId[]): ReadsAhead {
+  const started = ids.map(async (id) => {
+    const info = await c.mapper.find(id.apiVersion, id.kind);
+    if (!info || (info.namespaced && !id.namespace)) return undefined;
+    const path = resourcePath(info, info.namespaced ? id.namespace : undefined, id.name);
+    const answer = c.client.call('GET', path);
+    answer.catch(() => {});
+    return [path, answer] as const;
+  });
+  const answers = Promise.all(started.map((p) => p.catch(() => undefined))).then(
+    (entries) => new Map(entries.filter((e) => e !== undefined)),
+  );
+  return { cluster: c, answers };
+}
+
+/**
+ * usingReadsAhead wraps a cluster so that its first GET of a path read ahead takes that
+ * read's answer instead of asking again, until the first write through it: every read
+ * after that is asked anew, so a run never decides on a state older than its own writes.
+ * A read ahead that failed other than with NotFound is asked again.
+ */
+export function usingReadsAhead(skr: Cluster, ahead: ReadsAhead): Cluster {
+  const target = skr.client;
+  let answers: ReadsAhead['answers'] | undefined = ahead.answers;
+  return withCall(skr, async (method, path, opts) => {
+    if (mayWrite(method, opts)) answers = undefined;
+    // A GET made before any write may take an answer asked for before it too.
+    const at = method === 'GET' && opts === undefined ? answers : undefined;
+    const ready = at && (await at);
+    const answer = ready?.get(path);
+    if (!answer) return target.call(method, path, opts);
+    ready!.delete(path);
+    return answer.catch((err: unknown) => {
+      if (isNotFound(err)) throw err;
+      return target.call(method, path, opts);
+    });
+  });
 }
 
 /** Snapshots serve an object as a recent list saw it, no older than since (ms since the epoch). */

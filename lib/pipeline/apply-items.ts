@@ -4,7 +4,13 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import { resourceText, sourceData } from '../cluster/sources.ts';
 import { reconcileRun } from '../engine/reconcile.ts';
-import { EventTypes, type ClusterResolved, type ItemsApplied, type Seen } from '../events/contract.ts';
+import {
+  EventTypes,
+  MAX_AHEAD,
+  type ClusterResolved,
+  type ItemsApplied,
+  type Seen,
+} from '../events/contract.ts';
 import type { ApplyResult } from '../engine/result.ts';
 import { summarize } from '../changeset.ts';
 import type { Answer } from './answer.ts';
@@ -16,7 +22,13 @@ import {
   type SyncResource,
 } from '../model.ts';
 import { isResolutionFailure, lostRace, TransientError } from '../kube/errors.ts';
-import { confirmingWrites, type Cluster } from '../kube/objects.ts';
+import {
+  confirmingWrites,
+  readAhead,
+  usingReadsAhead,
+  type Cluster,
+  type ReadsAhead,
+} from '../kube/objects.ts';
 import { computeStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
 import { KeyedQueue } from '../concurrency.ts';
@@ -47,16 +59,21 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     .sort()
     .pop();
   const held = mergeHeld(queued.held, incoming.held);
+  const ahead = unique([...(incoming.ahead ?? []), ...(queued.ahead ?? [])]).slice(0, MAX_AHEAD);
   // A merged run starts later than either request: it reads the SyncResource itself.
-  const { listed: _listed, held: _held, ...identity } = newer as RunRequest;
+  const { listed: _listed, held: _held, ahead: _ahead, ...identity } = newer as RunRequest;
   return {
     ...identity,
     trigger,
     ...(urgent ? { urgent } : {}),
     ...(since ? { since } : {}),
     ...(held ? { held } : {}),
+    ...(ahead.length > 0 ? { ahead } : {}),
   };
 }
+
+/** unique is each object once, in order. */
+const unique = (ids: ObjectId[]): ObjectId[] => [...new Map(ids.map((o) => [objectKey(o), o])).values()];
 
 /** MAX_HELD bounds the objects a merged SKR change names; beyond it the run is not conditional on them. */
 const MAX_HELD = 64;
@@ -68,7 +85,7 @@ const MAX_HELD = 64;
  */
 function mergeHeld(a: ObjectId[] | undefined, b: ObjectId[] | undefined): ObjectId[] | undefined {
   if (!a || !b) return undefined;
-  const merged = [...new Map([...a, ...b].map((o) => [objectKey(o), o])).values()];
+  const merged = unique([...a, ...b]);
   return merged.length <= MAX_HELD ? merged : undefined;
 }
 
@@ -173,6 +190,8 @@ async function applyRaced(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
 }
 
 async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
+  // The objects the event names are read while the SyncResource is (readsAheadOf).
+  const early = readsAheadOf(deps, data);
   // Events are not trusted: only a live SyncResource of the uid and no newer generation than
   // the event names is reconciled; one of a team namespace only as its policy allows now.
   const sr = data.listed ?? (await getIfBound(deps.store, deps.config, data));
@@ -185,9 +204,9 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   // A listed SyncResource may have changed since its batch listed it: it is read once before
   // the run's first write to the SKR (a no-op run writes nothing and reads nothing). Its
   // writes to the KCP test the listed resourceVersion anyway.
-  const skr = data.listed
-    ? confirmingWrites(target.skr, () => confirmCurrent(deps, data.listed!))
-    : target.skr;
+  let skr = data.listed ? confirmingWrites(target.skr, () => confirmCurrent(deps, data.listed!)) : target.skr;
+  const ahead = await early;
+  if (ahead?.cluster === target.skr) skr = usingReadsAhead(skr, ahead);
   const { sources, resourceSources } = readersOf(deps, data, sr);
   // A preview writes its status and nothing else: no claim, no inventory, nothing in the SKR.
   // Its code (the diff and its library) is loaded by the first preview, not at start-up.
@@ -214,6 +233,25 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   // The credential or the trust may have been rotated: connect afresh next time.
   if (result.clusterError) deps.cache.evict(secretRef);
   return outcomeOf(deps, data, sr, result, last);
+}
+
+/**
+ * readsAheadOf starts reading the objects an event names (ahead: the SyncResource's
+ * inventory as the SKR source saw it) on the client already connected for the Secret
+ * version and Kyma the event names, if there is one; no Secret is read for it. The run
+ * takes an answer only if it runs on that very client, for its own read of the same object
+ * before its first write (usingReadsAhead): a false or stale list costs at most MAX_AHEAD
+ * reads and changes nothing.
+ */
+async function readsAheadOf(deps: Deps, data: RunRequest): Promise<ReadsAhead | undefined> {
+  if (!data.ahead?.length || data.listed || data.secret?.namespace !== kymaHome(data.namespace, deps.config))
+    return undefined;
+  try {
+    const cluster = deps.cache.peek(data.secret, data.kyma, false);
+    return cluster && readAhead(await cluster, data.ahead);
+  } catch {
+    return undefined; // The run connects (and fails) on its own.
+  }
 }
 
 /** Target is the SKR a run writes to, the policy it runs under, and the access Secret version it used. */

@@ -12,7 +12,7 @@ import {
   checkSyncResourceChanged,
   EventDataError,
 } from '../events/parse.ts';
-import type { SyncResource } from '../model.ts';
+import type { ObjectId, SyncResource } from '../model.ts';
 
 /** ResolveRequest is a request to resolve one SyncResource's cluster. */
 export interface ResolveRequest {
@@ -33,6 +33,8 @@ export interface ResolveRequest {
    * that resolves for its spec.kyma now; a failed resolution reads it (the status names it).
    */
   seen?: SyncResourceChanged;
+  /** ahead is the source's list of objects to read while the SyncResource is read (contract.ts), passed on. */
+  ahead?: ObjectId[];
 }
 
 /** isUrgent tells whether the run a request resolved goes ahead of bulk work: an edit or deletion of a SyncResource reconciled before, or a change in its SKR. */
@@ -45,7 +47,8 @@ export function isUrgent(req: ResolveRequest, sr: SyncResource): boolean {
 /** fromSkrChanged: objects the SyncResource holds changed in its SKR. */
 export function fromSkrChanged(event: CloudEvent<unknown>): ResolveRequest {
   const req = checkSkrChanged(event.data);
-  return { ref: { namespace: req.namespace, name: req.name }, trigger: 'skr', change: true, held: req };
+  const ref = { namespace: req.namespace, name: req.name };
+  return { ref, trigger: 'skr', change: true, held: req, ...(req.ahead ? { ahead: req.ahead } : {}) };
 }
 
 /**
@@ -57,7 +60,8 @@ export function fromSkrChanged(event: CloudEvent<unknown>): ResolveRequest {
 export function fromChanged(event: CloudEvent<unknown>): ResolveRequest {
   const seen = checkSyncResourceChanged(event.data);
   const trigger = seen.policy || seen.requested ? 'kyma' : 'watch';
-  return { ref: { namespace: seen.namespace, name: seen.name }, trigger, change: seen.change === true, seen };
+  const ref = { namespace: seen.namespace, name: seen.name };
+  return { ref, trigger, change: seen.change === true, seen, ...(seen.ahead ? { ahead: seen.ahead } : {}) };
 }
 
 /** isWatchEvent tells an ApiServerSource event (Reference mode) from the product's own. */

@@ -59,7 +59,7 @@ export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger):
 }
 
 async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Promise<ResolveOutcome> {
-  const { ref, held, since, seen, trigger } = req;
+  const { ref, held, since, seen, trigger, ahead } = req;
   const onlyIfUnsettled = req.onlyIfUnsettled === true;
   // The SKR source's events name the SyncResource's uid and Kyma: resolved as named, with
   // no read; apply-items reads it and runs only what the live object justifies (an SKR
@@ -107,6 +107,7 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
         ...(isUrgent(req, sr) ? { urgent: true } : {}),
         ...(since ? { since } : {}),
         ...(held ? { held: held.changes.map(({ change: _c, ...id }) => id) } : {}),
+        ...(ahead ? { ahead } : {}),
       },
     };
   } catch (err) {

@@ -137,6 +137,27 @@ describe('Changes', () => {
       change: true,
     });
   });
+  it('names the objects of the inventory of a SyncResource edited, the first 16, for its run to read ahead', async () => {
+    const { c, events } = posted();
+    c.shard(() => true);
+    const id = (n: number) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name: `o${n}` });
+    const synced = Array.from({ length: 20 }, (_, n) => ({ ...id(n), item: `i${n}`, digest: 'd' }));
+    c.put(sr({ status: { ...ready(1), synced } }));
+    c.put(sr({ generation: 2, status: { ...ready(1), synced }, rv: '2' }));
+    await flush();
+    expect(events).toEqual([
+      {
+        namespace: 'kcp-system',
+        name: 'a',
+        uid: 'u1',
+        generation: 2,
+        kyma: 'kyma-1',
+        change: true,
+        ahead: Array.from({ length: 16 }, (_, n) => id(n)),
+      },
+    ]);
+  });
+
   it('drops a post still waiting when its Kyma goes to another replica, which posts it on taking over', async () => {
     const events: string[] = [];
     let release!: () => void;

@@ -8,7 +8,7 @@
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudEvent } from 'cloudevents';
 import { PriorityGate } from '../concurrency.ts';
-import { EventTypes, makeEvent, type SyncResourceChanged } from '../events/contract.ts';
+import { aheadOf, EventTypes, makeEvent, type SyncResourceChanged } from '../events/contract.ts';
 import { RECONCILE_ANNOTATION, settled, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 
@@ -131,7 +131,11 @@ export class Changes {
     const now = seenOf(sr, home);
     this.seen.set(key, now);
     if (!verdict) this.stats.echoes++;
-    else this.offer(key, now, verdict !== 'new', verdict === 'request' ? { requested: true } : {});
+    else
+      this.offer(key, now, verdict !== 'new', {
+        ...(verdict === 'request' ? { requested: true } : {}),
+        ...aheadOf(sr.status?.synced),
+      });
   }
 
   /** drop forgets a SyncResource that is gone. */
@@ -149,12 +153,12 @@ export class Changes {
       if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, { policy: true });
   }
 
-  /** offer posts a change of key; why says, for a run at a generation already run, what asked for it. */
+  /** offer posts a change of key; why says, for a run at a generation already run, what asked for it, and what to read ahead. */
   private offer(
     key: string,
     s: Seen,
     change: boolean,
-    why: Pick<SyncResourceChanged, 'policy' | 'requested'> = {},
+    why: Pick<SyncResourceChanged, 'policy' | 'requested' | 'ahead'> = {},
   ): void {
     if (!this.owns(s.kyma)) return;
     const [namespace, name] = key.split('/') as [string, string];

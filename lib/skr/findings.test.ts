@@ -41,6 +41,9 @@ describe('Findings', () => {
     findings.consider(h(entry), entry, undefined, false);
     await vi.advanceTimersByTimeAsync(1);
     expect(posted.map(names)).toEqual([['a']]);
+    // The run it asks for may read every object of the inventory while it reads the SyncResource.
+    const id = (name: string) => ({ apiVersion: 'v1', kind: 'ConfigMap', namespace: 'default', name });
+    expect((posted[0]!.data as { ahead: unknown }).ahead).toEqual([id('a'), id('b'), id('c')]);
     findings.consider(h(b), b, undefined, false);
     findings.consider(h(c), c, undefined, false);
     // The run of the first post finds b gone too and puts it back: its watch event is its own write.

@@ -7,6 +7,7 @@
 // deleted after that run read them cost a second run.
 import type { CloudEvent } from 'cloudevents';
 import {
+  aheadOf,
   EventTypes,
   makeEvent,
   type ReportedHealth,
@@ -137,6 +138,7 @@ export class Findings {
       : makeEvent('skr-source', EventTypes.skrChanged, {
           ...who,
           changes: latest.map(({ key: _k, mark: _m, health: _h, ...c }) => c),
+          ...aheadOf(view.entries),
         } satisfies SkrChanged);
     await this.opts.emit(event);
     this.opts.stats.posts++;
