@@ -441,7 +441,7 @@ async function compare(
   }
   // Settled (the first resync reports Created as Unchanged, Pods have started on the SKR's
   // KWOK Node, podinfo's HorizontalPodAutoscaler has scaled its Deployment up to its
-  // minimum, a static PersistentVolumeClaim is bound, checked): the status holds for 15 s, and each
+  // minimum, a static PersistentVolumeClaim is bound): the status holds for 15 s, and each
   // item reports the health its object has in the SKR, by the same rules. An object whose
   // health moved on while the status held is reported by the SKR source's next event, so the
   // two are compared until they agree.
@@ -459,15 +459,6 @@ async function compare(
         const status = x?.status?.items?.find((y) => y.name === i.name);
         if (refused.has(i.name)) continue;
         const ours = await get(product, objectOf(texts.get(i.name)!), true);
-        // A claim that names its volume is bound by the SKR's controller-manager at its own
-        // pace (it looks at claims again every 15 s), possibly after the status held: not
-        // settled until it is.
-        const claim =
-          ours?.kind === 'PersistentVolumeClaim'
-            ? (ours as { spec?: { volumeName?: string }; status?: { phase?: string } })
-            : undefined;
-        if (claim?.spec?.volumeName && claim.status?.phase !== 'Bound')
-          throw new Error(`${i.name}: not bound yet (${claim.status?.phase})`);
         expect({ item: i.name, health: status?.health?.status }).toEqual({
           item: i.name,
           health: ours && healthOf(ours).status,
