@@ -35,7 +35,7 @@ export interface Config {
   applyConcurrency: number;
   /** reconcileConcurrency bounds the runs (apply-items) and status writes (write-status) one process does at a time. */
   reconcileConcurrency: number;
-  /** maxClusterClients bounds the SKR clients one process keeps; the least recently used is closed beyond it. */
+  /** maxClusterClients bounds the SKR clients one process keeps; the least recently used is retired beyond it. */
   maxClusterClients: number;
   /** warmClusterClients bounds the SKR clients whose idle connections stay open, most recently used first. */
   warmClusterClients: number;

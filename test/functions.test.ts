@@ -560,6 +560,52 @@ describe('functions', () => {
     }
   });
 
+  it("a run whose SKR client another Kyma's run displaces from a full cache goes on to its end: its SKR is not reported unreachable", async () => {
+    // One client per process (SYNC_MAX_CLUSTER_CLIENTS=1) and two Kymas: as the run's first
+    // SKR request is about to go, another run takes the one place. The displaced client's
+    // idle connections close; the run's requests go on (connecting afresh), and the next run
+    // for kyma-1 connects a new client.
+    await applyObjects(kcp, kymaObjects('kyma-displacer', inject('clusters').skrs[0]!.kubeconfig, ns));
+    const name = uniqueName('displaced');
+    await create(name, 'kyma-1', [
+      { name: 'a', strategy: 'CreateAndSync', resource: cm(`${name}-a`) },
+      { name: 'b', strategy: 'CreateAndSync', resource: cm(`${name}-b`) },
+    ]);
+    const config = { ...deps.config, maxClusterClients: 1 };
+    let displace: (() => Promise<unknown>) | undefined;
+    const cache: ClientCache = new ClientCache(config, {
+      beforeRequest: () => {
+        const d = displace;
+        displace = undefined;
+        return d?.().then(() => undefined);
+      },
+    });
+    displace = async () => cache.get(await deps.lookups.accessSecret(ns, 'kyma-displacer'), 'kyma-displacer');
+    setDeps({ ...deps, config, cache, process: new ProcessState(config) });
+    try {
+      await pipeline(name);
+      expect(displace).toBeUndefined();
+      expect(cache.stats.evictions).toBe(1);
+      const sr = await deps.store.get(ns, name);
+      expect({ state: sr?.status?.state, items: sr?.status?.items?.map((i) => [i.name, i.state]) }).toEqual({
+        state: 'Ready',
+        items: [
+          ['a', 'Ready'],
+          ['b', 'Ready'],
+        ],
+      });
+      const skr = await cluster(0);
+      for (const n of [`${name}-a`, `${name}-b`])
+        expect(
+          (await skr.client.call<{ data: unknown }>('GET', `/api/v1/namespaces/default/configmaps/${n}`))
+            .data,
+        ).toEqual({ a: '1' });
+    } finally {
+      setDeps(deps);
+      await cache.closeAll();
+    }
+  });
+
   it('releases a SyncResource being deleted whose cluster is gone, with a Warning event', async () => {
     const name = uniqueName('gone');
     await applyObjects(kcp, kymaObjects('kyma-tmp', inject('clusters').skrs[0]!.kubeconfig, ns));

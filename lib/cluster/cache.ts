@@ -1,8 +1,10 @@
 // cache.ts keeps one SKR client per access Secret version, per process: keyed by
 // the Secret's uid and resourceVersion, so a rotated kubeconfig gets a new client
-// (and the old pool is closed); evicted when the credential or TLS trust fails, and
-// bounded: beyond maxClusterClients the least recently used client is closed (its
-// requests in flight finish first) and counted; a later run connects afresh.
+// (and the old one retired); evicted when the credential or TLS trust fails, and
+// bounded: beyond maxClusterClients the least recently used client is retired and
+// counted; a later run connects afresh. A retired client is no longer handed out and its
+// idle connections close, but a run that holds it goes on to its end: its next requests
+// connect afresh (a closed pool would fail them as an unreachable SKR).
 import type { Config } from '../config.ts';
 import { KubeClient, type ClientOptions } from '../kube/client.ts';
 import { RestMapper } from '../kube/discovery.ts';
@@ -64,7 +66,7 @@ export class ClientCache {
     }
     this.stats.misses++;
     Metrics.cacheMisses.add(1, { cluster: name });
-    if (hit) void this.close(hit.cluster);
+    if (hit) this.retire(hit.cluster);
     const cluster = (async () => {
       const creds = validateKubeconfig(secret.kubeconfig, {
         allowInsecure: this.config.allowInsecureKubeconfigs,
@@ -95,7 +97,7 @@ export class ClientCache {
       this.drop(old);
       this.stats.evictions++;
       Metrics.cacheEvictions.add(1, { why: 'capacity' });
-      void this.close(e.cluster);
+      this.retire(e.cluster);
     }
     this.report();
     return cluster;
@@ -115,7 +117,7 @@ export class ClientCache {
     this.warmUp(key);
   }
 
-  /** drop forgets the entry of key; its client is the caller's to close. */
+  /** drop forgets the entry of key; its client is the caller's to retire. */
   private drop(key: string): void {
     this.entries.delete(key);
     this.warm.delete(key);
@@ -128,10 +130,8 @@ export class ClientCache {
     if (this.warm.size <= this.config.warmClusterClients) return;
     const [cold] = this.warm;
     this.warm.delete(cold!);
-    this.entries
-      .get(cold!)
-      ?.cluster.then((c) => c.client.rest())
-      .catch(() => {});
+    const e = this.entries.get(cold!);
+    if (e) this.retire(e.cluster);
   }
 
   /**
@@ -158,7 +158,7 @@ export class ClientCache {
     this.stats.evictions++;
     Metrics.cacheEvictions.add(1, { why: 'failure' });
     this.report();
-    void this.close(hit.cluster);
+    this.retire(hit.cluster);
   }
 
   /** size is the number of cached clients. */
@@ -173,6 +173,11 @@ export class ClientCache {
     this.warm.clear();
     this.report();
     await Promise.all(all.map((e) => this.close(e.cluster)));
+  }
+
+  /** retire closes a client's idle connections; its next request (a run still holding it, or a warm-up) connects afresh. */
+  private retire(c: Promise<Cluster>): void {
+    c.then((x) => x.client.rest()).catch(() => {});
   }
 
   private async close(c: Promise<Cluster>): Promise<void> {
