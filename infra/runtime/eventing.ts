@@ -184,7 +184,29 @@ export async function waitEventingReady(kcp: Cluster, namespace: string, timeout
     },
     timeoutMs,
     () => undefined,
-  ).catch((err: unknown) => {
-    throw new Error(`${String(err)}; not ready: ${waiting.join(', ')}`);
+  ).catch(async (err: unknown) => {
+    const seen = await podsAndWarnings(kcp, namespace).catch((e: unknown) => `(not read: ${String(e)})`);
+    throw new Error(`${String(err)}; not ready: ${waiting.join(', ')}; ${seen}`);
   });
+}
+
+/** podsAndWarnings says which Pods namespace has (phase, Node, Ready) and its last Warning events, for a start that failed. */
+async function podsAndWarnings(kcp: Cluster, namespace: string): Promise<string> {
+  type Pod = {
+    metadata: { name: string };
+    spec: { nodeName?: string };
+    status?: { phase?: string; conditions?: { type: string; status: string }[] };
+  };
+  type Event = { reason?: string; message?: string; involvedObject: { kind?: string; name?: string } };
+  const [pods, events] = await Promise.all([
+    kcp.client.call<{ items: Pod[] }>('GET', `/api/v1/namespaces/${namespace}/pods`),
+    kcp.client.call<{ items: Event[] }>('GET', `/api/v1/namespaces/${namespace}/events`, {
+      query: { fieldSelector: 'type=Warning' },
+    }),
+  ]);
+  const pod = (p: Pod) =>
+    `${p.metadata.name} (${p.status?.phase ?? 'no phase'}, node ${p.spec.nodeName ?? 'none'}, ready ${p.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'unknown'})`;
+  const warning = (e: Event) =>
+    `${e.involvedObject.kind}/${e.involvedObject.name}: ${e.reason}: ${e.message}`;
+  return `Pods in ${namespace}: ${pods.items.map(pod).join(', ') || 'none'}; last warnings: ${events.items.slice(-5).map(warning).join(' | ') || 'none'}`;
 }
