@@ -55,7 +55,11 @@ export async function applyObjects(c: Cluster, objects: KubeObject[]): Promise<v
   }
 }
 
-/** installCrds applies CRDs (objects or file paths) and waits until each is established. */
+/**
+ * installCrds applies CRDs (objects or file paths) and waits until each is established and
+ * discovery serves its kind in every served version (discovery follows the establishment a
+ * moment later: an apply of a custom resource right after could find no such kind).
+ */
 export async function installCrds(c: Cluster, sources: (string | KubeObject)[]): Promise<void> {
   const crds = await Promise.all(
     sources.map(async (f) => (typeof f === 'string' ? (load(await readFile(f, 'utf8')) as KubeObject) : f)),
@@ -69,9 +73,17 @@ export async function installCrds(c: Cluster, sources: (string | KubeObject)[]):
         async () => {
           const got = (await getObject(c, info, undefined, crd.metadata.name)) as
             { status?: { conditions?: { type: string; status: string }[] } } | undefined;
-          return (
-            got?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True') ?? false
+          if (!got?.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True'))
+            return false;
+          const { group, names, versions } = crd.spec as {
+            group: string;
+            names: { kind: string };
+            versions: { name: string; served: boolean }[];
+          };
+          const found = await Promise.all(
+            versions.filter((v) => v.served).map((v) => c.mapper.find(`${group}/${v.name}`, names.kind)),
           );
+          return found.every((x) => x !== undefined);
         },
         30_000,
       ),
