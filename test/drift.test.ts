@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { describeCorrection } from '../lib/changeset.ts';
 import type { SyncItem, SyncResource } from '../lib/model.ts';
+import { reconcile } from '../lib/engine/reconcile.ts';
 import { Harness } from './engine-harness.ts';
 import { eventually } from './helpers.ts';
 
@@ -257,5 +258,31 @@ describe('drift', () => {
     expect(w.status).toEqual({ state: 'Ready', phase: 'Running' });
     await h.put([]);
     await h.sync();
+  });
+
+  it("reports drift on an object whose creating run's digests were never recorded: the run that finds it as written records them", async () => {
+    // Two runs of a new SyncResource (two replicas): the creating run's result loses the
+    // status to the second run's, which found the objects as the first had written them.
+    const h = await new Harness('drift-unrecorded').init(1);
+    const cm = `apiVersion: v1\nkind: ConfigMap\nmetadata: {name: owned, namespace: ${h.ns}}\ndata: {a: "1"}\n`;
+    await h.put([{ name: 'cm', strategy: 'CreateAndSync', resource: cm }]);
+    const created = await reconcile((await h.get())!, { skr: h.skr, kcp: h.store, config: h.config });
+    expect(created.items.map((i) => i.reason)).toEqual(['Created']);
+    const entry = () => h.get().then((sr) => sr?.status?.synced?.[0]);
+    expect(await entry()).not.toHaveProperty('digest');
+    const { result } = await h.sync();
+    expect(result.items.map((i) => i.reason)).toEqual(['Unchanged']);
+    expect(await entry()).toMatchObject({ digest: expect.any(String), manifest: expect.any(String) });
+    await kubectl(
+      ['apply', '--server-side', '--force-conflicts', '--field-manager', 'other-operator', '-f', '-'],
+      { stdin: cm.replace('a: "1"', 'a: theirs') },
+    );
+    const { result: corrected } = await h.sync();
+    expect(corrected.changes).toMatchObject([
+      { item: 'cm', drift: true, cause: { managers: ['other-operator'] } },
+    ]);
+    expect(JSON.parse(await kubectl(['get', 'configmap', 'owned', '-n', h.ns, '-o', 'json'])).data).toEqual({
+      a: '1',
+    });
   });
 });

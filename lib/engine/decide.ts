@@ -25,7 +25,8 @@ export type Decision = DecisionFlags &
   (
     | { op: 'create'; desired: KubeObject; live?: undefined }
     | { op: 'update'; desired: KubeObject; live: KubeObject }
-    | { op: 'adopt' | 'unchanged' | 'delete'; desired?: undefined; live: KubeObject }
+    | { op: 'adopt' | 'delete'; desired?: undefined; live: KubeObject }
+    | { op: 'unchanged'; desired?: KubeObject; live: KubeObject }
     | { op: 'ignore' | 'none'; desired?: undefined; live?: KubeObject }
   );
 
@@ -219,9 +220,20 @@ function decidePresent(
   const recreate = mayRecreate(p, adopt || entry?.adopted === true) && !othersWrite(live, writer);
   const status = wantsStatus(p, live, ctx, false);
   const update = { op: 'update', status, record, adopt, desired, live, release, recreate } as const;
-  const unchanged: Decision = { op: 'unchanged', status, record: false, drift: false, release, live };
-  // Not recorded yet (the status step writes what a run applied; a run may come before it)
-  // while the object holds what we want: nothing to do, as the recorded digests would say.
+  // Unchanged, the digests of what it holds are recorded with the manifest they hold.
+  const unchanged: Decision = {
+    op: 'unchanged',
+    desired,
+    status,
+    record: false,
+    drift: false,
+    release,
+    live,
+  };
+  // Not recorded yet (the status step writes what a run applied; a run may come before it,
+  // and its result may lose the status to this one's) while the object holds what we want:
+  // nothing to do, as the recorded digests would say; this run records them, so that a
+  // later change by someone else is drift, not a manifest applied anew.
   const unrecorded = p.opts.own && entry !== undefined && entry.manifest === undefined && !entry.digest;
   if (!joining && unrecorded && isSubset(desired, live)) return unchanged;
   // A changed manifest (or one whose digest we do not have) is applied as it is: no drift.
