@@ -197,7 +197,14 @@ async function podsAndWarnings(kcp: Cluster, namespace: string): Promise<string>
     spec: { nodeName?: string };
     status?: { phase?: string; conditions?: { type: string; status: string }[] };
   };
-  type Event = { reason?: string; message?: string; involvedObject: { kind?: string; name?: string } };
+  type Event = {
+    metadata: { creationTimestamp?: string };
+    lastTimestamp?: string;
+    eventTime?: string;
+    reason?: string;
+    message?: string;
+    involvedObject: { kind?: string; name?: string };
+  };
   const [pods, events] = await Promise.all([
     kcp.client.call<{ items: Pod[] }>('GET', `/api/v1/namespaces/${namespace}/pods`),
     kcp.client.call<{ items: Event[] }>('GET', `/api/v1/namespaces/${namespace}/events`, {
@@ -206,7 +213,10 @@ async function podsAndWarnings(kcp: Cluster, namespace: string): Promise<string>
   ]);
   const pod = (p: Pod) =>
     `${p.metadata.name} (${p.status?.phase ?? 'no phase'}, node ${p.spec.nodeName ?? 'none'}, ready ${p.status?.conditions?.find((c) => c.type === 'Ready')?.status ?? 'unknown'})`;
+  // A list comes in name order: the last are the latest by the time each was last seen.
+  const seen = (e: Event) => e.lastTimestamp ?? e.eventTime ?? e.metadata.creationTimestamp ?? '';
+  const latest = events.items.sort((a, b) => seen(a).localeCompare(seen(b))).slice(-5);
   const warning = (e: Event) =>
     `${e.involvedObject.kind}/${e.involvedObject.name}: ${e.reason}: ${e.message}`;
-  return `Pods in ${namespace}: ${pods.items.map(pod).join(', ') || 'none'}; last warnings: ${events.items.slice(-5).map(warning).join(' | ') || 'none'}`;
+  return `Pods in ${namespace}: ${pods.items.map(pod).join(', ') || 'none'}; last warnings: ${latest.map(warning).join(' | ') || 'none'}`;
 }
