@@ -6,8 +6,10 @@
 // after the other on the same clusters, the other idle, at two topologies: one target per
 // local SKR, and 100 targets (each its own Kyma and access Secret for the product, its own
 // GRM process for the peer, spread over the local SKRs, a namespace each):
-//   - bulk create: N resources until all applied (product: Ready at their generation;
-//     GRM: ResourcesApplied True at theirs);
+//   - bulk create: N resources until all applied (product: its Resources condition True
+//     at their generation, every item applied; GRM: ResourcesApplied True at theirs), then
+//     until all healthy (product: Ready; GRM: ResourcesHealthy True and
+//     ResourcesProgressing False), at most two minutes more;
 //   - edit: one resource's manifest changed until its SKR object holds the new value
 //     (both the same way), idle and under load (bulk creates of N running), p50/p99;
 //   - no-op resync: requests to source (KCP) and target (SKR) per resource over one
@@ -257,11 +259,13 @@ function productSide(ctx: PeerContext, topo: Topology): Side {
         query: { labelSelector: `bench-batch=cmp${topo.id}-${b}` },
       });
       return items.map((s) => {
-        const applied = s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
+        const current = s.status?.observedGeneration === s.metadata.generation;
+        // Every item applied, as GRM's ResourcesApplied; Ready adds that every object works.
+        const applied = current && conditionTrue(s.status?.conditions, 'Resources');
+        const healthy = current && s.status?.state === 'Ready';
         const progressing =
-          s.status?.state === 'Processing' &&
-          s.status.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True') === true;
-        return { i: indexOf(s.metadata.name), applied, healthy: applied, progressing };
+          s.status?.state === 'Processing' && conditionTrue(s.status.conditions, 'Progressing');
+        return { i: indexOf(s.metadata.name), applied, healthy, progressing };
       });
     },
     quiet: ctx.settle,
@@ -453,6 +457,7 @@ const LOAD = 100_000;
 function figures(topo: Topology, drifted: number): Record<string, [string, string]> {
   return {
     bulk: [`bulk create, ${topo.n} resources over ${topo.targets} targets: until all applied`, 's'],
+    bulkHealthy: ['bulk create: until all healthy (two minutes at most after applied)', 's'],
     edit50: ['edit until the SKR object changed, idle: p50', 'ms'],
     edit99: ['edit, idle: p99', 'ms'],
     load50: [`edit under load (bulk creates and deletions of ${topo.n} running): p50`, 'ms'],
@@ -553,14 +558,15 @@ async function sideRun(ctx: PeerContext, topo: Topology, side: Side) {
   const range = (n: number, from = 0) => Array.from({ length: n }, (_, j) => from + j);
   const createAll = (b: Batch, ids: number[], w = (i: number) => work(b, i)) =>
     mapLimit(ids, 32, (i) => side.put(b, i, w(i), true));
-  const applied = (b: Batch, n: number) =>
+  const reached = (b: Batch, n: number, what: 'applied' | 'healthy', timeoutMs = 900_000) =>
     waitFor(
-      `${side.who}: ${n} of batch ${b} applied`,
-      async () => (await side.list(b)).filter((s) => s.applied).length >= n,
-      900_000,
+      `${side.who}: ${n} of batch ${b} ${what}`,
+      async () => (await side.list(b)).filter((s) => s[what]).length >= n,
+      timeoutMs,
       undefined,
       250,
     );
+  const applied = (b: Batch, n: number) => reached(b, n, 'applied');
   const gone = (b: Batch) =>
     waitFor(
       `${side.who}: batch ${b} gone`,
@@ -585,16 +591,22 @@ async function sideRun(ctx: PeerContext, topo: Topology, side: Side) {
       (o) => (o?.data as { rev?: string } | undefined)?.rev === String(rev),
     );
   };
-  return { ctx, topo, side, T, skrOf, nsOf, range, createAll, applied, gone, cmInfo, watched, edit };
+  return { ctx, topo, side, T, skrOf, nsOf, range, createAll, reached, applied, gone, cmInfo, watched, edit };
 }
 
-/** bulkPhase creates n resources and waits for all applied. */
+/** bulkPhase creates n resources and waits for all applied, then for all healthy (two minutes at most). */
 async function bulkPhase(r: SideRun, figure: (key: string, v: number) => void): Promise<void> {
   const { side, topo } = r;
   const t0 = performance.now();
   await r.createAll('m', r.range(topo.n));
   await r.applied('m', topo.n);
   figure('bulk', (performance.now() - t0) / 1000);
+  try {
+    await r.reached('m', topo.n, 'healthy', 120_000);
+    figure('bulkHealthy', (performance.now() - t0) / 1000);
+  } catch (err) {
+    r.ctx.log(`${side.who}: ${(err as Error).message}; no figure`);
+  }
   if (side.who === 'peer') {
     // Its configuration was read: the objects carry the managed-by value it names.
     const sample = (await getObject(r.skrOf(0), r.cmInfo, r.nsOf(0), 'b0-a')) as KubeObject | undefined;
