@@ -54,12 +54,13 @@ export interface Bench {
   scaleCtx: ScaleContext;
   kymaOf: (i: number) => string;
   srPath: (name?: string, ns?: string) => string;
-  waitReadyOnce: (prefix: string, n: number, timeoutMs?: number) => Promise<void>;
-  waitReady: (prefix: string, n: number, timeoutMs?: number) => Promise<number>;
+  waitReadyOnce: (prefix: string, n: number, timeoutMs?: number, onApplied?: () => void) => Promise<void>;
+  waitReady: (prefix: string, n: number, timeoutMs?: number, onApplied?: () => void) => Promise<number>;
   /** caughtUp counts the resync ticks waitReady fired, by batch. */
   caughtUp: Map<string, number>;
   create: (objs: KubeObject[]) => Promise<unknown[]>;
-  bulk: (from: number, n: number, prefix?: string) => Promise<number>;
+  /** bulk creates n SyncResources and waits for all Ready: ms until then, and until all were applied. */
+  bulk: (from: number, n: number, prefix?: string) => Promise<{ readyMs: number; appliedMs: number }>;
   pids: () => { svc: string; pid: number }[];
   cpuNow: () => Promise<Record<string, number>>;
   /** settle waits for quiet periods of the broker (bench/scale.ts). */
@@ -162,13 +163,25 @@ function helpersOf(base: Base): Bench {
 
   /**
    * waitReady waits until n SyncResources of one batch (label bench-batch) are Ready for
-   * their generation. It lists once and then watches, as an informer does: polling full
-   * lists would load the KCP it measures.
+   * their generation, and calls onApplied once all n were applied (their Resources
+   * condition True for it; Ready adds that their objects work). It lists once and then
+   * watches, as an informer does: polling full lists would load the KCP it measures.
    */
-  const waitReadyOnce = async (prefix: string, n: number, timeoutMs = 600_000) => {
+  const waitReadyOnce = async (prefix: string, n: number, timeoutMs = 600_000, onApplied?: () => void) => {
     const labelSelector = `bench-batch=${prefix.replace(/-$/, '')}`;
-    const isReady = (s: SyncResource) =>
-      s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation;
+    const current = (s: SyncResource) => s.status?.observedGeneration === s.metadata.generation;
+    const isReady = (s: SyncResource) => current(s) && s.status?.state === 'Ready';
+    const isApplied = (s: SyncResource) =>
+      current(s) && s.status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
+    const applied = new Set<string>();
+    const see = (s: SyncResource | undefined, name: string) => {
+      if (s && isApplied(s)) applied.add(name);
+      else applied.delete(name);
+      if (onApplied && applied.size >= n) {
+        onApplied();
+        onApplied = undefined;
+      }
+    };
     const abort = new AbortController();
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     try {
@@ -185,7 +198,10 @@ function helpersOf(base: Base): Bench {
           srPath(),
           { query: { labelSelector, resourceVersion: '0' } },
         );
-        for (const s of list.items) if (isReady(s)) ready.add(s.metadata.name);
+        for (const s of list.items) {
+          if (isReady(s)) ready.add(s.metadata.name);
+          see(s, s.metadata.name);
+        }
         if (ready.size >= n) return;
         let rv = list.metadata.resourceVersion;
         let expired = false;
@@ -203,6 +219,7 @@ function helpersOf(base: Base): Bench {
             if (ev.type === 'BOOKMARK') continue;
             if (ev.type !== 'DELETED' && isReady(ev.object)) ready.add(ev.object.metadata.name);
             else ready.delete(ev.object.metadata.name);
+            see(ev.type === 'DELETED' ? undefined : ev.object, ev.object.metadata.name);
             if (ready.size >= n) return;
           }
         }
@@ -235,7 +252,12 @@ function helpersOf(base: Base): Bench {
    * counted (a row at the end; waitReady returns how many), so that no figure hides one.
    */
   const caughtUp = new Map<string, number>();
-  const waitReady = async (prefix: string, n: number, timeoutMs = 600_000): Promise<number> => {
+  const waitReady = async (
+    prefix: string,
+    n: number,
+    timeoutMs = 600_000,
+    onApplied?: () => void,
+  ): Promise<number> => {
     let done = false;
     let fired = 0;
     const ticks = (async () => {
@@ -255,7 +277,7 @@ function helpersOf(base: Base): Bench {
       }
     })();
     try {
-      await waitReadyOnce(prefix, n, timeoutMs);
+      await waitReadyOnce(prefix, n, timeoutMs, onApplied);
     } finally {
       done = true;
       await ticks;
@@ -264,7 +286,7 @@ function helpersOf(base: Base): Bench {
   };
   const create = (objs: KubeObject[]) =>
     mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
-  const bulk = async (from: number, n: number, prefix = 'bench-'): Promise<number> => {
+  const bulk = async (from: number, n: number, prefix = 'bench-') => {
     const objs = Array.from({ length: n }, (_, j) => {
       const o = syncResourceFor(from + j, NS, 'kcp-system', kymaOf(from + j));
       o.metadata.name = `${prefix}${from + j}`;
@@ -272,9 +294,10 @@ function helpersOf(base: Base): Bench {
       return o;
     });
     const t0 = performance.now();
+    let appliedMs = 0;
     await create(objs);
-    await waitReady(prefix, n);
-    return performance.now() - t0;
+    await waitReady(prefix, n, undefined, () => (appliedMs = performance.now() - t0));
+    return { readyMs: performance.now() - t0, appliedMs };
   };
   const pids = () => [
     ...rt.functions.map((f) => ({ svc: f.service, pid: f.proc.pid })),

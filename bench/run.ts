@@ -168,8 +168,7 @@ await save(true);
 /** scenarios runs scenarios 1 to 11 and 13 in their order; 10 last (it adds a thousand SyncResources). */
 async function scenarios(b: Bench): Promise<void> {
   await settled(b);
-  const bulkMs = await bulkCreate(b);
-  await directLimit(b, bulkMs);
+  await directLimit(b, await bulkCreate(b));
   await editLatency(b);
   const total = await noopResync(b);
   await driftResync(b, total);

@@ -11,7 +11,7 @@ export async function scaling(b: Bench): Promise<void> {
     const per: number[] = [];
     let from = 20_000;
     for (const n of [100, 300, 1000]) {
-      const t = await bulk(from, n, `scale${n}-`);
+      const t = (await bulk(from, n, `scale${n}-`)).readyMs;
       from += n;
       per.push(t / n);
       row('8 scaling', `S=${n}: time per SyncResource`, `${(t / n).toFixed(1)} ms`);
