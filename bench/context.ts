@@ -12,7 +12,14 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/concurrency.ts';
 import { metrics, settle as settleBroker, type ScaleContext } from './scale.ts';
-import { benchCrd, DIRECT_CONCURRENCIES, directNamespace, syncResourceFor } from './workload.ts';
+import {
+  appliedAt,
+  benchCrd,
+  DIRECT_CONCURRENCIES,
+  directNamespace,
+  readyAt,
+  syncResourceFor,
+} from './workload.ts';
 import { cpuSeconds } from './procs.ts';
 
 /** Row prints one figure (and its target) and records it. */
@@ -33,6 +40,12 @@ export interface BenchOptions {
   cpuProf?: string | undefined;
   /** apiserverProf is the directory the KCP's and skr-1's API servers' CPU profiles (pprof) over the bulk create go to. */
   apiserverProf?: string | undefined;
+}
+
+/** BulkTimes is how long a bulk create took until all its SyncResources were Ready, and until all were applied (ms). */
+export interface BulkTimes {
+  readyMs: number;
+  appliedMs: number;
 }
 
 /** Bench is the stack the scenarios run on and what they share. */
@@ -59,8 +72,7 @@ export interface Bench {
   /** caughtUp counts the resync ticks waitReady fired, by batch. */
   caughtUp: Map<string, number>;
   create: (objs: KubeObject[]) => Promise<unknown[]>;
-  /** bulk creates n SyncResources and waits for all Ready: ms until then, and until all were applied. */
-  bulk: (from: number, n: number, prefix?: string) => Promise<{ readyMs: number; appliedMs: number }>;
+  bulk: (from: number, n: number, prefix?: string) => Promise<BulkTimes>;
   pids: () => { svc: string; pid: number }[];
   cpuNow: () => Promise<Record<string, number>>;
   /** settle waits for quiet periods of the broker (bench/scale.ts). */
@@ -169,14 +181,13 @@ function helpersOf(base: Base): Bench {
    */
   const waitReadyOnce = async (prefix: string, n: number, timeoutMs = 600_000, onApplied?: () => void) => {
     const labelSelector = `bench-batch=${prefix.replace(/-$/, '')}`;
-    const current = (s: SyncResource) => s.status?.observedGeneration === s.metadata.generation;
-    const isReady = (s: SyncResource) => current(s) && s.status?.state === 'Ready';
-    const isApplied = (s: SyncResource) =>
-      current(s) && s.status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
+    const ready = new Set<string>();
     const applied = new Set<string>();
+    /** see keeps both sets as the SyncResource name now is (undefined: deleted). */
     const see = (s: SyncResource | undefined, name: string) => {
-      if (s && isApplied(s)) applied.add(name);
-      else applied.delete(name);
+      const mark = (set: Set<string>, yes: boolean) => (yes ? set.add(name) : set.delete(name));
+      mark(ready, s !== undefined && readyAt(s));
+      mark(applied, s !== undefined && appliedAt(s));
       if (onApplied && applied.size >= n) {
         onApplied();
         onApplied = undefined;
@@ -186,7 +197,8 @@ function helpersOf(base: Base): Bench {
     const timer = setTimeout(() => abort.abort(), timeoutMs);
     try {
       while (!abort.signal.aborted) {
-        const ready = new Set<string>();
+        ready.clear();
+        applied.clear();
         // From the watch cache (resourceVersion 0), as an informer lists: a quorum LIST of
         // thousands of SyncResources right after a bulk create could take over 30 s; the
         // watch from its resourceVersion delivers whatever the cache had not seen yet. A
@@ -198,10 +210,7 @@ function helpersOf(base: Base): Bench {
           srPath(),
           { query: { labelSelector, resourceVersion: '0' } },
         );
-        for (const s of list.items) {
-          if (isReady(s)) ready.add(s.metadata.name);
-          see(s, s.metadata.name);
-        }
+        for (const s of list.items) see(s, s.metadata.name);
         if (ready.size >= n) return;
         let rv = list.metadata.resourceVersion;
         let expired = false;
@@ -217,8 +226,6 @@ function helpersOf(base: Base): Bench {
             }
             rv = ev.object.metadata.resourceVersion ?? rv;
             if (ev.type === 'BOOKMARK') continue;
-            if (ev.type !== 'DELETED' && isReady(ev.object)) ready.add(ev.object.metadata.name);
-            else ready.delete(ev.object.metadata.name);
             see(ev.type === 'DELETED' ? undefined : ev.object, ev.object.metadata.name);
             if (ready.size >= n) return;
           }
@@ -235,7 +242,7 @@ function helpersOf(base: Base): Bench {
       query: { labelSelector },
     });
     const stand = new Map<string, number>();
-    for (const x of left.items.filter((x) => !isReady(x))) {
+    for (const x of left.items.filter((x) => !readyAt(x))) {
       const key = `${x.status?.state ?? 'no status'}/${x.status?.conditions?.[0]?.reason ?? '-'} gen ${x.status?.observedGeneration ?? '-'} of ${x.metadata.generation}`;
       stand.set(key, (stand.get(key) ?? 0) + 1);
     }
@@ -286,7 +293,7 @@ function helpersOf(base: Base): Bench {
   };
   const create = (objs: KubeObject[]) =>
     mapLimit(objs, 32, (o) => kcp.client.call('POST', srPath(undefined, o.metadata.namespace), { body: o }));
-  const bulk = async (from: number, n: number, prefix = 'bench-') => {
+  const bulk = async (from: number, n: number, prefix = 'bench-'): Promise<BulkTimes> => {
     const objs = Array.from({ length: n }, (_, j) => {
       const o = syncResourceFor(from + j, NS, 'kcp-system', kymaOf(from + j));
       o.metadata.name = `${prefix}${from + j}`;

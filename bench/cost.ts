@@ -17,6 +17,7 @@ import type { Cluster } from '../lib/kube/objects.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { sleep } from './context.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
+import { readyAt } from './workload.ts';
 
 const SCENARIO = '15 cost';
 const run = promisify(execFile);
@@ -200,9 +201,7 @@ export async function costScenario(
     await createBatch(kcp, ns, 'cost', n, 8);
     // Ready, then quiet: the echoes of the last writes are part of the cost.
     await untilBatch(kcp, ns, 'cost', t0, 500, (items) => {
-      const ready = items.filter(
-        (s) => s.status?.state === 'Ready' && s.status.observedGeneration === s.metadata.generation,
-      ).length;
+      const ready = items.filter(readyAt).length;
       return ready >= n ? undefined : `only ${ready} of ${n} Ready`;
     });
     const took = performance.now() - t0;

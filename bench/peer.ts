@@ -43,7 +43,7 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
 import { addRequests, scrape } from './scale.ts';
-import { itemsOf, objectsFor } from './workload.ts';
+import { appliedAt, itemsOf, objectsFor, readyAt } from './workload.ts';
 
 /** PeerContext is what the comparison needs of the benchmark's run (bench/run.ts). */
 export interface PeerContext {
@@ -259,13 +259,9 @@ function productSide(ctx: PeerContext, topo: Topology): Side {
         query: { labelSelector: `bench-batch=cmp${topo.id}-${b}` },
       });
       return items.map((s) => {
-        const current = s.status?.observedGeneration === s.metadata.generation;
-        // Every item applied, as GRM's ResourcesApplied; Ready adds that every object works.
-        const applied = current && conditionTrue(s.status?.conditions, 'Resources');
-        const healthy = current && s.status?.state === 'Ready';
         const progressing =
           s.status?.state === 'Processing' && conditionTrue(s.status.conditions, 'Progressing');
-        return { i: indexOf(s.metadata.name), applied, healthy, progressing };
+        return { i: indexOf(s.metadata.name), applied: appliedAt(s), healthy: readyAt(s), progressing };
       });
     },
     quiet: ctx.settle,

@@ -4,6 +4,16 @@
 // it drops, quantities it normalizes), as real module manifests are: drift must not be
 // decided on the text.
 import type { KubeObject } from '../lib/kube/objects.ts';
+import type { SyncResource } from '../lib/model.ts';
+
+const current = (s: SyncResource) => s.status?.observedGeneration === s.metadata.generation;
+
+/** readyAt: Ready at its generation (every item applied and every object working). */
+export const readyAt = (s: SyncResource): boolean => current(s) && s.status?.state === 'Ready';
+
+/** appliedAt: every item applied at its generation (its Resources condition, as GRM's ResourcesApplied). */
+export const appliedAt = (s: SyncResource): boolean =>
+  current(s) && s.status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
 
 /** BENCH_GROUP is the API group of the benchmark's custom resource. */
 export const BENCH_GROUP = 'bench.kcp-sync.io';

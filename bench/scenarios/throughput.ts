@@ -10,7 +10,7 @@ import { resourcePath } from '../../lib/kube/discovery.ts';
 import { mustFind } from '../../lib/kube/objects.ts';
 import { mapLimit } from '../../lib/concurrency.ts';
 import { kcpRequests } from '../cost.ts';
-import type { Bench } from '../context.ts';
+import type { Bench, BulkTimes } from '../context.ts';
 import { cpuMsPer, rssOf } from '../procs.ts';
 import { DIRECT_CONCURRENCIES, directNamespace, objectsFor, syncResourceFor } from '../workload.ts';
 
@@ -20,7 +20,7 @@ const run = promisify(execFile);
  * bulkCreate creates S SyncResources and waits for all Ready: wall time (and until all were
  * applied), rate, CPU per SyncResource by process, peak RSS.
  */
-export async function bulkCreate(b: Bench): Promise<{ readyMs: number; appliedMs: number }> {
+export async function bulkCreate(b: Bench): Promise<BulkTimes> {
   const { row, S, K, bulk, pids, cpuNow } = b;
   console.log('1. bulk create');
   const cpuBefore = await cpuNow();
@@ -55,7 +55,7 @@ export async function bulkCreate(b: Bench): Promise<{ readyMs: number; appliedMs
  * at the best of four concurrencies (each in a namespace of its own, so that every one
  * creates its objects, as the bulk create does), and sets the bulk's time beside it.
  */
-export async function directLimit(b: Bench, bulk: { readyMs: number; appliedMs: number }): Promise<void> {
+export async function directLimit(b: Bench, bulk: BulkTimes): Promise<void> {
   const { row, S, K, kcp, skrs, set, kymaOf, srPath, cpuNow } = b;
   console.log('2. direct apply');
   const cpuBefore = await cpuNow();
