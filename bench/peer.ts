@@ -43,7 +43,7 @@ import { syncResourceInfo } from '../lib/kcp.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { cpuSeconds, rssOf } from './procs.ts';
 import { addRequests, scrape } from './scale.ts';
-import { appliedAt, itemsOf, objectsFor, readyAt } from './workload.ts';
+import { appliedAt, conditionTrue, itemsOf, objectsFor, readyAt } from './workload.ts';
 
 /** PeerContext is what the comparison needs of the benchmark's run (bench/run.ts). */
 export interface PeerContext {
@@ -134,8 +134,6 @@ const perResource = (r: Record<string, number>, n: number) => ({
 const indexOf = (name: string) => Number(/(\d+)$/.exec(name)![1]);
 /** ours tells the workload's objects from what the SKR puts in every namespace (kube-root-ca.crt). */
 const ours = (o: KubeObject) => /^b\d+-/.test(o.metadata.name);
-const conditionTrue = (conds: { type: string; status: string }[] | undefined, type: string) =>
-  conds?.some((c) => c.type === type && c.status === 'True') === true;
 
 interface ManagedResource {
   metadata: { name: string; namespace: string; generation?: number };

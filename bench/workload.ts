@@ -6,6 +6,10 @@
 import type { KubeObject } from '../lib/kube/objects.ts';
 import type { SyncResource } from '../lib/model.ts';
 
+/** conditionTrue tells whether the condition of type is True among conds (a SyncResource's or a ManagedResource's). */
+export const conditionTrue = (conds: { type: string; status: string }[] | undefined, type: string): boolean =>
+  conds?.some((c) => c.type === type && c.status === 'True') === true;
+
 const current = (s: SyncResource) => s.status?.observedGeneration === s.metadata.generation;
 
 /** readyAt: Ready at its generation (every item applied and every object working). */
@@ -13,7 +17,7 @@ export const readyAt = (s: SyncResource): boolean => current(s) && s.status?.sta
 
 /** appliedAt: every item applied at its generation (its Resources condition, as GRM's ResourcesApplied). */
 export const appliedAt = (s: SyncResource): boolean =>
-  current(s) && s.status?.conditions?.some((c) => c.type === 'Resources' && c.status === 'True') === true;
+  current(s) && conditionTrue(s.status?.conditions, 'Resources');
 
 /** BENCH_GROUP is the API group of the benchmark's custom resource. */
 export const BENCH_GROUP = 'bench.kcp-sync.io';
