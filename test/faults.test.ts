@@ -118,6 +118,8 @@ describe('fault suite', () => {
         60_000,
         50,
       );
+      const skr1 = set.cluster('skr-1');
+      const processesBefore = [skr1.controllerManager, ...skr1.workloads].map((x) => x.pid);
       // The SKR comes back whatever happens here, so a failure stays this test's alone.
       await set.killApiServer('skr-1');
       try {
@@ -148,6 +150,32 @@ describe('fault suite', () => {
       } finally {
         await set.restartApiServer('skr-1');
       }
+      // The SKR is whole again at once: its controller-manager, scheduler and KWOK started
+      // anew with its API server (left running, they sat out client-go's back-off, and new
+      // Deployments turned Available up to a minute later), and it runs a Deployment.
+      const processesAfter = [skr1.controllerManager, ...skr1.workloads].map((x) => x.pid);
+      expect(processesAfter).toHaveLength(3);
+      for (const [i, pid] of processesAfter.entries()) expect(pid).not.toBe(processesBefore[i]);
+      const deployment = `/apis/apps/v1/namespaces/default/deployments/${p}-after`;
+      await skrs[0]!.client.call('POST', '/apis/apps/v1/namespaces/default/deployments', {
+        body: {
+          apiVersion: 'apps/v1',
+          kind: 'Deployment',
+          metadata: { name: `${p}-after`, namespace: 'default' },
+          spec: {
+            selector: { matchLabels: { app: `${p}-after` } },
+            template: {
+              metadata: { labels: { app: `${p}-after` } },
+              spec: { containers: [{ name: 'c', image: 'example.invalid/c' }] },
+            },
+          },
+        },
+      });
+      await eventually(async () => {
+        const d = await skrs[0]!.client.call<{ status?: { availableReplicas?: number } }>('GET', deployment);
+        expect(d.status?.availableReplicas).toBe(1);
+      });
+      await skrs[0]!.client.call('DELETE', deployment);
       await resync(2);
       const a = await list(`${p}-a`);
       expect(a.filter(ready)).toHaveLength(A);
