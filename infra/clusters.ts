@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ensureBinaries, ensureWorkloadBinaries, type Binaries, type WorkloadBinaries } from './binaries.ts';
 import { renderKubeconfig } from './kubeconfig.ts';
-import { freePort, httpsGet, httpsRequest, startOnFreePort, waitFor } from './net.ts';
+import { freePort, httpsGet, httpsRequest, startOnFreePort, waitFor, type TlsClient } from './net.ts';
 import { makeClusterPki, type ClusterPki } from './pki.ts';
 import { reapDir, releaseReaper, startProcess, stopProcess, killProcess, type Proc } from './processes.ts';
 
@@ -217,9 +217,8 @@ export class ClusterSet {
     if (c.workloads.length > 0 && this.workloadBinaries) {
       await Promise.all(c.workloads.map((p) => stopProcess(p)));
       // A new KWOK takes the Node only once the lease of the one before has expired (40 s).
-      const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
       const lease = `${c.url}/apis/coordination.k8s.io/v1/namespaces/kube-node-lease/leases/${NODE_NAME}`;
-      const gone = await httpsRequest('DELETE', lease, tls);
+      const gone = await httpsRequest('DELETE', lease, adminTls(c));
       if (gone.status !== 200 && gone.status !== 404)
         throw new Error(`deleting the lease of ${NODE_NAME} in ${c.name}: ${gone.status} ${gone.body}`);
       c.workloads = launchWorkloads(c, this.workloadBinaries, this.workDir);
@@ -265,7 +264,7 @@ async function startCluster(
   const dir = join(workDir, name);
   await mkdir(dir);
   const pki = await makeClusterPki(dir, name);
-  const adminFile = join(dir, 'admin.kubeconfig');
+  const adminFile = adminKubeconfig(dir);
   const kubeconfigFile = ClusterSet.kubeconfigPath(stateDir, name);
   // The API server exits at once when its port was taken after freePort found it free.
   let last: Proc | undefined;
@@ -306,7 +305,7 @@ function launchControllerManager(c: Cluster, bin: Binaries, workDir: string): Pr
     c.name,
     bin.kubeControllerManager,
     [
-      `--kubeconfig=${join(c.dir, 'admin.kubeconfig')}`,
+      `--kubeconfig=${adminKubeconfig(c.dir)}`,
       '--leader-elect=false',
       '--secure-port=0',
       '--use-service-account-credentials=false',
@@ -333,7 +332,7 @@ function launchControllerManager(c: Cluster, bin: Binaries, workDir: string): Pr
  */
 async function startWorkloads(c: Cluster, bin: WorkloadBinaries, workDir: string): Promise<Proc[]> {
   const processes = launchWorkloads(c, bin, workDir);
-  const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
+  const tls = adminTls(c);
   const node = {
     apiVersion: 'v1',
     kind: 'Node',
@@ -361,7 +360,7 @@ async function startWorkloads(c: Cluster, bin: WorkloadBinaries, workDir: string
 
 /** launchWorkloads starts an SKR's kube-scheduler and KWOK (its Node registered by startWorkloads). */
 function launchWorkloads(c: Cluster, bin: WorkloadBinaries, workDir: string): Proc[] {
-  const kubeconfig = join(c.dir, 'admin.kubeconfig');
+  const kubeconfig = adminKubeconfig(c.dir);
   const logDir = join(workDir, 'logs');
   const scheduler = startProcess(
     'kube-scheduler',
@@ -435,8 +434,18 @@ function launchApiServer(c: Cluster, bin: Binaries, etcdUrl: string): Proc {
   );
 }
 
+/** adminKubeconfig is the file of a cluster's admin kubeconfig in its directory (its controller-manager's, scheduler's and KWOK's). */
+function adminKubeconfig(dir: string): string {
+  return join(dir, 'admin.kubeconfig');
+}
+
+/** adminTls is how the runner itself reaches a cluster's API server: its CA and admin client certificate. */
+function adminTls(c: Cluster): TlsClient {
+  return { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
+}
+
 async function waitReady(c: Cluster, timeout: number): Promise<void> {
-  const tls = { ca: c.pki.ca.cert, cert: c.pki.admin.cert, key: c.pki.admin.key };
+  const tls = adminTls(c);
   await waitFor(
     `kube-apiserver ${c.name}`,
     async () => (await httpsGet(`${c.url}/readyz`, tls)).status === 200,
