@@ -15,6 +15,7 @@ import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
 import { startKnative, type KnativeRuntime } from '../infra/runtime/real.ts';
 import type { SyncResource } from '../lib/model.ts';
 import { mapLimit } from '../lib/concurrency.ts';
+import { readyAt } from './workload.ts';
 
 const { values } = parseArgs({
   options: {
@@ -62,9 +63,7 @@ try {
     },
   });
   const ready = (o: SyncResource, generation: number) =>
-    o.status?.state === 'Ready' &&
-    o.status.observedGeneration === o.metadata.generation &&
-    (o.metadata.generation ?? 0) >= generation;
+    readyAt(o) && (o.metadata.generation ?? 0) >= generation;
   await kcp.client.call('POST', path, { body: sr('edit-me', '0') });
   await waitFor(
     'edit-me Ready',

@@ -10,6 +10,7 @@ import { healthOf } from '../../lib/health.ts';
 import type { SyncResource } from '../../lib/model.ts';
 import { mapLimit } from '../../lib/concurrency.ts';
 import { median, pct, sleep, type Bench } from '../context.ts';
+import { conditionTrue } from '../workload.ts';
 
 /** healthScenario makes H objects ready in the SKRs at once and times each SyncResource's Ready after its object's. */
 export async function healthScenario(b: Bench): Promise<void> {
@@ -60,11 +61,7 @@ export async function healthScenario(b: Bench): Promise<void> {
     const all = await srs();
     if (
       all.length === H &&
-      all.every(
-        (x) =>
-          x.status?.state === 'Processing' &&
-          x.status.conditions?.some((c) => c.type === 'Progressing' && c.status === 'True'),
-      )
+      all.every((x) => x.status?.state === 'Processing' && conditionTrue(x.status.conditions, 'Progressing'))
     )
       break;
     await sleep(250);

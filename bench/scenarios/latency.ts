@@ -5,7 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SyncResource } from '../../lib/model.ts';
 import { median, pct, sleep, type Bench } from '../context.ts';
-import { syncResourceFor } from '../workload.ts';
+import { readyAt, syncResourceFor } from '../workload.ts';
 
 /** editLatency makes EDITS edits idle, then EDITS more while bulk creates run. */
 export async function editLatency(b: Bench): Promise<void> {
@@ -80,11 +80,15 @@ function editor(b: Bench) {
   const kubectlMs: number[] = [];
   const marks: { name: string; generation: number; start: number; kubectlDone: number; ready: number }[] = [];
   /**
-   * readyAt watches lat-i (as `kubectl wait` does) and resolves with the time it is
+   * seenReady watches lat-i (as `kubectl wait` does) and resolves with the time it is
    * first seen Ready at a generation at least the one `generation` resolves to;
    * opened() is called with the watch's first event (the object as it is).
    */
-  const readyAt = async (name: string, generation: Promise<number>, opened: () => void): Promise<number> => {
+  const seenReady = async (
+    name: string,
+    generation: Promise<number>,
+    opened: () => void,
+  ): Promise<number> => {
     const abort = new AbortController();
     try {
       for await (const { object: o } of kcp.client.watch<SyncResource>(
@@ -94,12 +98,7 @@ function editor(b: Bench) {
       )) {
         const seen = Date.now();
         opened();
-        if (
-          o.status?.state === 'Ready' &&
-          o.status.observedGeneration === o.metadata.generation &&
-          o.metadata.generation! >= (await generation)
-        )
-          return seen;
+        if (readyAt(o) && o.metadata.generation! >= (await generation)) return seen;
       }
       throw new Error(`${name}: watch ended before Ready`);
     } finally {
@@ -115,7 +114,7 @@ function editor(b: Bench) {
     const generation = new Promise<number>((r) => (setGeneration = r));
     let ready!: Promise<number>;
     await new Promise<void>((opened, failed) => {
-      ready = readyAt(sr.metadata.name, generation, opened);
+      ready = seenReady(sr.metadata.name, generation, opened);
       ready.catch(failed);
     });
     const t0 = performance.now();
