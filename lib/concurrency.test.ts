@@ -64,6 +64,11 @@ describe('mergeRequests', () => {
       '2026-01-01T00:00:01.000Z',
     );
     expect(mergeRequests(req(1, 'watch'), req(1, 'watch')).since).toBeUndefined();
+    // A merged run reads the SyncResource from etcd, at no version either request saw.
+    const at = (r: ClusterResolved, v: string) => ({ ...r, resourceVersion: v });
+    expect(mergeRequests(at(req(1, 'watch'), '7'), at(req(2, 'watch'), '9'))).not.toHaveProperty(
+      'resourceVersion',
+    );
   });
 
   it('keeps an SKR change conditional on its objects only while every request merged is one', () => {

@@ -65,10 +65,28 @@ export class KcpStore {
     return resourcePath(syncResourceInfo, sr.metadata.namespace, sr.metadata.name, sub);
   }
 
-  /** get reads a SyncResource, or undefined when it does not exist. */
-  async get(namespace: string, name: string): Promise<SyncResource | undefined> {
+  /**
+   * get reads a SyncResource, or undefined when it does not exist: from etcd (a quorum
+   * read), or, given the resourceVersion an authenticated event saw (notOlderThan), from
+   * the API server's watch cache at that version or a newer one, for a third of the CPU
+   * (BENCHMARKS.md). A version the server cannot serve so (malformed, or one its cache has
+   * not reached within its wait) costs a quorum read, never a failure of its own.
+   */
+  async get(namespace: string, name: string, notOlderThan?: string): Promise<SyncResource | undefined> {
+    const path = this.path({ metadata: { namespace, name } });
     try {
-      return await this.kcp.client.call<SyncResource>('GET', this.path({ metadata: { namespace, name } }));
+      if (notOlderThan) {
+        try {
+          return await this.kcp.client.call<SyncResource>('GET', path, {
+            query: { resourceVersion: notOlderThan },
+          });
+        } catch (err) {
+          // NotFound is an answer, Forbidden the namespace's (getIfBound); anything else (a
+          // malformed version is a 500, one the cache did not reach in time a 504) asks etcd.
+          if (!(err instanceof KubeApiError) || err.code === 404 || err.code === 403) throw err;
+        }
+      }
+      return await this.kcp.client.call<SyncResource>('GET', path);
     } catch (err) {
       if (isNotFound(err)) return undefined;
       throw err;

@@ -222,6 +222,68 @@ describe('functions', () => {
     );
   });
 
+  it('a run for a change the SKR source saw, and a health report, read the SyncResource at no older version than the source saw', async () => {
+    const name = uniqueName('version');
+    const created = await create(name, 'kyma-1', [
+      { name: 'a', strategy: 'CreateAndSync', resource: cm(name) },
+    ]);
+    const reads: [string, string | undefined][] = [];
+    const recording: KcpStore['get'] = (n, nm, notOlderThan) => {
+      reads.push([nm, notOlderThan]);
+      return deps.store.get(n, nm, notOlderThan);
+    };
+    const version = created.metadata.resourceVersion!;
+    const changed = new CloudEvent({
+      type: EventTypes.changed,
+      source: '/kcp-sync-resource/skr-source',
+      data: {
+        namespace: ns,
+        name,
+        uid: created.metadata.uid,
+        generation: 1,
+        kyma: 'kyma-1',
+        resourceVersion: version,
+      },
+    });
+    await readingThrough(recording, async () => {
+      const resolved = (await resolveCluster(ctx, changed)) as CloudEvent<unknown>;
+      expect((resolved.data as ClusterResolved).resourceVersion).toBe(version);
+      await writeStatus(ctx, (await applyItems(ctx, resolved)) as CloudEvent<unknown>);
+    });
+    // resolve-cluster read nothing; apply-items read at the source's version; the status step wrote on what the run saw.
+    expect(reads).toEqual([[name, version]]);
+    const ready = await deps.store.get(ns, name);
+    expect(ready?.status?.state).toBe('Ready');
+    // A health report at the version the source saw: read at it, written on what was read.
+    reads.length = 0;
+    const report = new CloudEvent({
+      type: EventTypes.skrHealth,
+      source: '/kcp-sync-resource/skr-source',
+      data: {
+        namespace: ns,
+        name,
+        uid: created.metadata.uid,
+        kyma: 'kyma-1',
+        resourceVersion: ready!.metadata.resourceVersion,
+        objects: [
+          {
+            apiVersion: 'v1',
+            kind: 'ConfigMap',
+            namespace: 'default',
+            name,
+            health: { status: 'Failed', message: 'reported' },
+          },
+        ],
+      },
+    });
+    await readingThrough(recording, () => writeStatus(ctx, report));
+    expect(reads).toEqual([[name, ready!.metadata.resourceVersion]]);
+    expect((await deps.store.get(ns, name))?.status?.items?.[0]?.health).toMatchObject({
+      status: 'Failed',
+      message: 'reported',
+    });
+  });
+
   it('write-status trusts no event: a result for a generation the SyncResource never had, another uid, another namespace or items the spec does not name changes nothing', async () => {
     const name = uniqueName('forged');
     await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);

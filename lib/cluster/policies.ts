@@ -25,13 +25,14 @@ import type { Lookups } from './resolve.ts';
 export const unbound = (config: Config, namespace: string, err: unknown): boolean =>
   !isControlPlane(namespace, config) && err instanceof KubeApiError && err.code === 403;
 
-/** getIfBound reads a SyncResource; one where the product is not bound is none. */
+/** getIfBound reads a SyncResource (at no older version than notOlderThan: KcpStore.get); one where the product is not bound is none. */
 export function getIfBound(
   store: KcpStore,
   config: Config,
   ref: { namespace: string; name: string },
+  notOlderThan?: string,
 ): Promise<SyncResource | undefined> {
-  return store.get(ref.namespace, ref.name).catch((err: unknown) => {
+  return store.get(ref.namespace, ref.name, notOlderThan).catch((err: unknown) => {
     if (unbound(config, ref.namespace, err)) return undefined;
     throw err;
   });

@@ -65,7 +65,13 @@ export interface SkrChanged extends SyncRef {
   uid: string;
   kyma: string;
   /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
-  changes: SkrChange[]; /**
+  changes: SkrChange[];
+  /**
+   * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
+   * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
+   * read, not the event, decides.
+   */
+  resourceVersion?: string; /**
    * ahead: objects the SyncResource held as the source saw it (its inventory, at most 16),
    * which apply-items reads while it reads the SyncResource; a run takes such a read only as
    * its own read of the same object before its first write (objects.ts usingReadsAhead).
@@ -94,6 +100,12 @@ export interface SkrHealth extends SyncRef {
   kyma: string;
   /** objects are at most 16, each once. */
   objects: ReportedHealth[];
+  /**
+   * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
+   * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
+   * read, not the event, decides.
+   */
+  resourceVersion?: string;
 }
 
 /**
@@ -107,6 +119,12 @@ export interface SyncResourceChanged extends SyncRef {
   uid: string;
   generation: number;
   kyma: string;
+  /**
+   * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
+   * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
+   * read, not the event, decides.
+   */
+  resourceVersion?: string;
   change?: true;
   deleting?: true;
   /** policy: the SyncPolicy of its namespace was created, changed or deleted (a run at a generation already run). */
@@ -144,6 +162,8 @@ export interface ClusterResolved extends SyncRef {
   kyma: string;
   /** secret references the access Secret version (no content). */
   secret: { namespace: string; name: string; uid: string; resourceVersion: string };
+  /** resourceVersion: the source's event's SyncResource version, passed on (apply-items reads at no older version). */
+  resourceVersion?: string;
   /** urgent marks an edit or deletion of a SyncResource reconciled before: its run goes ahead of new SyncResources and resyncs. */
   urgent?: boolean;
   /** since carries ReconcileRequest.since. */

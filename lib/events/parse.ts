@@ -96,12 +96,16 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
     generation: count(d, 'generation'),
     kyma: str(d, 'kyma', isDnsSubdomain),
     secret: checkSecretRef(d.secret),
+    ...version(d),
     ...optional(d, 'urgent', () => bool(d, 'urgent', 'data')),
     ...optional(d, 'since', () => str(d, 'since', isTime, 64)),
     ...objectIds(d, 'held'),
     ...objectIds(d, 'ahead'),
   };
 }
+
+/** version validates an optional resourceVersion of the SyncResource: opaque to the product, bounded here, parsed by the API server. */
+const version = (d: Data) => optional(d, 'resourceVersion', () => str(d, 'resourceVersion', undefined, 64));
 
 /** objectIds validates an optional list of at most MAX_AHEAD (16) SKR objects' identities. */
 const objectIds = (d: Data, key: 'held' | 'ahead') =>
@@ -132,6 +136,7 @@ export function checkSkrChanged(data: unknown): SkrChanged {
     uid: str(d, 'uid', undefined, 64),
     kyma: str(d, 'kyma', isDnsSubdomain),
     changes: list(d, 'changes', 'data', change, 16),
+    ...version(d),
     ...objectIds(d, 'ahead'),
   };
 }
@@ -152,7 +157,13 @@ export function checkSkrHealth(data: unknown): SkrHealth {
   );
   const keys = new Set(objects.map(objectKey));
   if (keys.size !== objects.length) fail('data.objects names an object twice');
-  return { ...ref, uid: str(d, 'uid', undefined, 64), kyma: str(d, 'kyma', isDnsSubdomain), objects };
+  return {
+    ...ref,
+    uid: str(d, 'uid', undefined, 64),
+    kyma: str(d, 'kyma', isDnsSubdomain),
+    objects,
+    ...version(d),
+  };
 }
 
 /** checkSyncResourceChanged validates a syncresource.changed event's data. */
@@ -169,6 +180,7 @@ export function checkSyncResourceChanged(data: unknown): SyncResourceChanged {
     uid: str(d, 'uid', undefined, 64),
     generation: count(d, 'generation'),
     kyma: str(d, 'kyma', isDnsSubdomain),
+    ...version(d),
     ...flag('change'),
     ...flag('deleting'),
     ...flag('policy'),

@@ -59,7 +59,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     to: ['sync-resolve-cluster'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',
-    data: ['namespace', 'name', 'uid', 'kyma', 'changes', 'ahead?'],
+    data: ['namespace', 'name', 'uid', 'kyma', 'changes', 'resourceVersion?', 'ahead?'],
     what: 'objects of one SyncResource gone, drifted or moved in health in its SKR: reconcile it',
   },
   {
@@ -68,7 +68,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
     to: ['sync-write-status'],
     source: `${SOURCE_PREFIX}/skr-source`,
     subject: '<namespace>/<name>',
-    data: ['namespace', 'name', 'uid', 'kyma', 'objects'],
+    data: ['namespace', 'name', 'uid', 'kyma', 'objects', 'resourceVersion?'],
     what: 'the health of objects of a SyncResource in sync, as the SKR source read them: write it (or, when its status cannot take it, a run is asked for)',
   },
   {
@@ -83,6 +83,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
       'uid',
       'generation',
       'kyma',
+      'resourceVersion?',
       'change?',
       'deleting?',
       'policy?',
@@ -123,6 +124,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
       'generation',
       'kyma',
       'secret',
+      'resourceVersion?',
       'urgent?',
       'since?',
       'held?',

@@ -60,8 +60,14 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     .pop();
   const held = mergeHeld(queued.held, incoming.held);
   const ahead = unique([...(incoming.ahead ?? []), ...(queued.ahead ?? [])]).slice(0, MAX_AHEAD);
-  // A merged run starts later than either request: it reads the SyncResource itself.
-  const { listed: _listed, held: _held, ahead: _ahead, ...identity } = newer as RunRequest;
+  // A merged run starts later than either request: it reads the SyncResource itself, from etcd.
+  const {
+    listed: _listed,
+    held: _held,
+    ahead: _ahead,
+    resourceVersion: _version,
+    ...identity
+  } = newer as RunRequest;
   return {
     ...identity,
     trigger,
@@ -178,7 +184,8 @@ const RACES = 5;
  * failure (503, redelivered).
  */
 async function applyRaced(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
-  const { listed: _listed, ...live } = data;
+  // A run again after a lost race reads the SyncResource from etcd: the watch cache may not have the winner's write yet.
+  const { listed: _listed, resourceVersion: _version, ...live } = data;
   for (let attempt = 0; ; attempt++) {
     try {
       return await applyOnce(deps, attempt === 0 ? data : live);
@@ -194,7 +201,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   const early = readsAheadOf(deps, data);
   // Events are not trusted: only a live SyncResource of the uid and no newer generation than
   // the event names is reconciled; one of a team namespace only as its policy allows now.
-  const sr = data.listed ?? (await getIfBound(deps.store, deps.config, data));
+  const sr = data.listed ?? (await getIfBound(deps.store, deps.config, data, data.resourceVersion));
   const refused = claimRefusal(sr, data);
   if (refused || !sr) return { kind: 'none', why: refused ?? 'gone or replaced' };
   if (data.held && !heldBy(sr, data.held)) return { kind: 'none', why: 'not in its inventory' };

@@ -25,7 +25,7 @@ export interface ResolveRequest {
   /** since is a reconcile request's ReconcileRequest.since, passed on. */
   since?: string;
   /** held is the SKR source's claim: the SyncResource's uid, Kyma and objects its inventory should hold (apply-items checks it). */
-  held?: Pick<SkrChanged, 'uid' | 'kyma' | 'changes'>;
+  held?: Pick<SkrChanged, 'uid' | 'kyma' | 'changes' | 'resourceVersion'>;
   /**
    * seen is the source's account of a SyncResource change (uid, generation, Kyma): it saves
    * the read in resolve-cluster. apply-items reads the SyncResource and acts only if it is

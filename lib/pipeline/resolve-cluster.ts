@@ -104,6 +104,7 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
         generation: sr.metadata.generation ?? 0,
         kyma,
         secret: secret.ref,
+        ...versionOf(req, sr),
         ...(isUrgent(req, sr) ? { urgent: true } : {}),
         ...(since ? { since } : {}),
         ...(held ? { held: held.changes.map(({ change: _c, ...id }) => id) } : {}),
@@ -125,6 +126,12 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
     if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
     return { kind: 'failed', data: unresolved(live, err) };
   }
+}
+
+/** versionOf is the SyncResource's resourceVersion as this step read it or the source's event saw it: apply-items reads at no older one. */
+function versionOf(req: ResolveRequest, sr: SyncResource): Pick<ClusterResolved, 'resourceVersion'> {
+  const v = sr.metadata.resourceVersion ?? req.seen?.resourceVersion ?? req.held?.resourceVersion;
+  return v ? { resourceVersion: v } : {};
 }
 
 /** seenObject is a SyncResource as the source's event describes it: identity, generation, Kyma, deletion. */

@@ -91,7 +91,13 @@ async function reportOnce(
 ): Promise<StatusOutcome | { why: string }> {
   for (let attempt = 1; ; attempt++) {
     // A namespace the operator has not bound the product in: nothing to read or write there.
-    const live = await getIfBound(deps.store, deps.config, report);
+    // First at no older version than the source saw; after a lost race, from etcd.
+    const live = await getIfBound(
+      deps.store,
+      deps.config,
+      report,
+      attempt === 1 ? report.resourceVersion : undefined,
+    );
     if (!live || live.metadata.uid !== report.uid) return 'gone';
     const result = reportedResult(live, report.objects, now);
     if (typeof result === 'string') return { why: result };

@@ -105,7 +105,7 @@ describe('Changes', () => {
     c.shard(() => true);
     await flush();
     expect(events).toEqual([
-      { namespace: 'kcp-system', name: 'a', uid: 'u1', generation: 1, kyma: 'kyma-1' },
+      { namespace: 'kcp-system', name: 'a', uid: 'u1', generation: 1, kyma: 'kyma-1', resourceVersion: '1' },
     ]);
   });
 
@@ -118,7 +118,15 @@ describe('Changes', () => {
     c.put(sr({ generation: 2, status: ready(2), rv: '4' }));
     await flush();
     expect(events).toEqual([
-      { namespace: 'kcp-system', name: 'a', uid: 'u1', generation: 2, kyma: 'kyma-1', change: true },
+      {
+        namespace: 'kcp-system',
+        name: 'a',
+        uid: 'u1',
+        generation: 2,
+        kyma: 'kyma-1',
+        resourceVersion: '3',
+        change: true,
+      },
     ]);
     expect(c.stats.echoes).toBe(3);
     c.shard(() => false);
@@ -134,6 +142,8 @@ describe('Changes', () => {
       uid: 'u1',
       generation: 3,
       kyma: 'kyma-1',
+      // The version last seen: the run reads at no older one.
+      resourceVersion: '5',
       change: true,
     });
   });
@@ -152,6 +162,7 @@ describe('Changes', () => {
         uid: 'u1',
         generation: 2,
         kyma: 'kyma-1',
+        resourceVersion: '2',
         change: true,
         ahead: Array.from({ length: 16 }, (_, n) => id(n)),
       },

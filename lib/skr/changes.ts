@@ -25,6 +25,8 @@ export interface Seen {
   reconciled: boolean;
   /** requested is RECONCILE_ANNOTATION's value: a new one asks for a run. */
   requested?: string;
+  /** version is its resourceVersion as last listed or watched (posted: the run reads at no older one). */
+  version?: string;
 }
 
 /** seenOf is what changed() compares; home is where its Kyma is (policy/tenancy.ts kymaHome). */
@@ -38,6 +40,7 @@ export const seenOf = (sr: SyncResource, home: string = sr.metadata.namespace ??
   ...(sr.metadata.annotations?.[RECONCILE_ANNOTATION] !== undefined
     ? { requested: sr.metadata.annotations[RECONCILE_ANNOTATION] }
     : {}),
+  ...(sr.metadata.resourceVersion ? { version: sr.metadata.resourceVersion } : {}),
 });
 
 /**
@@ -168,6 +171,7 @@ export class Changes {
       uid: s.uid,
       generation: s.generation,
       kyma: s.kyma.slice(s.kyma.indexOf('/') + 1),
+      ...(s.version ? { resourceVersion: s.version } : {}),
       ...(change ? { change: true } : {}),
       ...(s.deleting ? { deleting: true } : {}),
       ...why,

@@ -131,7 +131,13 @@ export class Findings {
     if (!view) return;
     // One change per object (the latest), at most MAX_CHANGES.
     const latest = [...new Map(findings.map((f) => [f.key, f])).values()].slice(0, MAX_CHANGES);
-    const who = { namespace: view.namespace, name: view.name, uid: view.uid, kyma: view.kyma.split('/')[1]! };
+    const who = {
+      namespace: view.namespace,
+      name: view.name,
+      uid: view.uid,
+      kyma: view.kyma.split('/')[1]!,
+      ...(view.version ? { resourceVersion: view.version } : {}),
+    };
     const report = reportable(view, latest);
     const event = report
       ? makeEvent('skr-source', EventTypes.skrHealth, { ...who, objects: report } satisfies SkrHealth)

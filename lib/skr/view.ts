@@ -32,6 +32,8 @@ export interface SrView {
   namespace: string;
   name: string;
   uid: string;
+  /** version is its resourceVersion as last listed or watched (posted with its findings: the step reads at no older one). */
+  version?: string;
   kyma: string;
   manager: string;
   deleting: boolean;
@@ -121,6 +123,7 @@ export function viewOf(
     namespace: ns,
     name: sr.metadata.name,
     uid: sr.metadata.uid ?? '',
+    ...(sr.metadata.resourceVersion ? { version: sr.metadata.resourceVersion } : {}),
     kyma: `${home}/${sr.spec?.kyma ?? ''}`,
     manager: managerOf(fieldManager, { namespace: ns, name: sr.metadata.name }),
     deleting: sr.metadata.deletionTimestamp !== undefined,
