@@ -647,6 +647,16 @@ describe('trust boundary', () => {
       objects: [healthOf(object)],
       ...over,
     });
+    // The SKR source's account of an edit of the real SyncResource.
+    const edit = (over: Record<string, unknown>) => ({
+      namespace: s.ns,
+      name,
+      uid: real!.metadata.uid,
+      generation: real!.metadata.generation,
+      kyma: 'iso',
+      change: true,
+      ...over,
+    });
     const forged: [string, string, Record<string, unknown>][] = [
       ['the secret of another Kyma', EventTypes.clusterResolved, { ...base, secret: otherRef }],
       [
@@ -721,18 +731,7 @@ describe('trust boundary', () => {
           changes: [{ apiVersion: 'v1', kind: 'ConfigMap', namespace: A2, name: 'forged', change: 'gone' }],
         },
       ],
-      [
-        'an edit naming a Kyma that does not exist',
-        EventTypes.changed,
-        {
-          namespace: s.ns,
-          name,
-          uid: real!.metadata.uid,
-          generation: real!.metadata.generation,
-          kyma: 'no-such-kyma',
-          change: true,
-        },
-      ],
+      ['an edit naming a Kyma that does not exist', EventTypes.changed, edit({ kyma: 'no-such-kyma' })],
       // A version only says where the read is served from: one far ahead or malformed costs
       // a quorum read, and the run (asked for: never taken for an echo) does what the live
       // object says (here: nothing).
@@ -740,16 +739,7 @@ describe('trust boundary', () => {
         (resourceVersion): [string, string, Record<string, unknown>] => [
           `a run asked for at the version ${resourceVersion}`,
           EventTypes.changed,
-          {
-            namespace: s.ns,
-            name,
-            uid: real!.metadata.uid,
-            generation: real!.metadata.generation,
-            kyma: 'iso',
-            resourceVersion,
-            change: true,
-            requested: true,
-          },
+          edit({ resourceVersion, requested: true }),
         ],
       ),
       // Health reports: only an object the live inventory holds under an item of the live spec

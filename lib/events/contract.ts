@@ -60,18 +60,22 @@ export interface SkrChange {
   change: 'gone' | 'drift' | 'health';
 }
 
-/** SkrChanged is the data of an skr.changed event: a SyncResource (as the KCP inventory says) and what changed. */
-export interface SkrChanged extends SyncRef {
-  uid: string;
-  kyma: string;
-  /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
-  changes: SkrChange[];
+/** SourceVersion is what the SKR source's events carry of the SyncResource's version. */
+export interface SourceVersion {
   /**
    * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
    * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
    * read, not the event, decides.
    */
-  resourceVersion?: string; /**
+  resourceVersion?: string;
+}
+
+/** SkrChanged is the data of an skr.changed event: a SyncResource (as the KCP inventory says) and what changed. */
+export interface SkrChanged extends SyncRef, SourceVersion {
+  uid: string;
+  kyma: string;
+  /** changes are at most 16 objects, for logs and the reason of the run; the run reads live state. */
+  changes: SkrChange[]; /**
    * ahead: objects the SyncResource held as the source saw it (its inventory, at most 16),
    * which apply-items reads while it reads the SyncResource; a run takes such a read only as
    * its own read of the same object before its first write (objects.ts usingReadsAhead).
@@ -95,17 +99,11 @@ export interface ReportedHealth {
  * SyncResource's inventory and spec must name each object's item) or, when the status is
  * not one a report may change, asks for a run instead (an skr.changed reply).
  */
-export interface SkrHealth extends SyncRef {
+export interface SkrHealth extends SyncRef, SourceVersion {
   uid: string;
   kyma: string;
   /** objects are at most 16, each once. */
   objects: ReportedHealth[];
-  /**
-   * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
-   * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
-   * read, not the event, decides.
-   */
-  resourceVersion?: string;
 }
 
 /**
@@ -115,16 +113,10 @@ export interface SkrHealth extends SyncRef {
  * resolve-cluster a read; apply-items reads the SyncResource and writes only under its
  * preconditions.
  */
-export interface SyncResourceChanged extends SyncRef {
+export interface SyncResourceChanged extends SyncRef, SourceVersion {
   uid: string;
   generation: number;
   kyma: string;
-  /**
-   * resourceVersion: the SyncResource's as the source last saw it. The step that reads the
-   * SyncResource reads it from the KCP's watch cache at no older version (kcp.ts get); the
-   * read, not the event, decides.
-   */
-  resourceVersion?: string;
   change?: true;
   deleting?: true;
   /** policy: the SyncPolicy of its namespace was created, changed or deleted (a run at a generation already run). */
