@@ -40,6 +40,8 @@ const { values: args } = parseArgs({
     latency: { type: 'boolean', default: false },
     /** --throughput runs scenarios 1, 2 and 4 alone: the bulk create beside the direct loop (pipeline / direct), then a no-op resync; a few minutes. */
     throughput: { type: 'boolean', default: false },
+    /** --edits runs scenario 3 alone: edits idle, under bulk creates and under mass deletions; a few minutes. */
+    edits: { type: 'boolean', default: false },
     /** --cold-start runs scenario 6 alone (after the bulk create, whose SyncResource its first reconcile takes); a few minutes. */
     'cold-start': { type: 'boolean', default: false },
     /** --broker async runs on a broker that answers posts at once; the default is the channel-based Broker's semantics (infra/runtime/broker.ts). */
@@ -89,13 +91,14 @@ const row = (scenario: string, figure: string, value: string, target?: string) =
 /** pct is the nearest-rank percentile: the smallest value with at least p% of the values at or below it. */
 
 const startedAt = new Date();
-/** alone: a run of a few scenarios by themselves (--throughput, --cold-start), with none of the rest. */
-const alone = args.throughput || args['cold-start'];
+/** alone: a run of a few scenarios by themselves (--throughput, --cold-start, --edits), with none of the rest. */
+const alone = args.throughput || args['cold-start'] || args.edits;
 const runOptions = () => ({
   quick,
   scale: scaleOnly,
   throughput: args.throughput,
   coldStart: args['cold-start'],
+  edits: args.edits,
   cost: args.cost,
   latency: args.latency,
   broker: brokerMode,
@@ -132,6 +135,7 @@ try {
   if (scaleOnly) await scaleOnlyRun(bench);
   else if (args.throughput) await throughputOnly(bench);
   else if (args['cold-start']) await coldStartOnly(bench);
+  else if (args.edits) await editsOnly(bench);
   else if (peerMode !== 'only') await scenarios(bench);
   if (peerMode !== 'only' && !alone) await senderScenario(bench);
   if (!scaleOnly && !alone && peerMode !== 'off') {
@@ -210,6 +214,12 @@ async function coldStartOnly(b: Bench): Promise<void> {
   await settled(b);
   await bulkCreate(b);
   await coldStart(b);
+}
+
+/** editsOnly is --edits: scenario 3 alone. */
+async function editsOnly(b: Bench): Promise<void> {
+  await settled(b);
+  await editLatency(b);
 }
 
 /** scaleOnlyRun is --scale: scenario 10 alone, at --kymas or its default sizes. */

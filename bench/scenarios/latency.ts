@@ -4,10 +4,11 @@ import { spawn } from 'node:child_process';
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SyncResource } from '../../lib/model.ts';
+import { mapLimit } from '../../lib/concurrency.ts';
 import { median, pct, sleep, type Bench } from '../context.ts';
 import { readyAt, syncResourceFor } from '../workload.ts';
 
-/** editLatency makes EDITS edits idle, then EDITS more while bulk creates run. */
+/** editLatency makes EDITS edits idle, then EDITS more while bulk creates run, then EDITS more while mass deletions run. */
 export async function editLatency(b: Bench): Promise<void> {
   const { row, S, NS, EDITS, rt, create, bulk, waitReady, kymaOf } = b;
   console.log('3. latency');
@@ -61,6 +62,59 @@ export async function editLatency(b: Bench): Promise<void> {
   );
   await timeline(b, marks);
   await load;
+  await rt.broker.idle(120_000);
+  kubectlMs.length = 0;
+  await underDeletions(b, edit, kubectlMs);
+}
+
+/**
+ * underDeletions makes EDITS edits one after another while mass deletions run: rounds of S
+ * SyncResources created (not timed, no edit meanwhile), then all deleted at once (32
+ * requests at a time), with edits made until the round's SyncResources are gone (their
+ * finalizers removed after their objects were deleted in the SKRs).
+ */
+async function underDeletions(
+  b: Bench,
+  edit: (i: number, rev: number) => Promise<number>,
+  kubectlMs: number[],
+): Promise<void> {
+  const { row, S, EDITS, rt, bulk, kcp, srPath } = b;
+  const times: number[] = [];
+  let rounds = 0;
+  while (times.length < EDITS) {
+    const prefix = `del${rounds}-`;
+    await bulk(30_000 + rounds * S, S, prefix);
+    await rt.broker.idle(60_000);
+    rounds++;
+    const names = Array.from({ length: S }, (_, j) => `${prefix}${30_000 + (rounds - 1) * S + j}`);
+    let gone = false;
+    const deletions = (async () => {
+      await mapLimit(names, 32, (n) => kcp.client.call('DELETE', srPath(n)));
+      while (
+        (
+          await kcp.client.call<{ items: unknown[] }>('GET', srPath(), {
+            query: { labelSelector: `bench-batch=${prefix.replace(/-$/, '')}`, resourceVersion: '0' },
+          })
+        ).items.length > 0
+      )
+        await sleep(500);
+      gone = true;
+    })();
+    await sleep(500);
+    while (!gone && times.length < EDITS) times.push(await edit(times.length, 2_000 + times.length));
+    await deletions;
+  }
+  row(
+    '3 latency',
+    `under deletions (all of ${S} SyncResources deleted at once: ${rounds} rounds) p50`,
+    `${median(times).toFixed(0)} ms`,
+  );
+  row('3 latency', 'under deletions p99', `${pct(times, 99).toFixed(0)} ms`, '<= 2 s');
+  row(
+    '3 latency',
+    'under deletions: of which kubectl apply itself, p50 / p99',
+    `${median(kubectlMs).toFixed(0)} / ${pct(kubectlMs, 99).toFixed(0)} ms`,
+  );
   await rt.broker.idle(120_000);
 }
 
