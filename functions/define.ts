@@ -67,7 +67,7 @@ async function answer(
       log,
       later.key,
       async () => {
-        for (const e of later.events) await post(d, make(e), later.urgent);
+        for (const e of later.events) await post(d, make(e), later.priority);
         return later.events.length;
       },
       { quiet: true },

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import type { ClusterResolved } from './events/contract.ts';
 import { mergeRequests } from './pipeline/apply-items.ts';
-import { KeyedQueue, PriorityGate, yieldToUrgent } from './concurrency.ts';
+import { runPriority } from './pipeline/requests.ts';
+import { KeyedQueue, Priority, PriorityGate, yieldToUrgent } from './concurrency.ts';
 import { FreshReads, Memo, TtlMemo } from './memo.ts';
 
 describe('KeyedQueue', () => {
@@ -85,74 +86,98 @@ describe('mergeRequests', () => {
     expect(mergeRequests(held('a'), req(1, 'watch')).held).toBeUndefined();
     expect(mergeRequests(req(1, 'resync'), held('a')).held).toBeUndefined();
   });
+
+  it('runs at the higher priority of the two: an edit over a deletion over bulk work', () => {
+    const edit = { ...req(2, 'watch'), urgent: true };
+    const deletion = { ...req(3, 'watch'), urgent: true, deleting: true };
+    const bulk = req(1, 'watch');
+    const priority = (r: ClusterResolved) => runPriority(r.urgent, r.deleting);
+    expect(priority(mergeRequests(bulk, bulk))).toBe(Priority.bulk);
+    expect(mergeRequests(bulk, bulk)).not.toHaveProperty('urgent');
+    expect(priority(mergeRequests(bulk, deletion))).toBe(Priority.deletion);
+    expect(priority(mergeRequests(deletion, bulk))).toBe(Priority.deletion);
+    // The newest identity is the deletion's; the run is the edit's priority.
+    expect(mergeRequests(edit, deletion)).toMatchObject({ generation: 3, urgent: true });
+    expect(mergeRequests(edit, deletion)).not.toHaveProperty('deleting');
+    expect(priority(mergeRequests(deletion, edit))).toBe(Priority.edit);
+  });
 });
 
 describe('PriorityGate', () => {
-  it('bounds tasks in progress, gives urgent tasks headroom and starts them first, each class in order', async () => {
+  const tick = () => new Promise((r) => setImmediate(r));
+
+  it('bounds tasks in progress; each priority above bulk exceeds the limit by one more headroom and starts first, each in order', async () => {
     const gate = new PriorityGate(2, { braked: 1 });
     const started: string[] = [];
     let active = 0;
     let peak = 0;
     const releases = new Map<string, () => void>();
-    const task = (name: string, urgent: boolean) =>
-      gate.run(urgent, async () => {
+    const task = (name: string, priority: Priority) =>
+      gate.run(priority, async () => {
         started.push(name);
         peak = Math.max(peak, ++active);
         await new Promise<void>((r) => releases.set(name, r));
         active--;
         return name;
       });
-    const tick = () => new Promise((r) => setImmediate(r));
     const all = [
-      task('b1', false),
-      task('b2', false),
-      task('b3', false),
-      task('b4', false),
-      task('u1', true),
-      task('u2', true),
+      task('b1', Priority.bulk),
+      task('b2', Priority.bulk),
+      task('b3', Priority.bulk),
+      task('b4', Priority.bulk),
+      task('d1', Priority.deletion),
+      task('d2', Priority.deletion),
+      task('e1', Priority.edit),
+      task('e2', Priority.edit),
     ];
     await tick();
-    expect(started).toEqual(['b1', 'b2', 'u1']);
-    expect(gate.waiting).toBe(3);
-    for (const name of ['b1', 'b2', 'u1', 'u2', 'b3', 'b4']) {
+    // Bulk to the limit (2), a deletion one above it, an edit one above that.
+    expect(started).toEqual(['b1', 'b2', 'd1', 'e1']);
+    expect(gate.waiting).toBe(4);
+    for (const name of ['b1', 'e1', 'e2', 'b2', 'd1', 'd2', 'b3', 'b4']) {
       await tick();
       releases.get(name)!();
     }
-    expect(await Promise.all(all)).toEqual(['b1', 'b2', 'b3', 'b4', 'u1', 'u2']);
-    expect(started).toEqual(['b1', 'b2', 'u1', 'u2', 'b3', 'b4']);
-    expect(peak).toBe(3);
+    expect(await Promise.all(all)).toEqual(['b1', 'b2', 'b3', 'b4', 'd1', 'd2', 'e1', 'e2']);
+    // e2 took b1's place; d2 waited for the edits, b3 and b4 for the deletions.
+    expect(started).toEqual(['b1', 'b2', 'd1', 'e1', 'e2', 'd2', 'b3', 'b4']);
+    expect(peak).toBe(4);
   });
-});
 
-describe('PriorityGate brake', () => {
-  it('starts other tasks only below the braked limit while an urgent task waits or runs', async () => {
+  it('brakes lower priorities while a higher one waits or runs: an edit passes a mass deletion, which passes bulk', async () => {
     const gate = new PriorityGate(4, { braked: 1 });
-    const releases: (() => void)[] = [];
+    const releases = new Map<string, () => void>();
     const started: string[] = [];
-    const task = (name: string, urgent: boolean) =>
+    const task = (name: string, priority: Priority) =>
       gate.run(
-        urgent,
+        priority,
         () =>
           new Promise<void>((r) => {
             started.push(name);
-            releases.push(r);
+            releases.set(name, r);
           }),
       );
-    const tick = () => new Promise((r) => setImmediate(r));
-    const all = ['n1', 'n2', 'n3', 'n4'].map((n) => task(n, false));
+    const all = ['n1', 'n2', 'n3', 'n4'].map((n) => task(n, Priority.bulk));
     await tick();
-    all.push(task('u1', true), task('n5', false), task('n6', false));
+    all.push(task('d1', Priority.deletion), task('e1', Priority.edit));
     await tick();
-    // u1 started above the limit (headroom braked = 1), without waiting for n1..n4.
-    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1']);
-    for (const i of [0, 1, 2, 3]) releases[i]!();
+    // Both started above the limit, without waiting for n1..n4.
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'd1', 'e1']);
+    all.push(task('d2', Priority.deletion), task('n5', Priority.bulk), task('n6', Priority.bulk));
+    for (const n of ['n1', 'n2', 'n3', 'n4']) releases.get(n)!();
     await tick();
-    // u1 still runs: no other task starts while 1 (braked) is running.
-    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1']);
-    releases[4]!();
+    // e1 runs: no deletion or bulk task starts while 2 (above braked = 1) are running.
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'd1', 'e1']);
+    releases.get('e1')!();
     await tick();
-    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'u1', 'n5', 'n6']);
-    for (const r of releases.slice(5)) r();
+    // The deletions run: d2 starts, bulk still waits.
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'd1', 'e1', 'd2']);
+    releases.get('d1')!();
+    releases.get('d2')!();
+    await tick();
+    expect(started).toEqual(['n1', 'n2', 'n3', 'n4', 'd1', 'e1', 'd2', 'n5', 'n6']);
+    releases.get('n5')!();
+    releases.get('n6')!();
     await Promise.all(all);
   });
 });
@@ -167,7 +192,7 @@ describe('yieldToUrgent', () => {
     let finishUrgent!: () => void;
     let startBulk!: () => void;
     const bulkMayGo = new Promise<void>((r) => (startBulk = r));
-    const bulk = gate.run(false, async () => {
+    const bulk = gate.run(Priority.bulk, async () => {
       await bulkMayGo;
       // A load shared with the urgent task starts here, in the bulk task's context.
       const shared = memo.get('k', async () => {
@@ -180,7 +205,7 @@ describe('yieldToUrgent', () => {
       return shared;
     });
     await tick();
-    const urgent = gate.run(true, async () => {
+    const urgent = gate.run(Priority.edit, async () => {
       expect(yieldToUrgent()).toBeUndefined();
       startBulk();
       await tick();
@@ -197,25 +222,61 @@ describe('yieldToUrgent', () => {
     expect(steps).toEqual(['shared load', 'urgent got v', 'bulk request']);
   });
 
+  it("holds a deletion's requests while an edit runs, and bulk requests until the deletion is done too", async () => {
+    const gate = new PriorityGate(4, { braked: 1 });
+    const steps: string[] = [];
+    let go!: () => void;
+    const mayGo = new Promise<void>((r) => (go = r));
+    let editDone!: () => void;
+    let deletionDone!: () => void;
+    const bulk = gate.run(Priority.bulk, async () => {
+      await mayGo;
+      await yieldToUrgent();
+      steps.push('bulk request');
+    });
+    const deletion = gate.run(Priority.deletion, async () => {
+      await mayGo;
+      await yieldToUrgent();
+      steps.push('deletion request');
+      await new Promise<void>((r) => (deletionDone = r));
+    });
+    await tick();
+    const edit = gate.run(Priority.edit, async () => {
+      expect(yieldToUrgent()).toBeUndefined();
+      go();
+      await new Promise<void>((r) => (editDone = r));
+      steps.push('edit done');
+    });
+    for (let i = 0; i < 5; i++) await tick();
+    expect(steps).toEqual([]);
+    editDone();
+    await edit;
+    for (let i = 0; i < 5; i++) await tick();
+    expect(steps).toEqual(['edit done', 'deletion request']);
+    deletionDone();
+    await Promise.all([deletion, bulk]);
+    expect(steps).toEqual(['edit done', 'deletion request', 'bulk request']);
+  });
+
   it('never holds a request outside a gate, in a gate without brake, or longer than its limit', async () => {
     expect(yieldToUrgent()).toBeUndefined();
     const open = new PriorityGate(2, { braked: 2, headroom: Infinity });
     let release!: () => void;
-    const urgent = open.run(true, () => new Promise<void>((r) => (release = r)));
-    await open.run(false, async () => expect(yieldToUrgent()).toBeUndefined());
+    const urgent = open.run(Priority.edit, () => new Promise<void>((r) => (release = r)));
+    await open.run(Priority.bulk, async () => expect(yieldToUrgent()).toBeUndefined());
     release();
     await urgent;
     const braking = new PriorityGate(2, { braked: 1 });
     let urgentRuns!: () => void;
     const running = new Promise<void>((r) => (urgentRuns = r));
-    const held = braking.run(false, async () => {
+    const held = braking.run(Priority.bulk, async () => {
       await running;
       const t0 = performance.now();
-      await braking.urgentDone(30);
+      await braking.aboveDone(Priority.bulk, 30);
       return performance.now() - t0;
     });
     const long = braking.run(
-      true,
+      Priority.deletion,
       () =>
         new Promise<void>((r) => {
           release = r;

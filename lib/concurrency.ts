@@ -65,39 +65,50 @@ export class KeyedQueue<V, T> {
   }
 }
 
+/**
+ * Priority orders a gate's work: an edit (of a SyncResource or of its objects in the SKR, or
+ * a run asked for: someone waits for it) before a deletion, and a deletion before bulk work
+ * (creations, resyncs, fan-outs). A mass deletion is a burst of deletions; an edit made
+ * meanwhile passes it, as it passes a bulk create.
+ */
+export const Priority = { bulk: 0, deletion: 1, edit: 2 } as const;
+export type Priority = (typeof Priority)[keyof typeof Priority];
+const LEVELS = 3;
+
 // The gate task an async context runs in, so that its API requests can yield.
-const running = new AsyncLocalStorage<{ gate: PriorityGate; urgent: boolean }>();
+const running = new AsyncLocalStorage<{ gate: PriorityGate; priority: Priority }>();
 
 /**
- * yieldToUrgent is called before each API request: a request of a bulk task waits
- * while urgent tasks wait or run in its (braking) gate, so runs already in progress
- * stop competing with an edit between their requests, not only new runs. Undefined
- * when there is nothing to wait for.
+ * yieldToUrgent is called before each API request: a request of a task waits while tasks
+ * of a higher priority wait or run in its (braking) gate, so runs already in progress stop
+ * competing with an edit between their requests, not only new runs. Undefined when there
+ * is nothing to wait for.
  */
 export function yieldToUrgent(): Promise<void> | undefined {
   const task = running.getStore();
-  return task && !task.urgent ? task.gate.urgentDone() : undefined;
+  return task ? task.gate.aboveDone(task.priority) : undefined;
 }
 
 /**
- * PriorityGate admits at most limit tasks at a time; waiting tasks start in order,
- * urgent ones before the rest (controller-runtime's priority queue does the same for a
- * workqueue). Urgent tasks may exceed the limit by headroom (default: braked), so they
- * never wait for a bulk task to finish. While urgent tasks wait or run, the gate brakes
- * the rest: other tasks are only started while fewer than braked are running, and the
- * API requests of those running wait (yieldToUrgent), so an edit does not compete with
- * a full bulk of new SyncResources or a resync for the API servers. braked = limit
- * turns the brake off.
+ * PriorityGate admits at most limit tasks at a time; waiting tasks start in order, those
+ * of a higher priority first (controller-runtime's priority queue does the same for a
+ * workqueue). Each priority above bulk may exceed the limit by one more headroom (default:
+ * braked), so an edit never waits for a deletion or bulk task to finish, nor a deletion
+ * for a bulk task. While tasks of a higher priority wait or run, the gate brakes the rest:
+ * they are only started while fewer than braked are running, and the API requests of
+ * those running wait (yieldToUrgent), so an edit does not compete with a full bulk of new
+ * SyncResources, a resync or a mass deletion for the API servers. braked = limit turns
+ * the brake off.
  */
 export class PriorityGate {
   private readonly limit: number;
   private readonly headroom: number;
   private readonly braked: number;
   private active = 0;
-  private urgentActive = 0;
-  private readonly urgent: (() => void)[] = [];
-  private readonly normal: (() => void)[] = [];
-  private readonly yielding: (() => void)[] = [];
+  /** By priority: the tasks running, those waiting to start, and those yielding (aboveDone). */
+  private readonly activeAt: number[] = Array(LEVELS).fill(0);
+  private readonly queues: (() => void)[][] = Array.from({ length: LEVELS }, () => []);
+  private readonly yielding: (() => void)[][] = Array.from({ length: LEVELS }, () => []);
 
   constructor(limit: number, opts: { braked?: number; headroom?: number } = {}) {
     this.limit = limit;
@@ -107,50 +118,58 @@ export class PriorityGate {
 
   /** waiting is the number of tasks not started yet. */
   get waiting(): number {
-    return this.urgent.length + this.normal.length;
+    return this.queues.reduce((n, q) => n + q.length, 0);
   }
 
-  async run<T>(urgent: boolean, task: () => Promise<T>): Promise<T> {
+  async run<T>(priority: Priority, task: () => Promise<T>): Promise<T> {
     await new Promise<void>((start) => {
-      (urgent ? this.urgent : this.normal).push(start);
+      this.queues[priority]!.push(start);
       this.pump();
     });
     try {
-      return await running.run({ gate: this, urgent }, task);
+      return await running.run({ gate: this, priority }, task);
     } finally {
       this.active--;
-      if (urgent) this.urgentActive--;
+      this.activeAt[priority]!--;
       this.pump();
     }
   }
 
   /**
-   * urgentDone resolves once no urgent task waits or runs, or after maxWaitMs (so that
-   * bulk work never starves); undefined if none does or the gate does not brake.
+   * aboveDone resolves once no task of a higher priority than priority waits or runs, or
+   * after maxWaitMs (so that lower work never starves); undefined if none does or the gate
+   * does not brake.
    */
-  urgentDone(maxWaitMs = 1_000): Promise<void> | undefined {
-    if (this.braked >= this.limit || this.urgentActive + this.urgent.length === 0) return undefined;
+  aboveDone(priority: Priority, maxWaitMs = 1_000): Promise<void> | undefined {
+    if (this.braked >= this.limit || this.calm(priority)) return undefined;
     return new Promise((resume) => {
       const timer = setTimeout(resume, maxWaitMs);
-      this.yielding.push(() => {
+      this.yielding[priority]!.push(() => {
         clearTimeout(timer);
         resume();
       });
     });
   }
 
+  /** calm tells whether no task of a higher priority than priority waits or runs. */
+  private calm(priority: number): boolean {
+    for (let p = priority + 1; p < LEVELS; p++)
+      if (this.activeAt[p]! + this.queues[p]!.length > 0) return false;
+    return true;
+  }
+
   private pump(): void {
-    while (this.urgent.length > 0 && this.active < this.limit + this.headroom) {
-      this.active++;
-      this.urgentActive++;
-      this.urgent.shift()!();
-    }
-    const calm = this.urgentActive + this.urgent.length === 0;
-    if (calm) for (const resume of this.yielding.splice(0)) resume();
-    const cap = calm ? this.limit : this.braked;
-    while (this.normal.length > 0 && this.active < cap) {
-      this.active++;
-      this.normal.shift()!();
+    for (let p = LEVELS - 1; p >= 0; p--) {
+      const calm = this.calm(p);
+      if (calm) for (const resume of this.yielding[p]!.splice(0)) resume();
+      const room = p === Priority.bulk ? this.limit : this.limit + this.headroom * p;
+      const cap = calm ? room : Math.min(room, this.braked);
+      const queue = this.queues[p]!;
+      while (queue.length > 0 && this.active < cap) {
+        this.active++;
+        this.activeAt[p]!++;
+        queue.shift()!();
+      }
     }
   }
 }

@@ -148,7 +148,7 @@ describe('functions', () => {
     expect(sr?.metadata.labels?.['operator.kyma-project.io/kyma-name']).toBe('kyma-1');
   });
 
-  it('is idempotent under duplicate and reordered delivery; an older result never overwrites a newer status; the edit is urgent', async () => {
+  it('is idempotent under duplicate and reordered delivery; an older result never overwrites a newer status; the edit is urgent, the deletion urgent behind edits', async () => {
     const name = uniqueName('dup');
     await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     const first = await pipeline(name);
@@ -161,6 +161,7 @@ describe('functions', () => {
     // A new SyncResource queues with the bulk; the edit of a reconciled one goes first.
     expect((first.resolved.data as ClusterResolved).urgent).toBeUndefined();
     expect((second.resolved.data as ClusterResolved).urgent).toBe(true);
+    expect((second.resolved.data as ClusterResolved).deleting).toBeUndefined();
     expect((second.applied.data as ItemsApplied).urgent).toBe(true);
     let sr = await deps.store.get(ns, name);
     expect(sr?.status).toMatchObject({ observedGeneration: 2, state: 'Error' });
@@ -175,6 +176,13 @@ describe('functions', () => {
     await writeStatus(ctx, second.applied);
     sr = await deps.store.get(ns, name);
     expect(sr?.metadata.resourceVersion).toBe(before);
+    // Its deletion goes ahead of bulk work too, behind edits (a mass deletion does not hold an edit up).
+    await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
+    const deletion = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
+    expect(deletion.data).toMatchObject({ urgent: true, deleting: true });
+    const applied = (await applyItems(ctx, deletion)) as CloudEvent<unknown>;
+    expect(applied.data).toMatchObject({ urgent: true, result: { deleting: { finalizerRemoved: true } } });
+    expect(await deps.store.get(ns, name)).toBeUndefined();
   });
 
   it('a watch echo before the status is written asks for no second run; nor after an Error status (a resync or a change runs it)', async () => {

@@ -158,6 +158,8 @@ export interface ClusterResolved extends SyncRef {
   resourceVersion?: string;
   /** urgent marks an edit or deletion of a SyncResource reconciled before: its run goes ahead of new SyncResources and resyncs. */
   urgent?: boolean;
+  /** deleting marks an urgent run of a SyncResource being deleted: it goes behind edits (ordering only; the run reads the live object). */
+  deleting?: boolean;
   /** since carries ReconcileRequest.since. */
   since?: string;
   /**

@@ -98,6 +98,7 @@ export function checkClusterResolved(data: unknown): ClusterResolved {
     secret: checkSecretRef(d.secret),
     ...version(d),
     ...optional(d, 'urgent', () => bool(d, 'urgent', 'data')),
+    ...optional(d, 'deleting', () => bool(d, 'deleting', 'data')),
     ...optional(d, 'since', () => str(d, 'since', isTime, 64)),
     ...objectIds(d, 'held'),
     ...objectIds(d, 'ahead'),

@@ -126,6 +126,7 @@ export const EVENT_CONTRACT: readonly EventContract[] = [
       'secret',
       'resourceVersion?',
       'urgent?',
+      'deleting?',
       'since?',
       'held?',
       'ahead?',

@@ -31,7 +31,8 @@ import {
 } from '../kube/objects.ts';
 import { computeStatus } from '../status.ts';
 import { Metrics } from '../telemetry.ts';
-import { KeyedQueue } from '../concurrency.ts';
+import { KeyedQueue, Priority } from '../concurrency.ts';
+import { runPriority } from './requests.ts';
 import type { Deps, Logger } from './deps.ts';
 import { unresolved } from './resolve-cluster.ts';
 import { bounded, claimRefusal, heldBy, mayUseResolvedSecret } from '../policy/rules.ts';
@@ -48,12 +49,15 @@ export type ApplyOutcome =
  */
 export type RunRequest = ClusterResolved & { listed?: SyncResource };
 
-/** mergeRequests combines requests for one SyncResource into one run: the newest identity, a reconcile request's trigger over a watch event's, the latest since. */
+/** mergeRequests combines requests for one SyncResource into one run: the newest identity, a reconcile request's trigger over a watch event's, the higher priority, the latest since. */
 export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved): ClusterResolved {
   const newer = incoming.uid !== queued.uid || incoming.generation >= queued.generation ? incoming : queued;
   const triggers = [queued.trigger ?? 'resync', incoming.trigger ?? 'resync'];
   const trigger = triggers.includes('secret') ? 'secret' : (triggers.find((t) => t !== 'watch') ?? 'watch');
-  const urgent = queued.urgent === true || incoming.urgent === true;
+  const priority = Math.max(
+    runPriority(queued.urgent, queued.deleting),
+    runPriority(incoming.urgent, incoming.deleting),
+  );
   const since = [queued.since, incoming.since]
     .filter((s) => s !== undefined)
     .sort()
@@ -66,12 +70,15 @@ export function mergeRequests(queued: ClusterResolved, incoming: ClusterResolved
     held: _held,
     ahead: _ahead,
     resourceVersion: _version,
+    urgent: _urgent,
+    deleting: _deleting,
     ...identity
   } = newer as RunRequest;
   return {
     ...identity,
     trigger,
-    ...(urgent ? { urgent } : {}),
+    ...(priority > Priority.bulk ? { urgent: true } : {}),
+    ...(priority === Priority.deletion ? { deleting: true } : {}),
     ...(since ? { since } : {}),
     ...(held ? { held } : {}),
     ...(ahead.length > 0 ? { ahead } : {}),
@@ -140,7 +147,7 @@ export function logApplied(log: Logger, data: ItemsApplied): void {
 }
 
 // Per process (process.ts): one queue of runs per SyncResource, and the gate that bounds
-// the runs in progress and starts urgent ones (edits) first. A queued run carries the
+// the runs in progress and starts edits first, then deletions. A queued run carries the
 // Deps it was asked with.
 type Queued = { deps: Deps; request: RunRequest };
 export function queueFor(deps: Deps): KeyedQueue<Queued, ApplyOutcome> {
@@ -150,7 +157,7 @@ export function queueFor(deps: Deps): KeyedQueue<Queued, ApplyOutcome> {
         ({ deps: d, request }) =>
           isEcho(d, request)
             ? Promise.resolve(echo)
-            : d.process.runs.run(request.urgent === true, () => applyRaced(d, request)),
+            : d.process.runs.run(runPriority(request.urgent, request.deleting), () => applyRaced(d, request)),
         (queued, incoming) => ({
           deps: incoming.deps,
           request: mergeRequests(queued.request, incoming.request),

@@ -8,14 +8,15 @@
 // runs it once more afterwards (coalesced). A fan-out cut short (the process ends, the
 // broker stays unreachable after retries) is caught up by the next resync tick.
 import { setTimeout as sleep } from 'node:timers/promises';
+import type { Priority } from '../concurrency.ts';
 import type { FanOut } from './process.ts';
 import type { Deps, Logger } from './deps.ts';
 
 const ATTEMPTS = 3;
 
-/** post sends event through the process's bound of posts in flight; urgent ones go first and may exceed it. */
-export function post(deps: Deps, event: Parameters<Deps['send']>[0], urgent: boolean): Promise<void> {
-  return deps.process.posts.run(urgent, () => deps.send(event));
+/** post sends event through the process's bound of posts in flight; those above bulk go first and may exceed it. */
+export function post(deps: Deps, event: Parameters<Deps['send']>[0], priority: Priority): Promise<void> {
+  return deps.process.posts.run(priority, () => deps.send(event));
 }
 
 type Job = () => Promise<number>;

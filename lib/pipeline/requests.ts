@@ -1,7 +1,7 @@
 // requests.ts reads what each event asks of resolve-cluster and resync: which
 // SyncResource, Kyma or source, why (trigger), and how urgently. Urgency is decided here
 // only: a change of a SyncResource reconciled before goes ahead of bulk work (creations,
-// resyncs, fan-outs) in every step after this one.
+// resyncs, fan-outs) in every step after this one, and an edit ahead of a deletion.
 import type { CloudEvent } from 'cloudevents';
 import type { ClusterResolved, SkrChanged, SyncRef, SyncResourceChanged } from '../events/contract.ts';
 import { ApiServerRefTypes } from '../events/contract.ts';
@@ -13,6 +13,7 @@ import {
   EventDataError,
 } from '../events/parse.ts';
 import type { ObjectId, SyncResource } from '../model.ts';
+import { Priority } from '../concurrency.ts';
 
 /** ResolveRequest is a request to resolve one SyncResource's cluster. */
 export interface ResolveRequest {
@@ -35,6 +36,22 @@ export interface ResolveRequest {
   seen?: SyncResourceChanged;
   /** ahead is the source's list of objects to read while the SyncResource is read (contract.ts), passed on. */
   ahead?: ObjectId[];
+}
+
+/** requestPriority is a request's priority at resolve-cluster's gate: a change ahead of bulk requests, an edit ahead of a deletion. */
+export function requestPriority(req: ResolveRequest): Priority {
+  if (!req.change) return Priority.bulk;
+  return req.seen?.deleting ? Priority.deletion : Priority.edit;
+}
+
+/**
+ * runPriority is a run's priority in the steps after resolve-cluster, from what its event
+ * carries (ClusterResolved urgent and deleting; ItemsApplied urgent and its result's
+ * deleting): it orders work and never decides what a run does.
+ */
+export function runPriority(urgent: boolean | undefined, deleting: boolean | undefined): Priority {
+  if (urgent !== true) return Priority.bulk;
+  return deleting === true ? Priority.deletion : Priority.edit;
 }
 
 /** isUrgent tells whether the run a request resolved goes ahead of bulk work: an edit or deletion of a SyncResource reconciled before, or a change in its SKR. */

@@ -17,7 +17,8 @@ import {
   type SyncResourceChanged,
 } from '../events/contract.ts';
 import type { Answer } from './answer.ts';
-import { isUrgent, type ResolveRequest } from './requests.ts';
+import { isUrgent, requestPriority, runPriority, type ResolveRequest } from './requests.ts';
+import { Priority } from '../concurrency.ts';
 import { isResolutionFailure, TerminalError } from '../kube/errors.ts';
 import type { ClusterReason } from '../reasons.ts';
 import { FINALIZER, KYMA_NAME_LABEL, settled, SYNC_API_VERSION, type SyncResource } from '../model.ts';
@@ -38,7 +39,7 @@ type ResolveOutcome =
  * the end of this process is caught up by the next resync (fanout.ts).
  */
 export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger): Promise<Answer> {
-  const out = await deps.process.resolutions.run(req.change, () => resolveOnce(deps, req));
+  const out = await deps.process.resolutions.run(requestPriority(req), () => resolveOnce(deps, req));
   const { ref } = req;
   const fields = { step: 'resolve-cluster', syncResource: `${ref.namespace}/${ref.name}` };
   if (out.kind === 'none') {
@@ -48,14 +49,17 @@ export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger):
   const key = `resolve ${ref.namespace}/${ref.name}`;
   if (out.kind === 'failed') {
     log.warn({ ...fields, reason: out.data.result.clusterError?.reason }, 'cluster not resolved');
-    return { later: { key, events: [{ type: EventTypes.itemsApplied, data: out.data }], urgent: false } };
+    return {
+      later: { key, events: [{ type: EventTypes.itemsApplied, data: out.data }], priority: Priority.bulk },
+    };
   }
-  const urgent = out.data.urgent === true;
+  const { urgent, deleting } = out.data;
   log.info(
-    { ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent },
+    { ...fields, cluster: out.data.kyma, generation: out.data.generation, urgent: urgent === true },
     'cluster resolved',
   );
-  return { later: { key, events: [{ type: EventTypes.clusterResolved, data: out.data }], urgent } };
+  const events = [{ type: EventTypes.clusterResolved, data: out.data }];
+  return { later: { key, events, priority: runPriority(urgent, deleting) } };
 }
 
 async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Promise<ResolveOutcome> {
@@ -105,7 +109,9 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
         kyma,
         secret: secret.ref,
         ...versionOf(req, sr),
-        ...(isUrgent(req, sr) ? { urgent: true } : {}),
+        ...(isUrgent(req, sr)
+          ? { urgent: true, ...(sr.metadata.deletionTimestamp ? { deleting: true } : {}) }
+          : {}),
         ...(since ? { since } : {}),
         ...(held ? { held: held.changes.map(({ change: _c, ...id }) => id) } : {}),
         ...(ahead ? { ahead } : {}),
@@ -170,7 +176,7 @@ type KymaOutcome =
  * progress at once by the fan-out's parallelism.
  */
 export async function resolveKymaStep(deps: Deps, req: KymaRequest, log: Logger): Promise<Answer> {
-  const out = await deps.process.resolutions.run(false, () => resolveKymaOnce(deps, req));
+  const out = await deps.process.resolutions.run(Priority.bulk, () => resolveKymaOnce(deps, req));
   const fields = {
     step: 'resolve-cluster',
     cluster: req.name,
@@ -190,7 +196,7 @@ export async function resolveKymaStep(deps: Deps, req: KymaRequest, log: Logger)
         later: {
           key: `resolve kyma ${req.namespace}/${req.name}`,
           events: out.data.map((data) => ({ type: EventTypes.itemsApplied, data })),
-          urgent: false,
+          priority: Priority.bulk,
         },
       };
     case 'resolved':

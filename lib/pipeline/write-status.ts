@@ -23,6 +23,8 @@ import { computeStatus, reportedResult, sameStatus } from '../status.ts';
 import { inSpan, Metrics } from '../telemetry.ts';
 import type { Deps, Logger } from './deps.ts';
 import type { Answer } from './answer.ts';
+import { Priority } from '../concurrency.ts';
+import { runPriority } from './requests.ts';
 import { stillRecordable } from '../engine/inventory.ts';
 import { bounded, claimRefusal, MAX_MESSAGE, resultNamesSpec } from '../policy/rules.ts';
 import { getIfBound, unbound } from '../cluster/policies.ts';
@@ -43,9 +45,10 @@ export function isStale(live: SyncResource, data: ItemsApplied): boolean {
   );
 }
 
-/** writeStatusStep writes the status for one outcome; the process's gate starts urgent ones (edits) first. */
+/** writeStatusStep writes the status for one outcome; the process's gate starts edits first, then deletions. */
 export async function writeStatusStep(deps: Deps, data: ItemsApplied, log: Logger): Promise<Answer> {
-  const outcome = await deps.process.runs.run(data.urgent === true, () => writeOnce(deps, data, new Date()));
+  const priority = runPriority(data.urgent, data.result.deleting !== undefined);
+  const outcome = await deps.process.runs.run(priority, () => writeOnce(deps, data, new Date()));
   log.info(
     {
       step: 'write-status',
@@ -67,7 +70,7 @@ export async function writeStatusStep(deps: Deps, data: ItemsApplied, log: Logge
 export async function reportHealthStep(deps: Deps, report: SkrHealth, log: Logger): Promise<Answer> {
   // Not ahead of bulk work: a report comes for every SyncResource a bulk creation rolls
   // out, and an edit's status goes first.
-  const out = await deps.process.runs.run(false, () => reportOnce(deps, report, new Date()));
+  const out = await deps.process.runs.run(Priority.bulk, () => reportOnce(deps, report, new Date()));
   const fields = { step: 'write-status', syncResource: `${report.namespace}/${report.name}` };
   if (typeof out === 'string') {
     log.info({ ...fields, outcome: out, objects: report.objects.length }, 'health reported');

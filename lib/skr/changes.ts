@@ -7,7 +7,7 @@
 // a change never does.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudEvent } from 'cloudevents';
-import { PriorityGate } from '../concurrency.ts';
+import { Priority, PriorityGate } from '../concurrency.ts';
 import { aheadOf, EventTypes, makeEvent, type SyncResourceChanged } from '../events/contract.ts';
 import { RECONCILE_ANNOTATION, settled, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
@@ -177,8 +177,9 @@ export class Changes {
       ...why,
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
+    const priority = !change ? Priority.bulk : s.deleting ? Priority.deletion : Priority.edit;
     void this.posts
-      .run(change, async () => {
+      .run(priority, async () => {
         // A post that waited while the Kyma went to another replica is that replica's: it
         // posts what is not settled when it takes the Kyma over (shard), this one no more.
         if (!this.owns(s.kyma)) return false;

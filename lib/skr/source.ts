@@ -16,7 +16,7 @@ import type { Cluster, KubeObject } from '../kube/objects.ts';
 import { KYMA_NAME_LABEL, MANAGED_BY_LABEL, MANAGED_BY_VALUE, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
 import { validateKubeconfig } from '../policy/kubeconfig.ts';
-import { PriorityGate } from '../concurrency.ts';
+import { Priority, PriorityGate } from '../concurrency.ts';
 import { Findings, type Finding } from './findings.ts';
 import {
   gone,
@@ -381,7 +381,7 @@ export class SkrSource {
     const info = await this.served(w, k);
     if (!info || signal.aborted) return;
     await this.listing
-      .run(false, () =>
+      .run(Priority.bulk, () =>
         informer<KubeObject>(
           client,
           resourcePath(info, k.namespace),
