@@ -39,15 +39,13 @@ export interface ResolveRequest {
 }
 
 /** requestPriority is a request's priority at resolve-cluster's gate: a change ahead of bulk requests, an edit ahead of a deletion. */
-export function requestPriority(req: ResolveRequest): Priority {
-  if (!req.change) return Priority.bulk;
-  return req.seen?.deleting ? Priority.deletion : Priority.edit;
-}
+export const requestPriority = (req: ResolveRequest): Priority => runPriority(req.change, req.seen?.deleting);
 
 /**
- * runPriority is a run's priority in the steps after resolve-cluster, from what its event
- * carries (ClusterResolved urgent and deleting; ItemsApplied urgent and its result's
- * deleting): it orders work and never decides what a run does.
+ * runPriority is the priority of work marked urgent (a change of a SyncResource reconciled
+ * before) and deleting (its deletion): the SKR source's post, and each step's run from what
+ * its event carries (ClusterResolved urgent and deleting; ItemsApplied urgent and its
+ * result's deleting). It orders work and never decides what a run does.
  */
 export function runPriority(urgent: boolean | undefined, deleting: boolean | undefined): Priority {
   if (urgent !== true) return Priority.bulk;

@@ -7,10 +7,11 @@
 // a change never does.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { CloudEvent } from 'cloudevents';
-import { Priority, PriorityGate } from '../concurrency.ts';
+import { PriorityGate } from '../concurrency.ts';
 import { aheadOf, EventTypes, makeEvent, type SyncResourceChanged } from '../events/contract.ts';
 import { RECONCILE_ANNOTATION, settled, type SyncResource } from '../model.ts';
 import type { Logger } from '../pipeline/deps.ts';
+import { runPriority } from '../pipeline/requests.ts';
 
 /** Seen is what the source keeps of a SyncResource to tell a change from an echo. */
 export interface Seen {
@@ -177,9 +178,8 @@ export class Changes {
       ...why,
     };
     const event = makeEvent('skr-source', EventTypes.changed, data);
-    const priority = !change ? Priority.bulk : s.deleting ? Priority.deletion : Priority.edit;
     void this.posts
-      .run(priority, async () => {
+      .run(runPriority(change, s.deleting), async () => {
         // A post that waited while the Kyma went to another replica is that replica's: it
         // posts what is not settled when it takes the Kyma over (shard), this one no more.
         if (!this.owns(s.kyma)) return false;
