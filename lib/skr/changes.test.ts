@@ -3,6 +3,8 @@ import type { CloudEvent } from 'cloudevents';
 import { RECONCILE_ANNOTATION, type SyncResource, type SyncStatus } from '../model.ts';
 import type { SyncResourceChanged } from '../events/contract.ts';
 import { changed, Changes, seenOf, withRetries } from './changes.ts';
+import { Priority } from '../concurrency.ts';
+import { runPriority } from '../pipeline/requests.ts';
 
 const sr = (o: {
   uid?: string;
@@ -147,6 +149,23 @@ describe('Changes', () => {
       change: true,
     });
   });
+  it("posts a policy's rerun of its namespace as bulk work, an edit as a change ahead of it", async () => {
+    const { c, events } = posted();
+    c.shard(() => true);
+    c.put(sr({ status: ready(1) }));
+    c.rerun('kcp-system');
+    c.rerun('team-a');
+    c.put(sr({ generation: 2, status: ready(1), rv: '2' }));
+    await flush();
+    const base = { namespace: 'kcp-system', name: 'a', uid: 'u1', kyma: 'kyma-1' };
+    expect(events).toEqual([
+      { ...base, generation: 1, resourceVersion: '1', policy: true },
+      { ...base, generation: 2, resourceVersion: '2', change: true },
+    ]);
+    // What each asks of the steps after (lib/pipeline/requests.ts): bulk, then an edit.
+    expect(events.map((e) => runPriority(e.change, e.deleting))).toEqual([Priority.bulk, Priority.edit]);
+  });
+
   it('names the objects of the inventory of a SyncResource edited, the first 16, for its run to read ahead', async () => {
     const { c, events } = posted();
     c.shard(() => true);

@@ -148,13 +148,14 @@ export class Changes {
   }
 
   /**
-   * rerun posts every SyncResource of namespace as a change: the policy that governs it
-   * was created, changed or deleted, so a team waiting for its policy sees its
-   * SyncResources proceed (or told why not) without touching them.
+   * rerun posts every SyncResource of namespace: the policy that governs it was created,
+   * changed or deleted, so a team waiting for its policy sees its SyncResources proceed (or
+   * told why not) without touching them. A fan-out, as a Kyma's or Secret's change is: bulk
+   * work, behind edits and deletions (a namespace of thousands must not hold them up).
    */
   rerun(namespace: string): void {
     for (const [key, s] of this.seen)
-      if (key.startsWith(`${namespace}/`)) this.offer(key, s, true, { policy: true });
+      if (key.startsWith(`${namespace}/`)) this.offer(key, s, false, { policy: true });
   }
 
   /** offer posts a change of key; why says, for a run at a generation already run, what asked for it, and what to read ahead. */
