@@ -5,6 +5,7 @@ import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { SyncResource } from '../../lib/model.ts';
 import { mapLimit } from '../../lib/concurrency.ts';
+import { waitFor } from '../../infra/net.ts';
 import { median, pct, sleep, type Bench } from '../context.ts';
 import { readyAt, syncResourceFor } from '../workload.ts';
 
@@ -83,21 +84,22 @@ async function underDeletions(
   let rounds = 0;
   while (times.length < EDITS) {
     const prefix = `del${rounds}-`;
-    await bulk(30_000 + rounds * S, S, prefix);
+    const from = 30_000 + rounds++ * S;
+    await bulk(from, S, prefix);
     await rt.broker.idle(60_000);
-    rounds++;
-    const names = Array.from({ length: S }, (_, j) => `${prefix}${30_000 + (rounds - 1) * S + j}`);
+    const names = Array.from({ length: S }, (_, j) => `${prefix}${from + j}`);
+    const query = { labelSelector: `bench-batch=${prefix.replace(/-$/, '')}`, resourceVersion: '0' };
     let gone = false;
     const deletions = (async () => {
       await mapLimit(names, 32, (n) => kcp.client.call('DELETE', srPath(n)));
-      while (
-        (
-          await kcp.client.call<{ items: unknown[] }>('GET', srPath(), {
-            query: { labelSelector: `bench-batch=${prefix.replace(/-$/, '')}`, resourceVersion: '0' },
-          })
-        ).items.length > 0
-      )
-        await sleep(500);
+      await waitFor(
+        `${prefix}: deleted`,
+        async () =>
+          (await kcp.client.call<{ items: unknown[] }>('GET', srPath(), { query })).items.length === 0,
+        900_000,
+        undefined,
+        500,
+      );
       gone = true;
     })();
     await sleep(500);
