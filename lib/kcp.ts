@@ -148,18 +148,27 @@ export class KcpStore {
     });
   }
 
-  /** removeFinalizer removes our finalizer; a vanished SyncResource is fine. */
-  async removeFinalizer(sr: SyncResource): Promise<void> {
+  /**
+   * removeFinalizer removes our finalizer; a vanished SyncResource is fine. It tells whether
+   * the SyncResource is gone: it was, or no other finalizer held it, so the API server
+   * deleted it with this write (the answer is its last state, with no finalizer left).
+   */
+  async removeFinalizer(sr: SyncResource): Promise<{ gone: boolean }> {
     const i = sr.metadata.finalizers?.indexOf(FINALIZER) ?? -1;
-    if (i < 0) return;
+    if (i < 0) return { gone: false };
     const ops = [
       { op: 'test', path: '/metadata/resourceVersion', value: sr.metadata.resourceVersion },
       { op: 'remove', path: `/metadata/finalizers/${i}` },
     ];
     try {
-      await this.kcp.client.call('PATCH', this.path(sr), { body: ops, contentType: PatchType.json });
+      const after = await this.kcp.client.call<SyncResource>('PATCH', this.path(sr), {
+        body: ops,
+        contentType: PatchType.json,
+      });
+      return { gone: after.metadata.deletionTimestamp !== undefined && !after.metadata.finalizers?.length };
     } catch (err) {
       if (!isNotFound(err)) throw err;
+      return { gone: true };
     }
   }
 

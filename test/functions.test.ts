@@ -180,8 +180,48 @@ describe('functions', () => {
     await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
     const deletion = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
     expect(deletion.data).toMatchObject({ urgent: true, deleting: true });
+    // Gone with the finalizer: no status is left to write, nothing goes on to the status step.
+    expect(await applyItems(ctx, deletion)).toBeUndefined();
+    expect(await deps.store.get(ns, name)).toBeUndefined();
+  });
+
+  it('a deletion run that removes the last finalizer sends nothing on; one another finalizer still holds goes on to the status step', async () => {
+    const name = uniqueName('held-on');
+    const other = 'example.com/another-controller';
+    await create(name, 'kyma-1', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
+    await pipeline(name);
+    const skr = await cluster(0);
+    const cmCode = () =>
+      skr.client
+        .call('GET', `/api/v1/namespaces/default/configmaps/${name}`)
+        .then(() => 200)
+        .catch((e: { code?: number }) => e.code);
+    // Another controller's finalizer holds the SyncResource after ours is gone.
+    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+      body: [{ op: 'add', path: '/metadata/finalizers/-', value: other }],
+      contentType: 'application/json-patch+json',
+    });
+    await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
+    const deletion = (await resolveCluster(ctx, ref(name))) as CloudEvent<unknown>;
     const applied = (await applyItems(ctx, deletion)) as CloudEvent<unknown>;
+    expect(applied.type).toBe(EventTypes.itemsApplied);
     expect(applied.data).toMatchObject({ urgent: true, result: { deleting: { finalizerRemoved: true } } });
+    expect(await cmCode()).toBe(404);
+    const held = await deps.store.get(ns, name);
+    expect(held?.metadata.finalizers).toEqual([other]);
+    // The status step writes what the run did on the SyncResource still there.
+    await writeStatus(ctx, applied);
+    const written = await deps.store.get(ns, name);
+    expect(written?.metadata.resourceVersion).not.toBe(held?.metadata.resourceVersion);
+    expect(written?.status?.observedGeneration).toBe(held?.metadata.generation);
+    // Once the other finalizer goes, so does the SyncResource: a run then finds it gone.
+    await kcp.client.call('PATCH', resourcePath(syncResourceInfo, ns, name), {
+      body: [
+        { op: 'test', path: '/metadata/finalizers/0', value: other },
+        { op: 'remove', path: '/metadata/finalizers/0' },
+      ],
+      contentType: 'application/json-patch+json',
+    });
     expect(await deps.store.get(ns, name)).toBeUndefined();
   });
 
@@ -490,8 +530,8 @@ describe('functions', () => {
     };
     setDeps({ ...deps, store });
     try {
-      const applied = (await applyItems(ctx, resolved)) as CloudEvent<unknown>;
-      expect((applied.data as ItemsApplied).result.deleting).toMatchObject({ finalizerRemoved: true });
+      // The SyncResource went with the finalizer: nothing goes on to the status step.
+      expect(await applyItems(ctx, resolved)).toBeUndefined();
     } finally {
       setDeps(deps);
     }
@@ -608,11 +648,9 @@ describe('functions', () => {
     };
     setDeps({ ...deps, store, process: new ProcessState(deps.config) });
     try {
-      const applied = await Promise.all(
-        resolved.map(async (e) => (await applyItems(ctx, e)) as CloudEvent<unknown>),
-      );
-      for (const a of applied)
-        expect((a.data as ItemsApplied).result.deleting).toMatchObject({ finalizerRemoved: true });
+      // Each SyncResource went with its finalizer: nothing goes on to the status step.
+      const applied = await Promise.all(resolved.map((e) => applyItems(ctx, e)));
+      expect(applied).toEqual(names.map(() => undefined));
     } finally {
       setDeps(deps);
     }

@@ -6,9 +6,10 @@ import { deleteEntries } from './prune.ts';
 import type { ApplyResult } from './result.ts';
 import { kcpWrite, type Run } from './run.ts';
 
-/** Removed is what a deletion run did. */
+/** Removed is what a deletion run did; gone: the SyncResource went with its finalizer (no other held it). */
 export type Removed = Pick<ApplyResult, 'changes' | 'pending' | 'failed' | 'suspended'> & {
   deleting: NonNullable<ApplyResult['deleting']>;
+  gone?: boolean;
 };
 
 /** removeAll lets go of every object of run.sr's inventory (deleteEntries), then of its finalizer. */
@@ -17,8 +18,8 @@ export async function removeAll(run: Run): Promise<Removed> {
   const policy = sr.spec.deletionPolicy ?? 'Delete';
   const out: Removed = { changes: [], pending: [], deleting: { finalizerRemoved: false, policy } };
   const unfinalized = async (): Promise<Removed> => {
-    await kcpWrite(() => deps.kcp.removeFinalizer(run.latest()));
-    return { ...out, deleting: { finalizerRemoved: true, policy } };
+    const { gone } = await kcpWrite(() => deps.kcp.removeFinalizer(run.latest()));
+    return { ...out, deleting: { finalizerRemoved: true, policy }, gone };
   };
   if (!sr.metadata.finalizers?.includes(FINALIZER))
     return { ...out, deleting: { finalizerRemoved: true, policy } };

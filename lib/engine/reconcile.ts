@@ -33,11 +33,14 @@ export async function reconcile(input: SyncResource, deps: ReconcileDeps): Promi
   return (await reconcileRun(input, deps)).result;
 }
 
-/** reconcileRun is reconcile that also returns the SyncResource as the run last read or wrote it. */
+/**
+ * reconcileRun is reconcile that also returns the SyncResource as the run last read or
+ * wrote it, and whether it is gone (a deletion run removed the last finalizer).
+ */
 export async function reconcileRun(
   input: SyncResource,
   deps: ReconcileDeps,
-): Promise<{ result: ApplyResult; sr: SyncResource }> {
+): Promise<{ result: ApplyResult; sr: SyncResource; gone: boolean }> {
   const now = deps.now ?? (() => new Date());
   // latest always holds the latest version we wrote: the next write is guarded by its resourceVersion.
   let latest = input;
@@ -62,9 +65,12 @@ export async function reconcileRun(
     await deps.hooks?.afterInventoryWrite?.();
   });
   let res = base;
+  let gone = false;
   try {
     if (input.metadata.deletionTimestamp) {
-      res = { ...base, ...(await removeAll(newRun(latest, deps, inventory, () => latest))) };
+      const { gone: removed, ...done } = await removeAll(newRun(latest, deps, inventory, () => latest));
+      gone = removed === true;
+      res = { ...base, ...done };
     } else {
       claim = kcpWrite(() => deps.kcp.claim(input)).then((sr) => void (latest = sr));
       // A run that fails before it writes still answers for its claim (finally, below).
@@ -82,7 +88,7 @@ export async function reconcileRun(
   } finally {
     await claim;
   }
-  return { result: { ...res, inventory: [...inventory.entries] }, sr: latest };
+  return { result: { ...res, inventory: [...inventory.entries] }, sr: latest, gone };
 }
 
 /**

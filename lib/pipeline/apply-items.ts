@@ -39,9 +39,12 @@ import { bounded, claimRefusal, heldBy, mayUseResolvedSecret } from '../policy/r
 import { admit, getIfBound, holderNamespaces, policiesOnce } from '../cluster/policies.ts';
 import { kymaHome, type SyncPolicy } from '../policy/tenancy.ts';
 
-/** ApplyOutcome is what the step replies with; retry asks the broker to redeliver. */
+/**
+ * ApplyOutcome is what the step replies with; retry asks the broker to redeliver; gone: the
+ * SyncResource went with its finalizer, and no status is left to write.
+ */
 export type ApplyOutcome =
-  { kind: 'applied'; data: ItemsApplied; retry: boolean } | { kind: 'none'; why: string };
+  { kind: 'applied'; data: ItemsApplied; retry: boolean; gone?: boolean } | { kind: 'none'; why: string };
 
 /**
  * RunRequest is a run's request in this process: a cluster.resolved event's data, and
@@ -118,6 +121,8 @@ export async function applyStep(deps: Deps, data: ClusterResolved, log: Logger):
     return {};
   }
   logApplied(log, out.data);
+  // Gone with the finalizer: no status to write (the status step would read, find nothing, stop).
+  if (out.gone) return {};
   const applied = { type: EventTypes.itemsApplied, data: out.data };
   // Unreachable: the outcome is still sent on (so status shows it) and the answer is 503.
   return out.retry
@@ -229,7 +234,11 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
     const preview = await previewRun(deps, sr, skr, policy, resourceSources);
     return { kind: 'none', why: `preview of ${preview.items.length} items written` };
   }
-  const { result, sr: last } = await reconcileRun(sr, {
+  const {
+    result,
+    sr: last,
+    gone,
+  } = await reconcileRun(sr, {
     skr,
     kcp: deps.store,
     config: deps.config,
@@ -246,7 +255,7 @@ async function applyOnce(deps: Deps, data: RunRequest): Promise<ApplyOutcome> {
   if (requested !== undefined) result.requested = bounded(requested, 256);
   // The credential or the trust may have been rotated: connect afresh next time.
   if (result.clusterError) deps.cache.evict(secretRef);
-  return outcomeOf(deps, data, sr, result, last);
+  return outcomeOf(deps, data, sr, result, last, gone);
 }
 
 /**
@@ -332,9 +341,9 @@ function readersOf(deps: Deps, data: RunRequest, sr: SyncResource) {
 /**
  * outcomeOf counts a run and makes its outcome for the status step, with what the status
  * step may write on without reading: the SyncResource as the run last wrote it (not once
- * the finalizer is gone: the object may be too). The broker redelivers only a first
- * finding of an unreachable SKR: once the status says so, the resync tick tries again (the
- * circuit is open; knownUnreachable).
+ * the finalizer is gone: the object may be too; gone, when the SyncResource went with
+ * it). The broker redelivers only a first finding of an unreachable SKR: once the status
+ * says so, the resync tick tries again (the circuit is open; knownUnreachable).
  */
 function outcomeOf(
   deps: Deps,
@@ -342,6 +351,7 @@ function outcomeOf(
   sr: SyncResource,
   result: ApplyResult,
   last: SyncResource,
+  gone: boolean,
 ): ApplyOutcome {
   const allReady =
     !result.clusterError &&
@@ -378,6 +388,7 @@ function outcomeOf(
     kind: 'applied',
     data: out,
     retry: result.clusterError?.transient === true && !knownUnreachable(sr),
+    ...(gone ? { gone } : {}),
   };
 }
 

@@ -109,7 +109,8 @@ async function runBatch(deps: Deps, data: KymaResolved): Promise<KymaApplied> {
     if (run.kind === 'none') return;
     if (run.data.result.clusterError?.transient) tripped ??= run.data.result.clusterError;
     if (run.retry) out.retry = true;
-    if (needsStatusStep(run.data)) out.outcomes.push(run.data);
+    // Gone with its finalizer: no status to write.
+    if (needsStatusStep(run.data) && !run.gone) out.outcomes.push(run.data);
     else out.unchanged++;
   });
   return out;
