@@ -753,6 +753,11 @@ describe('functions', () => {
       await create(n, 'kyma-batch', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(n) }]);
       await pipeline(n);
     }
+    // One being deleted whose deletion no event has run yet: the batch deletes it.
+    const doomed = uniqueName('doomed');
+    await create(doomed, 'kyma-batch', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(doomed) }]);
+    await pipeline(doomed);
+    await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, doomed));
     // A SyncResource never run (no kyma-name label) is requested on its own.
     const fresh = uniqueName('unlabelled');
     await create(fresh, 'kyma-batch', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(fresh) }]);
@@ -839,12 +844,22 @@ describe('functions', () => {
     });
     // apply-items runs every SyncResource labelled kyma-batch from one list; the first resync
     // after creation changes the items' reasons (Created -> Unchanged), so their outcomes go
-    // to the status step; the moved one gets its own request.
+    // to the status step; the moved one gets its own request; the one being deleted goes,
+    // its object with it, and with it nothing is left for the status step.
     sent.length = 0;
     expect(await applyItems(ctx, resolved)).toBeUndefined();
     expect(sent.map((e) => [e.type, (e.data as { name: string }).name]).sort()).toEqual(
       [[EventTypes.reconcile, moved], ...settledOnes.map((n) => [EventTypes.itemsApplied, n])].sort(),
     );
+    expect(await deps.store.get(ns, doomed)).toBeUndefined();
+    expect(
+      await (
+        await cluster(0)
+      ).client
+        .call('GET', `/api/v1/namespaces/default/configmaps/${doomed}`)
+        .then(() => 200)
+        .catch((e: { code?: number }) => e.code),
+    ).toBe(404);
     for (const e of sent.filter((x) => x.type === EventTypes.itemsApplied)) await writeStatus(ctx, e);
     // The next one changes nothing: no SyncResource read on its own, nothing to the status step.
     sent.length = 0;

@@ -241,8 +241,8 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
     ) as { items: unknown[] };
     expect(before.length).toBe(sources.items.length);
     await rt.kubelet.pause('apiserver_receive_adapter');
-    await kubectl(kcp, ['apply', '-f', '-'], source('2'));
-    const changed = Date.now();
+    // Counted from before the change: a tick whose run reads the source while kubectl is
+    // still returning catches the change up before kubectl is done.
     const pings = () =>
       rt.broker.deliveries.get('sync-resync')?.filter((t) => t === 'dev.knative.sources.ping').length ?? 0;
     const pingsBefore = pings();
@@ -252,6 +252,8 @@ describe('on Knative Eventing v0.49 (real controllers and data plane)', () => {
       JSON.stringify(
         Object.fromEntries([...rt.broker.deliveries].map(([svc, t]) => [svc, t.slice(at.get(svc) ?? 0)])),
       );
+    const changed = Date.now();
+    await kubectl(kcp, ['apply', '-f', '-'], source('2'));
     // Back up: a new adapter sends nothing for what changed before its watch began (its store's Replace does nothing).
     rt.kubelet.resume('apiserver_receive_adapter');
     await eventually(async () => {
