@@ -45,9 +45,18 @@ export async function editLatency(b: Bench): Promise<void> {
   const load = (async () => {
     while (loading) await bulk(10_000 + rounds++ * S, S, `load${rounds}-`);
   })();
+  // Its failure is thrown where it is awaited, after the edits, not as an unhandled rejection.
+  load.catch(() => {});
   await sleep(1_000);
   const loaded: number[] = [];
-  for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
+  try {
+    for (let i = 0; i < EDITS; i++) loaded.push(await edit(i, 1_000 + i));
+  } catch (err) {
+    // The round in flight ends before the stack is stopped: its requests would fail after.
+    loading = false;
+    await load.catch(() => {});
+    throw err;
+  }
   loading = false;
   row(
     '3 latency',
@@ -138,25 +147,32 @@ function editor(b: Bench) {
   /**
    * seenReady watches lat-i (as `kubectl wait` does) and resolves with the time it is
    * first seen Ready at a generation at least the one `generation` resolves to;
-   * opened() is called with the watch's first event (the object as it is).
+   * opened() is called with the watch's first event (the object as it is). A watch the
+   * API server ends early (it closes one whose reader falls behind, as this process may
+   * under load) is opened again, as `kubectl wait` does, from the object as it is then.
    */
   const seenReady = async (
     name: string,
     generation: Promise<number>,
     opened: () => void,
   ): Promise<number> => {
+    const until = Date.now() + 120_000;
     const abort = new AbortController();
     try {
-      for await (const { object: o } of kcp.client.watch<SyncResource>(
-        srPath(),
-        { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' },
-        abort.signal,
-      )) {
-        const seen = Date.now();
-        opened();
-        if (readyAt(o) && o.metadata.generation! >= (await generation)) return seen;
+      while (Date.now() < until) {
+        for await (const { object: o } of kcp.client.watch<SyncResource>(
+          srPath(),
+          { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' },
+          abort.signal,
+        )) {
+          const seen = Date.now();
+          opened();
+          if (readyAt(o) && o.metadata.generation! >= (await generation)) return seen;
+        }
+        console.log(`  ${name}: the watch ended before Ready; watching again`);
+        await sleep(100);
       }
-      throw new Error(`${name}: watch ended before Ready`);
+      throw new Error(`${name}: not Ready within 120 s`);
     } finally {
       abort.abort();
     }
