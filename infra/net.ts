@@ -15,9 +15,15 @@ export async function freePort(): Promise<number> {
   const low = ephemeralLow();
   for (;;) {
     const port = FIRST_PORT + Math.floor(Math.random() * (low - FIRST_PORT));
-    if (await bindable(port)) return port;
+    if (!FETCH_BLOCKED.has(port) && (await bindable(port))) return port;
   }
 }
+
+/**
+ * FETCH_BLOCKED are the ports at or above FIRST_PORT that fetch refuses ("bad port", the
+ * Fetch standard's list): a test or the benchmark that fetches from a process on one fails.
+ */
+export const FETCH_BLOCKED = new Set([10_080]);
 
 /**
  * startOnFreePort starts on a port found free, and on another if the start fails and
