@@ -111,9 +111,14 @@ describe('health', () => {
         .availableReplicas,
     ).toBe(2);
 
-    // Settled: resync ticks write no status. The first may record the item as Unchanged
-    // where the run that saw it Ready was its creation (a fast rollout); none after that.
+    // Settled: resync ticks write no status but the first, which records the item as
+    // Unchanged (its creation applied it). That write is waited for, not a quiet broker:
+    // resync answers its tick before it posts the batch, and on a loaded machine the
+    // broker can be quiet for a moment between the two.
     s.runtime.ping[0]!.fire();
+    await waitSr(s, `${P}-roll`, (x) =>
+      expect(x?.status?.items?.find((i) => i.name === 'web')?.reason).toBe('Unchanged'),
+    );
     await s.runtime.broker.idle();
     const rv = (await waitSr(s, `${P}-roll`, () => undefined))!.metadata.resourceVersion;
     for (let i = 0; i < 3; i++) {
