@@ -166,7 +166,78 @@ export async function notReady(kcp: Cluster, path: string): Promise<string[]> {
     });
 }
 
-/** waitEventingReady waits until the Broker, Triggers and sources of namespace are Ready. */
+type Template = {
+  containers?: { env?: { name: string; value?: string }[] }[];
+  volumes?: { name: string; projected?: { sources?: { secret?: { name?: string } }[] } }[];
+};
+type Subject = { metadata: { name: string }; spec?: { template?: { spec?: Template } } };
+type Binding = {
+  metadata: { name: string };
+  spec: {
+    subject: {
+      apiVersion: string;
+      kind: string;
+      name?: string;
+      selector?: { matchLabels?: Record<string, string> };
+    };
+  };
+  status?: { sinkUri?: string; oidcTokenSecretName?: string };
+};
+
+/** SUBJECTS are the subject kinds knative.yaml binds, by the path of their list. */
+const SUBJECTS: Record<string, string> = {
+  'serving.knative.dev/v1 Service': 'apis/serving.knative.dev/v1',
+  'apps/v1 Deployment': 'apis/apps/v1',
+};
+
+/**
+ * unbound names the subjects of namespace's SinkBindings whose template does not yet carry
+ * what the binding's status says (K_SINK, and the OIDC token volume once the binding has
+ * its token Secret): eventing's webhook patches them a moment after the binding is Ready,
+ * and each patch is a new Revision or ReplicaSet, which takes a function or the SKR source
+ * down for a moment (sinkbinding_lifecycle.go Do).
+ */
+export async function unbound(kcp: Cluster, namespace: string): Promise<string[]> {
+  const bindings = await kcp.client.call<{ items: Binding[] }>(
+    'GET',
+    `/apis/sources.knative.dev/v1/namespaces/${namespace}/sinkbindings`,
+  );
+  const out: string[] = [];
+  for (const b of bindings.items) {
+    const { subject } = b.spec;
+    const group = SUBJECTS[`${subject.apiVersion} ${subject.kind}`];
+    if (!group)
+      throw new Error(`SinkBinding ${b.metadata.name}: subject kind ${subject.kind} not handled here`);
+    const base = `/${group}/namespaces/${namespace}/${subject.kind.toLowerCase()}s`;
+    const subjects = subject.name
+      ? [await kcp.client.call<Subject>('GET', `${base}/${subject.name}`)]
+      : (
+          await kcp.client.call<{ items: Subject[] }>('GET', base, {
+            query: {
+              labelSelector: Object.entries(subject.selector?.matchLabels ?? {})
+                .map(([k, v]) => `${k}=${v}`)
+                .join(','),
+            },
+          })
+        ).items;
+    const sink = b.status?.sinkUri;
+    const secret = b.status?.oidcTokenSecretName;
+    for (const x of subjects) {
+      const t = x.spec?.template?.spec;
+      const bound =
+        sink !== undefined &&
+        (t?.containers ?? []).every((c) => c.env?.some((e) => e.name === 'K_SINK' && e.value === sink)) &&
+        (secret === undefined ||
+          (t?.volumes ?? []).some(
+            (v) => v.name === 'oidc-token' && v.projected?.sources?.some((p) => p.secret?.name === secret),
+          ));
+      if (!bound) out.push(`${subject.kind} ${x.metadata.name} (SinkBinding ${b.metadata.name})`);
+    }
+  }
+  return out;
+}
+
+/** waitEventingReady waits until the Broker, Triggers and sources of namespace are Ready, and every SinkBinding's subjects carry what it binds. */
 export async function waitEventingReady(kcp: Cluster, namespace: string, timeoutMs = 180_000): Promise<void> {
   const paths = [
     'eventing.knative.dev/v1/namespaces/%/brokers',
@@ -180,6 +251,7 @@ export async function waitEventingReady(kcp: Cluster, namespace: string, timeout
     'the Broker, Triggers and sources',
     async () => {
       waiting = (await Promise.all(paths.map((p) => notReady(kcp, p)))).flat();
+      if (waiting.length === 0) waiting = await unbound(kcp, namespace);
       return waiting.length === 0;
     },
     timeoutMs,

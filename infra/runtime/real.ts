@@ -38,6 +38,7 @@ import { cronIntervalMs, loadRouting, pingSchedule, type Doc, type Routing } fro
 import { Kubelet, PRODUCT_COMMAND, type LocalPod } from './kubelet.ts';
 import { Serving } from './serving.ts';
 import { oidcServiceAccountName } from '../../lib/policy/senders.ts';
+import { healthOf } from '../../lib/health.ts';
 
 const root = join(import.meta.dirname, '..', '..');
 
@@ -150,6 +151,7 @@ function toEvent(p: Passage): CloudEvent<unknown> | undefined {
 }
 
 export interface KnativeRuntime {
+  kcp: Cluster;
   kubelet: Kubelet;
   serving: Serving;
   net: ClusterNet;
@@ -207,6 +209,7 @@ export async function startKnative(opts: KnativeOptions): Promise<KnativeRuntime
   const broker = new RealBroker(s.net, publish);
   broker.url = `${await s.net.expose(`broker-ingress.${EVENTING_NAMESPACE}.svc.cluster.local`)}/${routing.namespace}/${routing.broker.name}`;
   return {
+    kcp: s.kcp,
     kubelet: s.kubelet,
     serving: s.serving,
     net: s.net,
@@ -427,11 +430,20 @@ export async function startKnativeRuntime(opts: RuntimeOptions): Promise<Runtime
     throw new Error('knative: real installs Knative into its own KCP and runs in kcp-system');
   const k = await startKnative(opts);
   const skr = skrSourceOf(k);
-  // The SKR source runs once the SinkBinding gave its Deployment K_SINK (a new ReplicaSet).
+  // The SKR source runs once the SinkBinding gave its Deployment K_SINK and its token (each
+  // a new ReplicaSet): ready when its rollout is done, its replicas of the last template
+  // only (a replica of an older one takes Kymas from the others until it goes).
   const wanted = opts.skrSourceReplicas ?? 2;
   await waitFor(
-    'the SKR source ready',
-    async () => skr.pods().filter((p) => p.ready).length >= wanted,
+    'the SKR source rolled out and ready',
+    async () => {
+      const d = await k.kcp.client.call<KubeObject>(
+        'GET',
+        `/apis/apps/v1/namespaces/${k.namespace}/deployments/sync-skr-source`,
+      );
+      const pods = skr.pods();
+      return healthOf(d).status === 'Current' && pods.length === wanted && pods.every((p) => p.ready);
+    },
     120_000,
   ).catch(async (err: unknown) => {
     await k.stop();
