@@ -189,6 +189,62 @@ describe('cluster resolution', () => {
     expect((await lookups.source(ns, name))?.data).toEqual({ v: Buffer.from('two').toString('base64') });
   });
 
+  it("reads a Kyma and its Secret from the watch cache no older than an event's version; what that does not find is read from etcd", async () => {
+    // Every read, with the version it asked at (undefined: from etcd) and its answer.
+    const reads: { kind: string; at?: string; code: number }[] = [];
+    const recording: Cluster = {
+      ...kcp,
+      client: new Proxy(kcp.client, {
+        get: (target, prop, receiver) =>
+          prop !== 'call'
+            ? Reflect.get(target, prop, receiver)
+            : async (method: string, path: string, opts?: { query?: Record<string, string> }) => {
+                const kind = path.includes('/kymas') ? 'kyma' : 'secrets';
+                const at = opts?.query?.resourceVersion;
+                try {
+                  const out: unknown = await target.call(method, path, opts);
+                  reads.push({ kind, at, code: 200 });
+                  return out;
+                } catch (err) {
+                  reads.push({ kind, at, code: err instanceof KubeApiError ? err.code : -1 });
+                  throw err;
+                }
+              },
+      }),
+    };
+    await applyObjects(kcp, kymaObjects('k-at', clusters.skrs[0]!.kubeconfig, ns));
+    // The event's version: a write after the Kyma's and its Secret's, of another kind.
+    const later = await kcp.client.call<{ metadata: { resourceVersion: string } }>(
+      'POST',
+      `/api/v1/namespaces/${ns}/configmaps`,
+      { body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: uniqueName('event') } } },
+    );
+    const at = later.metadata.resourceVersion;
+    const resolve = (kyma: string, fresh: boolean, version = at) => {
+      reads.length = 0;
+      return new Lookups(recording).resolve(ns, kyma, fresh, version);
+    };
+
+    // Found in the watch cache: one read each, at the event's version.
+    expect((await resolve('k-at', false)).ref.name).toBe('k-at-kubeconfig');
+    expect(reads.sort((a, b) => a.kind.localeCompare(b.kind))).toEqual([
+      { kind: 'kyma', at, code: 200 },
+      { kind: 'secrets', at, code: 200 },
+    ]);
+    // A change of the Kyma or its Secret (fresh): from etcd only.
+    await resolve('k-at', true);
+    expect(reads.map((r) => r.at)).toEqual([undefined, undefined]);
+    // Not in the cache: the error is reported only after etcd says so too.
+    expect(await failure(resolve('k-absent', false))).toMatchObject({ reason: 'KymaNotFound' });
+    expect(reads.filter((r) => r.kind === 'kyma')).toEqual([
+      { kind: 'kyma', at, code: 404 },
+      { kind: 'kyma', at: undefined, code: 404 },
+    ]);
+    // A version the API server refuses: read from etcd.
+    expect((await resolve('k-at', false, 'not-a-version')).ref.name).toBe('k-at-kubeconfig');
+    expect(reads.filter((r) => r.code === 200).map((r) => r.at)).toEqual([undefined, undefined]);
+  });
+
   it('classifies a wrong CA and a rejected token as authentication failures', async () => {
     const cache = new ClientCache(parseConfig({}));
     const good = load(clusters.skrs[0]!.kubeconfig) as {

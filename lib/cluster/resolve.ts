@@ -50,10 +50,20 @@ export interface AccessSecret {
 /** ResolutionError says why a target cluster could not be found (reasons KymaNotFound, AccessSecretNotFound, ...). */
 export class ResolutionError extends TerminalError<ClusterReason> {}
 
-/** getKyma reads the Kyma, failing with KymaNotFound. */
-export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Promise<KubeObject> {
+/**
+ * getKyma reads the Kyma, failing with KymaNotFound; at: from the API server's watch cache,
+ * no older than that resourceVersion (from etcd without it).
+ */
+export async function getKyma(
+  kcp: Cluster,
+  namespace: string,
+  kyma: string,
+  at?: string,
+): Promise<KubeObject> {
   try {
-    return await kcp.client.call<KubeObject>('GET', resourcePath(kymaInfo, namespace, kyma));
+    return await kcp.client.call<KubeObject>('GET', resourcePath(kymaInfo, namespace, kyma), {
+      ...(at ? { query: { resourceVersion: at } } : {}),
+    });
   } catch (err) {
     if (isNotFound(err))
       throw new ResolutionError(`Kyma ${namespace}/${kyma} does not exist`, 'KymaNotFound');
@@ -63,14 +73,23 @@ export async function getKyma(kcp: Cluster, namespace: string, kyma: string): Pr
 
 /**
  * findAccessSecret returns the one Secret labelled for kyma, failing with AccessSecretNotFound
- * or AmbiguousAccessSecret. Secrets labelled as sync sources are never access Secrets.
+ * or AmbiguousAccessSecret. Secrets labelled as sync sources are never access Secrets. at:
+ * from the API server's watch cache, no older than that resourceVersion.
  */
-export async function findAccessSecret(kcp: Cluster, namespace: string, kyma: string): Promise<AccessSecret> {
+export async function findAccessSecret(
+  kcp: Cluster,
+  namespace: string,
+  kyma: string,
+  at?: string,
+): Promise<AccessSecret> {
   const found = await kcp.client.call<{ items: KubeObject[] | null }>(
     'GET',
     resourcePath(secretInfo, namespace),
     {
-      query: { labelSelector: `${KYMA_NAME_LABEL}=${kyma},!${SYNC_SOURCE_LABEL}` },
+      query: {
+        labelSelector: `${KYMA_NAME_LABEL}=${kyma},!${SYNC_SOURCE_LABEL}`,
+        ...(at ? { resourceVersion: at, resourceVersionMatch: 'NotOlderThan' } : {}),
+      },
     },
   );
   return accessSecretOf(namespace, kyma, found.items ?? []);
@@ -118,7 +137,12 @@ function accessSecretOf(namespace: string, kyma: string, items: KubeObject[]): A
  * SyncResources that target the same Kyma (a bulk create, a resync) costs one read of
  * each instead of one per SyncResource. Definite answers (found, or a ResolutionError)
  * are kept; other failures are not. Callers pass fresh when a change of the Kyma or the
- * Secret itself is being handled.
+ * Secret itself is being handled. Otherwise they may pass at, the resourceVersion of the
+ * event that asked: what the memo does not answer is then read from the API server's
+ * watch cache no older than that event (no etcd read, which the KCP answers late under
+ * bulk writes), and a cache read that finds nothing, or fails, is read again from etcd,
+ * so an error is never reported from the cache. A memo hit may be older than at; such a
+ * read never is.
  */
 export class Lookups {
   private readonly kcp: Cluster;
@@ -155,10 +179,10 @@ export class Lookups {
    * resolve reads the Kyma and its access Secret at once (shared for a moment unless
    * fresh); a missing Kyma is the error reported before any Secret's.
    */
-  async resolve(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
+  async resolve(namespace: string, kyma: string, fresh = false, at?: string): Promise<AccessSecret> {
     const [k, s] = await Promise.allSettled([
-      this.kyma(namespace, kyma, fresh),
-      this.accessSecret(namespace, kyma, fresh),
+      this.kyma(namespace, kyma, fresh, at),
+      this.accessSecret(namespace, kyma, fresh, at),
     ]);
     if (k.status === 'rejected') throw k.reason;
     if (s.status === 'rejected') throw s.reason;
@@ -187,12 +211,14 @@ export class Lookups {
     return byKyma;
   }
 
-  kyma(namespace: string, kyma: string, fresh = false): Promise<KubeObject> {
-    return this.kymas.get(`${namespace}/${kyma}`, () => getKyma(this.kcp, namespace, kyma), fresh);
+  kyma(namespace: string, kyma: string, fresh = false, at?: string): Promise<KubeObject> {
+    const read = (v?: string) => getKyma(this.kcp, namespace, kyma, v);
+    return this.kymas.get(`${namespace}/${kyma}`, () => cachedFirst(read, fresh ? undefined : at), fresh);
   }
 
-  accessSecret(namespace: string, kyma: string, fresh = false): Promise<AccessSecret> {
-    return this.secrets.get(`${namespace}/${kyma}`, () => findAccessSecret(this.kcp, namespace, kyma), fresh);
+  accessSecret(namespace: string, kyma: string, fresh = false, at?: string): Promise<AccessSecret> {
+    const read = (v?: string) => findAccessSecret(this.kcp, namespace, kyma, v);
+    return this.secrets.get(`${namespace}/${kyma}`, () => cachedFirst(read, fresh ? undefined : at), fresh);
   }
 
   /**
@@ -208,4 +234,9 @@ export class Lookups {
   configMap(namespace: string, name: string): Promise<SourceConfigMap | undefined> {
     return readSource(this.kcp, configMapInfo, namespace, name);
   }
+}
+
+/** cachedFirst reads from the watch cache at resourceVersion at when given, and from etcd when that finds nothing or fails. */
+function cachedFirst<T>(read: (at?: string) => Promise<T>, at: string | undefined): Promise<T> {
+  return at ? read(at).catch(() => read()) : read();
 }

@@ -89,13 +89,19 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
   const kyma = sr.spec.kyma;
   try {
     // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
-    // share a read from the last two seconds.
+    // share a read from the last two seconds, or read the watch cache no older than the
+    // SyncResource as the event saw it (lookups.resolve).
     const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
     // A team's SyncResource under its namespace's policy (tenancy.ts); a deletion removes
     // what it created whatever the policy says now.
     if (!sr.metadata.deletionTimestamp)
       await admit(policiesOnce(deps.kcp), deps.lookups, deps.config, ref.namespace, kyma);
-    const secret = await deps.lookups.resolve(kymaHome(ref.namespace, deps.config), kyma, fresh);
+    const secret = await deps.lookups.resolve(
+      kymaHome(ref.namespace, deps.config),
+      kyma,
+      fresh,
+      versionOf(req, sr).resourceVersion,
+    );
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     if (!held) deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
     return {
