@@ -1,7 +1,7 @@
 // The local kubelet (infra/runtime/kubelet.ts) against the real KCP: a Pod it cannot start
 // yet is started once it can, as a kubelet syncs it again (a Pod left unstarted kept a
 // Deployment unavailable, and the real Knative stack not ready, until the suite timed out).
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,7 +33,7 @@ describe('local kubelet', () => {
     kubelet = new Kubelet({
       kcp,
       namespaces: [ns],
-      binaries: { sleep: '/bin/sleep' },
+      binaries: { sleep: '/bin/sleep', sh: '/bin/sh' },
       net: new ClusterNet(kcp, () => undefined),
       apiServer: { url: 'https://127.0.0.1:1', caFile: '' },
       tokenDir: join(dir, 'tokens'),
@@ -76,5 +76,45 @@ describe('local kubelet', () => {
     ]);
     await eventually(async () => expect(await ready('waits')).toBe('True'), 20_000);
     expect(kubelet.notReady()).toMatch(/^Pods not ready: none;/);
+  });
+
+  it('stops a Pod deleted through the API as a kubelet does: SIGTERM, then SIGKILL once its grace period is over', async () => {
+    // Each Pod's shell notes the SIGTERM it gets in a file; "stays" then goes on, "leaves" exits.
+    const pod = (name: string, onTerm: string, grace?: number) => ({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name, namespace: ns },
+      spec: {
+        automountServiceAccountToken: false,
+        ...(grace !== undefined ? { terminationGracePeriodSeconds: grace } : {}),
+        containers: [
+          {
+            name: 'c',
+            image: 'ko://example.dev/cmd/sh',
+            args: ['-c', `trap 'echo term >> ${dir}/${name}; ${onTerm}' TERM; while :; do sleep 0.1; done`],
+          },
+        ],
+      },
+    });
+    await applyObjects(kcp, [pod('leaves', 'exit 0'), pod('stays', ':', 1)] as never);
+    await eventually(async () => {
+      expect(await ready('leaves')).toBe('True');
+      expect(await ready('stays')).toBe('True');
+    }, 20_000);
+    const gone = (name: string) =>
+      kcp.client.call('GET', `/api/v1/namespaces/${ns}/pods/${name}`).then(
+        () => false,
+        () => true,
+      );
+    for (const name of ['leaves', 'stays'])
+      await kcp.client.call('DELETE', `/api/v1/namespaces/${ns}/pods/${name}`);
+    await eventually(async () => {
+      expect(await gone('leaves')).toBe(true);
+      expect(await gone('stays')).toBe(true);
+    }, 20_000);
+    // Both were told; the one that stayed was killed after its second.
+    expect(await readFile(join(dir, 'leaves'), 'utf8')).toBe('term\n');
+    expect(await readFile(join(dir, 'stays'), 'utf8')).toMatch(/^(term\n)+$/);
+    expect(kubelet.byCommand('sh')).toEqual([]);
   });
 });

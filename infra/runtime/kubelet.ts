@@ -26,7 +26,7 @@ import { KubeApiError } from '../../lib/kube/errors.ts';
 import type { Cluster } from '../../lib/kube/objects.ts';
 import { dist } from '../build.ts';
 import { freePort } from '../net.ts';
-import { killProcess, startProcess, type Proc } from '../processes.ts';
+import { killProcess, startProcess, stopProcess, type Proc } from '../processes.ts';
 import type { ClusterNet, Target } from './clusternet.ts';
 import { mountedToken, projectTokens, type TokenVolume } from './identities.ts';
 
@@ -76,6 +76,7 @@ export type Pod = {
     automountServiceAccountToken?: boolean;
     nodeName?: string;
     volumes?: TokenVolume[];
+    terminationGracePeriodSeconds?: number;
   };
   status?: { phase?: string };
 };
@@ -288,8 +289,10 @@ export class Kubelet {
     const known = this.pods.get(pod.metadata.uid);
     if (pod.metadata.deletionTimestamp) {
       if (!known && pod.spec.nodeName !== NODE) return;
-      // Graceful deletion of a bound Pod: the kubelet stops it, then removes the object.
-      void (known ? this.stopPod(known) : Promise.resolve()).then(() =>
+      // Graceful deletion of a bound Pod: the kubelet stops it (SIGTERM, SIGKILL after its
+      // grace period: an SKR source replica gives its Lease up), then removes the object.
+      const graceMs = (pod.spec.terminationGracePeriodSeconds ?? 30) * 1000;
+      void (known ? this.stopPod(known, graceMs) : Promise.resolve()).then(() =>
         this.opts.kcp.client
           .call('DELETE', `/api/v1/namespaces/${pod.metadata.namespace}/pods/${pod.metadata.name}`, {
             body: {
@@ -572,12 +575,13 @@ export class Kubelet {
     return out;
   }
 
-  private async stopPod(p: LocalPod): Promise<void> {
+  /** stopPod ends a Pod's process: with SIGTERM and graceMs to exit when given, else at once (SIGKILL). */
+  private async stopPod(p: LocalPod, graceMs?: number): Promise<void> {
     if (p.stopped) return;
     p.stopped = true;
     p.ready = false;
     this.pods.delete(p.uid);
-    if (p.proc) await killProcess(p.proc);
+    if (p.proc) await (graceMs === undefined ? killProcess(p.proc) : stopProcess(p.proc, graceMs));
   }
 
   async stop(): Promise<void> {
