@@ -13,7 +13,7 @@ export interface Row {
 
 export interface Run {
   commit: string;
-  /** dirty is true when the tree had uncommitted changes: the figures are then of no commit. */
+  /** dirty is true when the tree had uncommitted changes as the run began: the figures are then of no commit. */
   dirty: boolean;
   /** complete is false while the run goes on (the file is rewritten after every row), and in a run that stopped before its end. */
   complete?: boolean;
@@ -25,6 +25,16 @@ export interface Run {
 }
 
 const git = (...args: string[]) => execFileSync('git', args, { encoding: 'utf8' }).trim();
+
+/**
+ * ran is the commit the run measures and whether the tree differed from it, as the run
+ * began (this module loads with the benchmark): an edit made while a run goes on does not
+ * change what it measured (the functions were built at the start).
+ */
+const ran = {
+  commit: git('rev-parse', '--short', 'HEAD'),
+  dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+};
 
 async function osName(): Promise<string> {
   const text = await readFile('/etc/os-release', 'utf8').catch(() => '');
@@ -39,8 +49,7 @@ export async function writeRun(
   complete = true,
 ): Promise<void> {
   const run: Run = {
-    commit: git('rev-parse', '--short', 'HEAD'),
-    dirty: git('status', '--porcelain', '--untracked-files=no') !== '',
+    ...ran,
     complete,
     startedAt: startedAt.toISOString(),
     wallSeconds: Math.round((Date.now() - startedAt.getTime()) / 1000),

@@ -160,16 +160,22 @@ function editor(b: Bench) {
     const abort = new AbortController();
     try {
       while (Date.now() < until) {
-        for await (const { object: o } of kcp.client.watch<SyncResource>(
+        let why = '';
+        for await (const { type, object: o } of kcp.client.watch<SyncResource>(
           srPath(),
           { fieldSelector: `metadata.name=${name}`, timeoutSeconds: '120' },
           abort.signal,
         )) {
+          // The API server ends a watch it gives up on with an ERROR event (a Status).
+          if (type === 'ERROR') {
+            why = `: ${(o as unknown as { message?: string }).message ?? JSON.stringify(o)}`;
+            continue;
+          }
           const seen = Date.now();
           opened();
           if (readyAt(o) && o.metadata.generation! >= (await generation)) return seen;
         }
-        console.log(`  ${name}: the watch ended before Ready; watching again`);
+        console.log(`  ${name}: the watch ended before Ready${why}; watching again`);
         await sleep(100);
       }
       throw new Error(`${name}: not Ready within 120 s`);
