@@ -13,6 +13,7 @@ import { ClusterSet } from '../infra/clusters.ts';
 import { connect, setupKcp } from '../infra/kcp-setup.ts';
 import { watchPath } from '../infra/runtime/adapter.ts';
 import { startRuntime, type Runtime } from '../infra/runtime/index.ts';
+import { PatchType } from '../lib/kube/client.ts';
 import { resourcePath } from '../lib/kube/discovery.ts';
 import { listObjects, mustFind, type Cluster } from '../lib/kube/objects.ts';
 import { syncResourceInfo } from '../lib/kcp.ts';
@@ -67,6 +68,16 @@ async function resync(n: number): Promise<void> {
     await new Promise((r) => setTimeout(r, 200));
     await runtime.broker.idle(120_000);
   }
+}
+
+/** skrSourcePods names the SKR source's Pods that are not being deleted. */
+async function skrSourcePods(): Promise<string[]> {
+  const pods = await kcp.client.call<{
+    items: { metadata: { name: string; deletionTimestamp?: string } }[];
+  }>('GET', `/api/v1/namespaces/${NS}/pods`, {
+    query: { labelSelector: 'app.kubernetes.io/name=sync-skr-source' },
+  });
+  return pods.items.filter((x) => !x.metadata.deletionTimestamp).map((x) => x.metadata.name);
 }
 
 /** ours lists the ConfigMaps in an SKR that carry our label, by name. */
@@ -266,6 +277,32 @@ describe('fault suite', () => {
       expect(live.map(([n]) => n).sort()).toEqual(want);
       expect(live.every(([, v]) => v === 'x')).toBe(true);
     }
+  });
+
+  it('a rollout of the SKR source while SyncResources are created one after another: each reaches Ready with no resync tick', async () => {
+    // Ticks are a day apart here: a creation the source does not post stays unreconciled.
+    // The replicas of the new ReplicaSet take the Kymas over from those that stop (SIGTERM:
+    // each gives its Lease up), one at a time, while the SyncResources come in.
+    const p = uniqueName('rollout');
+    const before = new Set(await skrSourcePods());
+    await kcp.client.call('PATCH', `/apis/apps/v1/namespaces/${NS}/deployments/sync-skr-source`, {
+      body: { spec: { template: { metadata: { annotations: { 'test/rolled': p } } } } },
+      contentType: PatchType.merge,
+    });
+    for (let i = 0; i < 24; i++) {
+      await create([srBody(`${p}-${i}`, `kyma-${(i % 2) + 1}`)]);
+      await new Promise((r) => setTimeout(r, 500));
+    }
+    await eventually(
+      async () => {
+        const pods = await skrSourcePods();
+        expect(pods).toHaveLength(2);
+        expect(pods.filter((n) => before.has(n))).toEqual([]);
+      },
+      120_000,
+      500,
+    );
+    await eventually(async () => expect((await list(p)).filter(ready)).toHaveLength(24), 120_000, 500);
   });
 
   it('a concurrent writer on the same SyncResource: conflicts are retried, nothing of either writer is lost', async () => {
