@@ -10,9 +10,11 @@
 import { readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { loadAll } from 'js-yaml';
-import type { Cluster, KubeObject } from '../../lib/kube/objects.ts';
+import { resourcePath } from '../../lib/kube/discovery.ts';
+import { listObjects, mustFind, type Cluster, type KubeObject } from '../../lib/kube/objects.ts';
 import { applyObjects, installCrds } from '../kcp-setup.ts';
 import { waitFor } from '../net.ts';
+import { selector } from './knative.ts';
 
 /** EVENTING_NAMESPACE is where Knative Eventing's own parts run. */
 export const EVENTING_NAMESPACE = 'knative-eventing';
@@ -178,16 +180,10 @@ type Binding = {
       apiVersion: string;
       kind: string;
       name?: string;
-      selector?: { matchLabels?: Record<string, string> };
+      selector?: Parameters<typeof selector>[0];
     };
   };
   status?: { sinkUri?: string; oidcTokenSecretName?: string };
-};
-
-/** SUBJECTS are the subject kinds knative.yaml binds, by the path of their list. */
-const SUBJECTS: Record<string, string> = {
-  'serving.knative.dev/v1 Service': 'apis/serving.knative.dev/v1',
-  'apps/v1 Deployment': 'apis/apps/v1',
 };
 
 /**
@@ -205,21 +201,10 @@ export async function unbound(kcp: Cluster, namespace: string): Promise<string[]
   const out: string[] = [];
   for (const b of bindings.items) {
     const { subject } = b.spec;
-    const group = SUBJECTS[`${subject.apiVersion} ${subject.kind}`];
-    if (!group)
-      throw new Error(`SinkBinding ${b.metadata.name}: subject kind ${subject.kind} not handled here`);
-    const base = `/${group}/namespaces/${namespace}/${subject.kind.toLowerCase()}s`;
+    const info = await mustFind(kcp, subject.apiVersion, subject.kind);
     const subjects = subject.name
-      ? [await kcp.client.call<Subject>('GET', `${base}/${subject.name}`)]
-      : (
-          await kcp.client.call<{ items: Subject[] }>('GET', base, {
-            query: {
-              labelSelector: Object.entries(subject.selector?.matchLabels ?? {})
-                .map(([k, v]) => `${k}=${v}`)
-                .join(','),
-            },
-          })
-        ).items;
+      ? [await kcp.client.call<Subject>('GET', resourcePath(info, namespace, subject.name))]
+      : await listObjects<Subject>(kcp, info, { namespace, labelSelector: selector(subject.selector) });
     const sink = b.status?.sinkUri;
     const secret = b.status?.oidcTokenSecretName;
     for (const x of subjects) {

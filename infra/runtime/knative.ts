@@ -83,7 +83,8 @@ export type Doc = {
   spec: Record<string, any>;
 };
 
-function selector(
+/** selector renders a label selector (matchLabels, matchExpressions) as a query's labelSelector. */
+export function selector(
   sel:
     | {
         matchLabels?: Record<string, string>;

@@ -96,11 +96,12 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
     // what it created whatever the policy says now.
     if (!sr.metadata.deletionTimestamp)
       await admit(policiesOnce(deps.kcp), deps.lookups, deps.config, ref.namespace, kyma);
+    const version = versionOf(req, sr);
     const secret = await deps.lookups.resolve(
       kymaHome(ref.namespace, deps.config),
       kyma,
       fresh,
-      versionOf(req, sr).resourceVersion,
+      version.resourceVersion,
     );
     validateKubeconfig(secret.kubeconfig, { allowInsecure: deps.config.allowInsecureKubeconfigs });
     if (!held) deps.process.echoes.requested(key, sr.metadata.uid!, sr.metadata.generation ?? 0);
@@ -114,7 +115,7 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
         generation: sr.metadata.generation ?? 0,
         kyma,
         secret: secret.ref,
-        ...versionOf(req, sr),
+        ...version,
         ...(isUrgent(req, sr)
           ? { urgent: true, ...(sr.metadata.deletionTimestamp ? { deleting: true } : {}) }
           : {}),
