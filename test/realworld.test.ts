@@ -25,7 +25,7 @@ import { parseConfig } from '../lib/config.ts';
 import { syncResourceSpecSchema } from '../lib/crd.ts';
 import type { ItemDiff } from '../lib/diff.ts';
 import { readYamlDocuments } from '../lib/yaml.ts';
-import { getSr, kubectl, startStack, waitSr, type Stack } from './e2e-helpers.ts';
+import { getSr, kubectl, readSr, startStack, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually } from './helpers.ts';
 
 const corpusDir = join(import.meta.dirname, '..', '..', 'shared', 'realworld');
@@ -59,10 +59,13 @@ const read = (file: string) =>
 /** objectOf is an item's object as kubectl reads its text. */
 const objectOf = (text: string) => readYamlDocuments(text)[0] as KubeObject;
 
+/** typeOf names an object's kind for kubectl: Kind.version.group, the kind alone in the core group. */
+const typeOf = (o: KubeObject) =>
+  o.apiVersion.includes('/') ? `${o.kind}.${o.apiVersion.split('/').reverse().join('.')}` : o.kind;
+
 /** get reads an object with kubectl, or undefined. */
-async function get(kubeconfig: string, o: KubeObject, scoped: boolean): Promise<KubeObject | undefined> {
-  const [group] = o.apiVersion.includes('/') ? o.apiVersion.split('/') : [''];
-  const kind = group ? `${o.kind}.${o.apiVersion.split('/')[1]}.${group}` : o.kind;
+async function get(kubeconfig: string, o: KubeObject): Promise<KubeObject | undefined> {
+  const kind = typeOf(o);
   // A discovery cache of the case's own: kubectl does not look again for a kind missing from
   // a cached group-version (keda-manager's case caches operator.kyma-project.io/v1alpha1 without BtpOperator).
   const args = [
@@ -74,10 +77,60 @@ async function get(kubeconfig: string, o: KubeObject, scoped: boolean): Promise<
     '--ignore-not-found',
     '--cache-dir',
     discoveryCache,
-    ...(scoped && o.metadata.namespace ? ['-n', o.metadata.namespace] : []),
+    ...(o.metadata.namespace ? ['-n', o.metadata.namespace] : []),
   ];
   const out = await kubectl(kubeconfig, args);
   return out.trim() ? (JSON.parse(out) as KubeObject) : undefined;
+}
+
+const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] : '');
+
+/**
+ * getAll reads objects with kubectl, one call per namespace (a kubectl process is a tenth of
+ * a CPU second, and a case reads each of its objects several times); an absent object has no
+ * entry. A kind the cluster does not serve fails the whole call, so that group is read one by
+ * one; with gone, such an object counts as absent (a custom resource whose CRD is gone).
+ */
+async function getAll(
+  kubeconfig: string,
+  objects: KubeObject[],
+  gone = false,
+): Promise<Map<KubeObject, KubeObject>> {
+  const found = new Map<KubeObject, KubeObject>();
+  for (const [ns, group] of Map.groupBy(objects, (o) => o.metadata.namespace ?? '')) {
+    const args = [
+      'get',
+      ...group.map((o) => `${typeOf(o)}/${o.metadata.name}`),
+      '-o',
+      'json',
+      '--ignore-not-found',
+      '--cache-dir',
+      discoveryCache,
+      ...(ns ? ['-n', ns] : []),
+    ];
+    let out: string;
+    try {
+      out = await kubectl(kubeconfig, args);
+    } catch {
+      for (const o of group) {
+        const x = await (gone ? leftOf(kubeconfig, o) : get(kubeconfig, o));
+        if (x) found.set(o, x);
+      }
+      continue;
+    }
+    const listed = out.trim() ? (JSON.parse(out) as KubeObject & { items?: KubeObject[] }) : undefined;
+    const items = !listed ? [] : listed.kind === 'List' ? listed.items! : [listed];
+    for (const o of group) {
+      const x = items.find(
+        (i) =>
+          i.kind === o.kind &&
+          groupOf(i.apiVersion) === groupOf(o.apiVersion) &&
+          i.metadata.name === o.metadata.name,
+      );
+      if (x) found.set(o, x);
+    }
+  }
+  return found;
 }
 
 /** comparable drops what differs between any two clusters: identity, times, managers, our marks, controller-filled fields. */
@@ -336,7 +389,7 @@ describe('the real-world corpus', () => {
             new RegExp(`field.* \\..* by SyncResource ${s.ns}/${winners[0]!.sr}; nothing was forced`),
           ),
         });
-      const live = await get(product, objectOf(winners[0]!.text), true);
+      const live = await get(product, objectOf(winners[0]!.text));
       const want = objectOf(winners[0]!.text);
       expect({ kind, rules: live?.rules, subjects: live?.subjects, roleRef: live?.roleRef }).toEqual({
         kind,
@@ -360,14 +413,7 @@ describe('the real-world corpus', () => {
       await sleep(2_000);
     }
     for (const sr of order) await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 300_000);
-    for (const e of synced) {
-      const { object, id } = entryObject(e);
-      await eventually(
-        async () => expect({ object, left: await leftOf(id) }).toEqual({ object, left: undefined }),
-        180_000,
-        500,
-      );
-    }
+    await eventually(async () => expect(await leftOver(synced)).toEqual([]), 180_000, 1_000);
   }, 900_000);
 });
 
@@ -417,9 +463,14 @@ async function compare(
   refused: Map<string, string>,
   settled: SyncResource,
 ): Promise<void> {
+  const objects = new Map(sr.spec.items.map((i) => [i.name, objectOf(texts.get(i.name)!)]));
+  const [theirsAll, oursAll] = await Promise.all([
+    getAll(oracle, [...objects.values()]),
+    getAll(product, [...objects.values()]),
+  ]);
   for (const i of sr.spec.items) {
     const status = settled?.status?.items?.find((x) => x.name === i.name);
-    const o = objectOf(texts.get(i.name)!);
+    const o = objects.get(i.name)!;
     if (refused.has(i.name)) {
       expect({ item: i.name, state: status?.state, kubectl: refused.get(i.name) }).toEqual({
         item: i.name,
@@ -433,8 +484,8 @@ async function compare(
       state: status?.state,
       message: status?.state === 'Ready' ? '' : status?.message,
     }).toEqual({ item: i.name, state: 'Ready', message: '' });
-    const theirs = await get(oracle, o, true);
-    const ours = await get(product, o, true);
+    const theirs = theirsAll.get(o);
+    const ours = oursAll.get(o);
     expect({ item: i.name, object: ours && comparable(ours) }).toEqual({
       item: i.name,
       object: theirs && comparable(theirs),
@@ -463,7 +514,7 @@ async function compare(
       rest: unmoved(before.status),
     });
     for (const i of moved) {
-      const ours = await get(product, objectOf(texts.get(i.name)!), true);
+      const ours = await get(product, objectOf(texts.get(i.name)!));
       expect({ item: i.name, health: i.health?.status }).toEqual({
         item: i.name,
         health: ours && healthOf(ours).status,
@@ -483,10 +534,10 @@ const unmoved = (status: SyncResource['status']) => ({
 /**
  * settledStatus waits until a SyncResource is settled (the first resync reports Created as
  * Unchanged, Pods have started on the SKR's KWOK Node, podinfo's HorizontalPodAutoscaler
- * has scaled its Deployment up to its minimum): its status holds for 15 s, and each item
- * reports the health its object has in the SKR, by the same rules. An object whose health
- * moved on while the status held is reported by the SKR source's next event, so the two
- * are compared until they agree.
+ * has scaled its Deployment up to its minimum): its status holds for 10 s, five resync
+ * ticks, and each item reports the health its object has in the SKR, by the same rules. An
+ * object whose health moved on while the status held is reported by the SKR source's next
+ * event, so the two are compared until they agree.
  */
 async function settledStatus(
   sr: SyncResource,
@@ -494,28 +545,34 @@ async function settledStatus(
   refused: Map<string, string>,
 ): Promise<SyncResource> {
   let last = '';
-  let held = 0;
+  let since = 0;
+  const objects = new Map(
+    sr.spec.items.filter((i) => !refused.has(i.name)).map((i) => [i.name, objectOf(texts.get(i.name)!)]),
+  );
   return eventually(
     async () => {
+      const polled = await readSr(s, sr.metadata.name);
+      expect(polled?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual(
+        [],
+      );
+      const rv = polled!.metadata.resourceVersion!;
+      if (rv !== last) [last, since] = [rv, Date.now()];
+      if (Date.now() - since < 10_000) throw new Error(`status not held yet (resourceVersion ${rv})`);
       const x = await getSr(s, sr.metadata.name);
-      expect(x?.status?.items?.filter((i) => i.reason === 'Created' || i.reason === 'Applied')).toEqual([]);
-      const rv = x!.metadata.resourceVersion!;
-      held = rv === last ? held + 1 : 0;
-      last = rv;
-      if (held < 3) throw new Error(`status not held yet (resourceVersion ${rv})`);
-      for (const i of sr.spec.items) {
-        const status = x?.status?.items?.find((y) => y.name === i.name);
-        if (refused.has(i.name)) continue;
-        const ours = await get(product, objectOf(texts.get(i.name)!), true);
-        expect({ item: i.name, health: status?.health?.status }).toEqual({
-          item: i.name,
+      expect(x?.metadata.resourceVersion).toBe(rv);
+      const live = await getAll(product, [...objects.values()]);
+      for (const [item, o] of objects) {
+        const status = x?.status?.items?.find((y) => y.name === item);
+        const ours = live.get(o);
+        expect({ item, health: status?.health?.status }).toEqual({
+          item,
           health: ours && healthOf(ours).status,
         });
       }
       return x!;
     },
     180_000,
-    5_000,
+    1_000,
   );
 }
 
@@ -527,38 +584,47 @@ async function cleanOracle(): Promise<void> {
   const texts = applied
     .splice(0)
     .sort((a, b) => installRank(objectOf(b).kind) - installRank(objectOf(a).kind));
-  for (const t of texts)
-    await kubectl(
-      oracle,
-      [
-        'delete',
-        '--ignore-not-found',
-        '--wait=true',
-        '--timeout=120s',
-        '--cache-dir',
-        discoveryCache,
-        '-f',
-        '-',
-      ],
-      t,
-    ).catch(() => undefined);
+  // One kubectl for all: it deletes in the stream's order, goes on past an object it cannot
+  // delete (a refused item's kind), then waits for all.
+  await kubectl(
+    oracle,
+    [
+      'delete',
+      '--ignore-not-found',
+      '--wait=true',
+      '--timeout=120s',
+      '--cache-dir',
+      discoveryCache,
+      '-f',
+      '-',
+    ],
+    texts.join('\n---\n'),
+  ).catch(() => undefined);
 }
 
-/** entryObject names an inventory entry's object, and addresses it for get. */
-const entryObject = (e: { apiVersion: string; kind: string; namespace?: string; name: string }) => ({
-  object: `${e.kind}/${e.namespace ?? ''}/${e.name}`,
-  id: {
-    apiVersion: e.apiVersion,
-    kind: e.kind,
-    metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
-  },
+type Entry = { apiVersion: string; kind: string; namespace?: string; name: string };
+
+/** idOf addresses an inventory entry's object for get. */
+const idOf = (e: Entry): KubeObject => ({
+  apiVersion: e.apiVersion,
+  kind: e.kind,
+  metadata: { name: e.name, ...(e.namespace ? { namespace: e.namespace } : {}) },
 });
 
-/** leftOf reads what is left of an object in the product's SKR: a custom resource whose CRD is gone is gone too. */
-const leftOf = (id: KubeObject) =>
-  get(product, id, true).catch((err: Error) =>
+/** leftOf reads what is left of an object: a custom resource whose CRD is gone is gone too. */
+const leftOf = (kubeconfig: string, id: KubeObject) =>
+  get(kubeconfig, id).catch((err: Error) =>
     /doesn't have a resource type|no matches for kind/.test(err.message) ? undefined : Promise.reject(err),
   );
+
+/** leftOver lists what is left in the product's SKR of inventory entries, each as kind/namespace/name, "(deleting)" when it is on its way. */
+async function leftOver(entries: Entry[]): Promise<string[]> {
+  const left = await getAll(product, entries.map(idOf), true);
+  return [...left].map(
+    ([id, o]) =>
+      `${id.kind}/${id.metadata.namespace ?? ''}/${id.metadata.name}${o.metadata.deletionTimestamp ? ' (deleting)' : ''}`,
+  );
+}
 
 /** removeAndCheck deletes the SyncResource and checks that nothing of what it synced is left. */
 async function removeAndCheck(sr: SyncResource): Promise<void> {
@@ -567,21 +633,6 @@ async function removeAndCheck(sr: SyncResource): Promise<void> {
   await waitSr(s, sr.metadata.name, (x) => expect(x).toBeUndefined(), 180_000);
   // Gone, not only being deleted: a namespace's contents are deleted by the SKR's namespace
   // controller, and the next case counts the deletes an SKR serves.
-  for (const e of synced) {
-    const { object, id } = entryObject(e);
-    const deleting = async () => {
-      const left = await get(product, id, true);
-      expect({ object, left: left !== undefined && !left.metadata.deletionTimestamp }).toEqual({
-        object,
-        left: false,
-      });
-      return left;
-    };
-    await deleting();
-    await eventually(
-      async () => expect({ object, left: await deleting() }).toEqual({ object, left: undefined }),
-      120_000,
-      500,
-    );
-  }
+  expect((await leftOver(synced)).filter((l) => !l.endsWith(' (deleting)'))).toEqual([]);
+  await eventually(async () => expect(await leftOver(synced)).toEqual([]), 120_000, 1_000);
 }
