@@ -237,6 +237,6 @@ export class Lookups {
 }
 
 /** cachedFirst reads from the watch cache at resourceVersion at when given, and from etcd when that finds nothing or fails. */
-function cachedFirst<T>(read: (at?: string) => Promise<T>, at: string | undefined): Promise<T> {
+export function cachedFirst<T>(read: (at?: string) => Promise<T>, at: string | undefined): Promise<T> {
   return at ? read(at).catch(() => read()) : read();
 }

@@ -7,7 +7,7 @@
 // but its watch event. Memory per watched object is a few short strings (view.ts).
 import type { CloudEvent } from 'cloudevents';
 import { SKR_KEEPALIVE_MS } from '../cluster/cache.ts';
-import { findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
+import { cachedFirst, findAccessSecret, ResolutionError } from '../cluster/resolve.ts';
 import type { Config } from '../config.ts';
 import { KubeClient } from '../kube/client.ts';
 import { resourcePath, RestMapper, type ResourceInfo } from '../kube/discovery.ts';
@@ -304,7 +304,10 @@ export class SkrSource {
   private async connect(w: KymaWatch): Promise<void> {
     const signal = w.abort.signal;
     try {
-      const secret = await findAccessSecret(this.kcp, w.namespace, w.kyma);
+      // From the KCP's watch cache, no older than the version this replica's watch of access
+      // Secrets saw: Kymas moving between replicas are hundreds of these reads at once.
+      const seen = this.secrets.get(w.key)?.split('/')[1];
+      const secret = await cachedFirst((at) => findAccessSecret(this.kcp, w.namespace, w.kyma, at), seen);
       const creds = validateKubeconfig(secret.kubeconfig, {
         allowInsecure: this.opts.config.allowInsecureKubeconfigs,
       });
