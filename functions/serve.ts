@@ -34,7 +34,7 @@ const [{ default: faas }, mod, { getDeps }, { senderCheck }, { IdleCollector }] 
   steps[name]!(),
   import('./deps.ts'),
   import('./senders.ts'),
-  import('../lib/idle.ts'),
+  import('./idle.ts'),
 ]);
 phases.imports = performance.now();
 // Probes answer OK once the server listens (init has run by then). faas-js-runtime's
@@ -56,7 +56,7 @@ if (!senders)
   );
 type Handle = (context: { headers?: Record<string, unknown> }, event?: unknown) => Promise<unknown>;
 const inner = mod.handle as Handle;
-// Memory a burst of deliveries grew is given back once none has been in flight for a moment (lib/idle.ts).
+// Memory a burst of deliveries grew is given back once none has been in flight for a moment (idle.ts).
 const idle = new IdleCollector();
 const checked: Handle = senders
   ? async (context, event) => {

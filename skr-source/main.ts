@@ -15,7 +15,6 @@ import { Membership, ownerOf } from '../lib/skr/shard.ts';
 import { Changes } from '../lib/skr/changes.ts';
 import { SkrSource } from '../lib/skr/source.ts';
 import { kymaHome } from '../lib/policy/tenancy.ts';
-import { IdleCollector } from '../lib/idle.ts';
 
 const env = process.env;
 // node:http as require gives it: an ESM import reads all its exports, among them the lazy
@@ -31,10 +30,7 @@ async function main(): Promise<void> {
   const creds = env.KUBECONFIG ? credentialsFromFile(env.KUBECONFIG) : inClusterCredentials(env);
   const kcp = KubeClient.create(creds, { name: 'kcp', qps: config.kcpQps, burst: config.kcpBurst });
   const emit = emitterFor(sinkTransport(env.K_SINK, env));
-  // The heap the first lists and a burst of changes grew is given back once no post has
-  // been in flight for a moment, as a function does (lib/idle.ts).
-  const idle = new IdleCollector();
-  const post = (e: Parameters<typeof emit>[0]) => idle.run(async () => void (await emit(e)));
+  const post = async (e: Parameters<typeof emit>[0]) => void (await emit(e));
   // The SyncResources it lists for the SKR watches are the source of their own changes too.
   const changes = new Changes(post, log, (ns) => kymaHome(ns, config));
   const source = new SkrSource({ kcp, config, emit: post, log, syncResources: changes });

@@ -1,6 +1,6 @@
-// idle.ts gives memory back once a function (or the SKR source) has nothing to do. V8 keeps
-// the heap a burst of work grew (new space, old-space pages) for as long as the process
-// lives, and Knative keeps an idle function's process for minutes: a full collection that reduces the
+// idle.ts gives memory back once a function has nothing to do. V8 keeps the heap a burst
+// of work grew (new space, old-space pages) for as long as the process lives, and Knative
+// keeps an idle function's process for minutes: a full collection that reduces the
 // footprint (V8's "last resort", what a low-memory notification does), run once when no
 // delivery has been in flight for a moment, gives most of that back (`npm run bench --
 // --cost`, RSS at rest). It runs at most once per busy period, never while a delivery is
