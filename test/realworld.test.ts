@@ -25,6 +25,7 @@ import { parseConfig } from '../lib/config.ts';
 import { syncResourceSpecSchema } from '../lib/crd.ts';
 import type { ItemDiff } from '../lib/diff.ts';
 import { readYamlDocuments } from '../lib/yaml.ts';
+import { parseApiVersion } from '../lib/policy/identity.ts';
 import { getSr, kubectl, readSr, startStack, waitSr, type Stack } from './e2e-helpers.ts';
 import { eventually } from './helpers.ts';
 
@@ -60,8 +61,13 @@ const read = (file: string) =>
 const objectOf = (text: string) => readYamlDocuments(text)[0] as KubeObject;
 
 /** typeOf names an object's kind for kubectl: Kind.version.group, the kind alone in the core group. */
-const typeOf = (o: KubeObject) =>
-  o.apiVersion.includes('/') ? `${o.kind}.${o.apiVersion.split('/').reverse().join('.')}` : o.kind;
+const typeOf = (o: KubeObject) => {
+  const { group, version } = parseApiVersion(o.apiVersion);
+  return group ? `${o.kind}.${version}.${group}` : o.kind;
+};
+
+/** groupOf is an apiVersion's group ('' for the core group). */
+const groupOf = (apiVersion: string) => parseApiVersion(apiVersion).group;
 
 /** get reads an object with kubectl, or undefined. */
 async function get(kubeconfig: string, o: KubeObject): Promise<KubeObject | undefined> {
@@ -82,8 +88,6 @@ async function get(kubeconfig: string, o: KubeObject): Promise<KubeObject | unde
   const out = await kubectl(kubeconfig, args);
   return out.trim() ? (JSON.parse(out) as KubeObject) : undefined;
 }
-
-const groupOf = (apiVersion: string) => (apiVersion.includes('/') ? apiVersion.split('/')[0] : '');
 
 /**
  * getAll reads objects with kubectl, one call per namespace (a kubectl process is a tenth of
@@ -510,7 +514,7 @@ async function compare(
   // health at that moment (a claim bound at the controller-manager's pace). If health moved,
   // the window starts again once the status holds, at most three windows in all.
   for (let window = 1; ; window++) {
-    const quiet = await settledStatus(sr, texts, refused);
+    const quiet = await settledStatus(sr, objects);
     const before = {
       writes: await applies(product),
       rv: quiet.metadata.resourceVersion,
@@ -551,18 +555,12 @@ const unmoved = (status: SyncResource['status']) => ({
  * has scaled its Deployment up to its minimum): its status holds for 10 s, five resync
  * ticks, and each item reports the health its object has in the SKR, by the same rules. An
  * object whose health moved on while the status held is reported by the SKR source's next
- * event, so the two are compared until they agree.
+ * event, so the two are compared until they agree. objects are the items kubectl accepted,
+ * by name, as compare read them.
  */
-async function settledStatus(
-  sr: SyncResource,
-  texts: Map<string, string>,
-  refused: Map<string, string>,
-): Promise<SyncResource> {
+async function settledStatus(sr: SyncResource, objects: Map<string, KubeObject>): Promise<SyncResource> {
   let last = '';
   let since = 0;
-  const objects = new Map(
-    sr.spec.items.filter((i) => !refused.has(i.name)).map((i) => [i.name, objectOf(texts.get(i.name)!)]),
-  );
   return eventually(
     async () => {
       const polled = await readSr(s, sr.metadata.name);
