@@ -314,6 +314,12 @@ export async function scaleScenario(ctx: ScaleContext, S: number, K: number): Pr
     `${((own(rest1.cpu) - own(rest0.cpu)) / minutes).toFixed(2)} s`,
     '<= 1 s',
   );
+  const skrSource = (c: Record<string, number>) => c['sync-skr-source'] ?? 0;
+  row(
+    SCENARIO,
+    'settled: of which the SKR source replicas, per minute',
+    `${((skrSource(rest1.cpu) - skrSource(rest0.cpu)) / minutes).toFixed(2)} s`,
+  );
   for (const [i, r] of rest1.src.replicas.entries())
     row(
       SCENARIO,

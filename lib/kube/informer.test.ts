@@ -14,6 +14,7 @@ function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: 
   const calls: { path: string; query: Record<string, unknown> }[] = [];
   const watched: (string | undefined)[] = [];
   const timeouts: number[] = [];
+  const bookmarks: (string | undefined)[] = [];
   const client = {
     async call(_m: string, path: string, opts: { query?: Record<string, unknown> } = {}) {
       const q = opts.query ?? {};
@@ -31,6 +32,7 @@ function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: 
     async *watch(_p: string, query: Record<string, string | undefined>, signal: AbortSignal) {
       watched.push(query.resourceVersion);
       timeouts.push(Number(query.timeoutSeconds));
+      bookmarks.push(query.allowWatchBookmarks);
       const script = watches.shift();
       if (!script) {
         await new Promise((r) => signal.addEventListener('abort', r));
@@ -39,7 +41,7 @@ function fakeClient(all: Obj[], watches: { type: string; object: Obj & { code?: 
       for (const e of script) yield e;
     },
   };
-  return { client: client as unknown as KubeClient, calls, watched, timeouts };
+  return { client: client as unknown as KubeClient, calls, watched, timeouts, bookmarks };
 }
 
 describe('informer', () => {
@@ -98,6 +100,24 @@ describe('informer', () => {
     expect(lists).toEqual([0]);
     expect(timeouts.length).toBeGreaterThan(0);
     for (const t of timeouts) expect(t >= 1800 && t <= 3600, String(t)).toBe(true);
+  });
+
+  it('asks for bookmarks unless told not to', async () => {
+    for (const [opts, asked] of [
+      [{}, 'true'],
+      [{ bookmarks: false }, undefined],
+    ] as const) {
+      const { client, bookmarks } = fakeClient([], [[]]);
+      const abort = new AbortController();
+      await informer<Obj>(client, '/api/v1/configmaps', { list: () => {}, event: () => {} }, abort.signal, {
+        ...opts,
+        minBackoffMs: 1,
+      });
+      await new Promise((r) => setTimeout(r, 20));
+      abort.abort();
+      expect(bookmarks.length).toBeGreaterThan(0);
+      for (const b of bookmarks) expect(b).toBe(asked);
+    }
   });
 
   it('watches a metadata-only list as metadata-only objects (a watch asked for the list form ends at once)', () => {

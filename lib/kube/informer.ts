@@ -1,8 +1,9 @@
 // informer.ts lists and watches one collection as client-go's reflector does: a list (every
-// object handed over), then a watch from its resourceVersion with bookmarks on. A watch that
-// ends or breaks is resumed from the last resourceVersion seen; only an expired one (410)
-// lists again. Failures back off exponentially (with jitter) up to maxBackoffMs, so an API
-// server that is down is not hammered; the first event after a break resets the back-off.
+// object handed over), then a watch from its resourceVersion with bookmarks on (unless asked
+// otherwise). A watch that ends or breaks is resumed from the last resourceVersion seen;
+// only an expired one (410) lists again. Failures back off exponentially (with jitter) up to
+// maxBackoffMs, so an API server that is down is not hammered; the first event after a break
+// resets the back-off.
 import { setTimeout as sleep } from 'node:timers/promises';
 import type { KubeClient } from './client.ts';
 import { KubeApiError } from './errors.ts';
@@ -35,6 +36,8 @@ export interface InformerOptions {
   retryFirstList?: boolean;
   /** watchSeconds is how long each watch request lasts, a random length between its bounds (default: client-go's 5 to 10 minutes). */
   watchSeconds?: [number, number];
+  /** bookmarks asks the API server for a bookmark on each watch about every minute (default true). */
+  bookmarks?: boolean;
 }
 
 /**
@@ -152,7 +155,7 @@ class Informer<T extends Obj> {
       {
         ...opts.query,
         resourceVersion: rv,
-        allowWatchBookmarks: 'true',
+        ...(opts.bookmarks === false ? {} : { allowWatchBookmarks: 'true' }),
         timeoutSeconds: watchTimeout(opts.watchSeconds),
       },
       this.signal,

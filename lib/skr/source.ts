@@ -38,7 +38,10 @@ import type { Entry, SrView } from './view.ts';
  * a client that asks for none (--min-request-timeout 1800 s, up to twice): resumed as often
  * as client-go's 5 to 10 minutes, the 2,000 watches of a replica given 500 Kymas cost about
  * 4 requests a second at rest. A connection that dies meanwhile is found by HTTP/2's ping
- * (undici: every minute), which ends its watches.
+ * (undici: every minute), which ends its watches. They ask for no bookmarks: the API server
+ * sends one per watch every minute, 2,000 a minute to a replica at rest, and all a bookmark
+ * saves is a list when a watch is resumed from a version the server no longer keeps (410),
+ * at most once per watch in 30 minutes (BENCHMARKS.md, "CPU at rest at 1,000 Kymas").
  */
 const SKR_WATCH_SECONDS: [number, number] = [1800, 3600];
 
@@ -405,6 +408,7 @@ export class SkrSource {
             minBackoffMs: 1_000,
             maxBackoffMs: 30_000,
             watchSeconds: SKR_WATCH_SECONDS,
+            bookmarks: false,
             query: { labelSelector: `${MANAGED_BY_LABEL}=${MANAGED_BY_VALUE}` },
           },
         ),
