@@ -40,8 +40,9 @@ import type { Entry, SrView } from './view.ts';
  * 4 requests a second at rest. A connection that dies meanwhile is found by HTTP/2's ping
  * (undici: every minute), which ends its watches. They ask for no bookmarks: the API server
  * sends one per watch every minute, 2,000 a minute to a replica at rest, and all a bookmark
- * saves is a list when a watch is resumed from a version the server no longer keeps (410),
- * at most once per watch in 30 minutes (BENCHMARKS.md, "CPU at rest at 1,000 Kymas").
+ * saves is a list when a watch is resumed (at its end, or after a break) from a version the
+ * server no longer keeps (410): at a watch's end at most once in 30 minutes
+ * (BENCHMARKS.md, "CPU at rest at 1,000 Kymas").
  */
 const SKR_WATCH_SECONDS: [number, number] = [1800, 3600];
 
