@@ -11,7 +11,7 @@ import { fanoutsDone } from '../lib/pipeline/fanout.ts';
 import { handle as writeStatus } from '../functions/write-status/index.ts';
 import { getDeps, setDeps } from '../functions/deps.ts';
 import { HttpError } from '../functions/errors.ts';
-import { applyObjects, kymaObjects } from '../infra/kcp-setup.ts';
+import { applyObjects, connect, kymaObjects } from '../infra/kcp-setup.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
 import { Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
@@ -734,6 +734,9 @@ describe('functions', () => {
         'kyma-tmp',
       ),
     );
+    // The Kyma's own watch event has its lookups read afresh (a kyma request); until then a
+    // deletion would still use the cluster resolved a moment ago and delete its objects.
+    await expect(deps.lookups.resolve(ns, 'kyma-tmp', true)).rejects.toThrow(/does not exist/);
     await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, name));
     expect(await resolveCluster(ctx, ref(name))).toBeUndefined();
     expect(await deps.store.get(ns, name)).toBeUndefined();
@@ -743,6 +746,75 @@ describe('functions', () => {
     expect(events.items.find((e) => e.regarding.name === name && e.reason === 'ClusterGone')?.note).toMatch(
       /Kyma .* does not exist/,
     );
+  });
+
+  it('a deletion resolves its cluster from the shared reads of the last moment, and lets go only on a read of its own', async () => {
+    const kubeconfig = inject('clusters').skrs[0]!.kubeconfig;
+    const [gone, back] = [uniqueName('share'), uniqueName('share')];
+    await applyObjects(kcp, kymaObjects('kyma-share', kubeconfig, ns));
+    await applyObjects(kcp, kymaObjects('kyma-back', kubeconfig, ns));
+    await create(gone, 'kyma-share', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(gone) }]);
+    await create(back, 'kyma-back', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(back) }]);
+    await pipeline(gone);
+    await pipeline(back);
+    // Lookups of their own, on a KCP client whose requests are counted, sharing an answer for a minute.
+    const reads = await connect(inject('clusters').kcp.kubeconfig, 'kcp-lookups');
+    const lookups = new Lookups(reads, 60_000);
+    setDeps({ ...deps, lookups, process: new ProcessState(deps.config) });
+    const kymaPath = (kyma: string) =>
+      resourcePath(
+        {
+          apiVersion: 'operator.kyma-project.io/v1beta2',
+          kind: 'Kyma',
+          resource: 'kymas',
+          namespaced: true,
+          hasStatus: true,
+        },
+        ns,
+        kyma,
+      );
+    try {
+      // A Kyma resolved a moment ago: its SyncResource's deletion reads neither it nor its Secret again.
+      await lookups.resolve(ns, 'kyma-share');
+      const before = reads.client.requests;
+      await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, gone));
+      const resolved = (await resolveCluster(ctx, ref(gone))) as CloudEvent<ClusterResolved>;
+      expect(resolved.type).toBe(EventTypes.clusterResolved);
+      expect(reads.client.requests - before).toBe(0);
+      // Gone with the finalizer: nothing goes on to the status step.
+      expect(await applyItems(ctx, resolved)).toBeUndefined();
+      expect(await deps.store.get(ns, gone)).toBeUndefined();
+      const skr = await cluster(0);
+      await expect(skr.client.call('GET', `/api/v1/namespaces/default/configmaps/${gone}`)).rejects.toThrow(
+        /not found/i,
+      );
+
+      // A Kyma found missing a moment ago and back since: the shared answer says gone, a read
+      // of the deletion's own finds it, and the SyncResource's objects are deleted, not left.
+      await kcp.client.call('DELETE', kymaPath('kyma-back'));
+      await expect(lookups.resolve(ns, 'kyma-back', true)).rejects.toThrow(/does not exist/);
+      await applyObjects(kcp, kymaObjects('kyma-back', kubeconfig, ns));
+      await expect(lookups.resolve(ns, 'kyma-back')).rejects.toThrow(/does not exist/);
+      await kcp.client.call('DELETE', resourcePath(syncResourceInfo, ns, back));
+      const again = (await resolveCluster(ctx, ref(back))) as CloudEvent<ClusterResolved>;
+      expect(again.type).toBe(EventTypes.clusterResolved);
+      expect((await deps.store.get(ns, back))?.metadata.finalizers).toContain(FINALIZER);
+      expect(await applyItems(ctx, again)).toBeUndefined();
+      expect(await deps.store.get(ns, back)).toBeUndefined();
+      await expect(skr.client.call('GET', `/api/v1/namespaces/default/configmaps/${back}`)).rejects.toThrow(
+        /not found/i,
+      );
+      const events = await kcp.client.call<{ items: { reason: string; regarding: { name: string } }[] }>(
+        'GET',
+        `/apis/events.k8s.io/v1/namespaces/${ns}/events`,
+      );
+      expect(events.items.filter((e) => e.regarding.name === back).map((e) => e.reason)).not.toContain(
+        'ClusterGone',
+      );
+    } finally {
+      setDeps(deps);
+      await reads.client.close();
+    }
   });
 
   it('resync posts one request per Kyma (and per unlabelled SyncResource); the Kyma is resolved once and its SyncResources applied in one delivery; no-op runs post nothing', async () => {

@@ -62,7 +62,18 @@ export async function resolveStep(deps: Deps, req: ResolveRequest, log: Logger):
   return { later: { key, events, priority: runPriority(urgent, deleting) } };
 }
 
-async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Promise<ResolveOutcome> {
+/**
+ * resolveOnce resolves the cluster of the SyncResource req names: as the event names it
+ * (asNamed, the SKR source's events) or as read. afresh reads the Kyma and its Secret from
+ * etcd, as a change of either always does; a SyncResource being deleted is let go only on
+ * such a read, never on an answer shared from the last two seconds.
+ */
+async function resolveOnce(
+  deps: Deps,
+  req: ResolveRequest,
+  asNamed = true,
+  afresh = false,
+): Promise<ResolveOutcome> {
   const { ref, held, since, seen, trigger, ahead } = req;
   const onlyIfUnsettled = req.onlyIfUnsettled === true;
   // The SKR source's events name the SyncResource's uid and Kyma: resolved as named, with
@@ -87,11 +98,11 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
     return { kind: 'none', why: 'run already requested' };
   }
   const kyma = sr.spec.kyma;
+  // A change of the Kyma or its Secret reads afresh; other runs, a deletion's among them,
+  // may share a read from the last two seconds, or read the watch cache no older than the
+  // SyncResource as the event saw it (lookups.resolve), which reads etcd when it finds nothing.
+  const fresh = afresh || trigger === 'kyma' || trigger === 'secret';
   try {
-    // A change of the Kyma or its Secret, and a deletion, read afresh; other runs may
-    // share a read from the last two seconds, or read the watch cache no older than the
-    // SyncResource as the event saw it (lookups.resolve).
-    const fresh = trigger === 'kyma' || trigger === 'secret' || sr.metadata.deletionTimestamp !== undefined;
     // A team's SyncResource under its namespace's policy (tenancy.ts); a deletion removes
     // what it created whatever the policy says now.
     if (!sr.metadata.deletionTimestamp)
@@ -135,8 +146,9 @@ async function resolveOnce(deps: Deps, req: ResolveRequest, asNamed = true): Pro
       claimed &&
       (live.spec.kyma !== kyma || (live.metadata.deletionTimestamp && err.reason === 'NotPermitted'))
     )
-      return resolveOnce(deps, req, false);
-    if (live.metadata.deletionTimestamp) return letGoOfDeleted(deps, live, err);
+      return resolveOnce(deps, req, false, afresh);
+    if (live.metadata.deletionTimestamp)
+      return fresh ? letGoOfDeleted(deps, live, err) : resolveOnce(deps, req, asNamed, true);
     return { kind: 'failed', data: unresolved(live, err) };
   }
 }
