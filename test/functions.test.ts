@@ -13,7 +13,7 @@ import { getDeps, setDeps } from '../functions/deps.ts';
 import { HttpError } from '../functions/errors.ts';
 import { applyObjects, connect, kymaObjects } from '../infra/kcp-setup.ts';
 import { ClientCache } from '../lib/cluster/cache.ts';
-import { Lookups } from '../lib/cluster/resolve.ts';
+import { kymaInfo, Lookups } from '../lib/cluster/resolve.ts';
 import { parseConfig } from '../lib/config.ts';
 import { EventTypes, type ClusterResolved, type ItemsApplied } from '../lib/events/contract.ts';
 import { KcpStore, syncResourceInfo } from '../lib/kcp.ts';
@@ -720,20 +720,7 @@ describe('functions', () => {
     await create(name, 'kyma-tmp', [{ name: 'a', strategy: 'CreateAndSync', resource: cm(name) }]);
     await pipeline(name);
     expect((await deps.store.get(ns, name))?.metadata.finalizers).toContain(FINALIZER);
-    await kcp.client.call(
-      'DELETE',
-      resourcePath(
-        {
-          apiVersion: 'operator.kyma-project.io/v1beta2',
-          kind: 'Kyma',
-          resource: 'kymas',
-          namespaced: true,
-          hasStatus: true,
-        },
-        ns,
-        'kyma-tmp',
-      ),
-    );
+    await kcp.client.call('DELETE', resourcePath(kymaInfo, ns, 'kyma-tmp'));
     // The Kyma's own watch event has its lookups read afresh (a kyma request); until then a
     // deletion would still use the cluster resolved a moment ago and delete its objects.
     await expect(deps.lookups.resolve(ns, 'kyma-tmp', true)).rejects.toThrow(/does not exist/);
@@ -761,18 +748,6 @@ describe('functions', () => {
     const reads = await connect(inject('clusters').kcp.kubeconfig, 'kcp-lookups');
     const lookups = new Lookups(reads, 60_000);
     setDeps({ ...deps, lookups, process: new ProcessState(deps.config) });
-    const kymaPath = (kyma: string) =>
-      resourcePath(
-        {
-          apiVersion: 'operator.kyma-project.io/v1beta2',
-          kind: 'Kyma',
-          resource: 'kymas',
-          namespaced: true,
-          hasStatus: true,
-        },
-        ns,
-        kyma,
-      );
     try {
       // A Kyma resolved a moment ago: its SyncResource's deletion reads neither it nor its Secret again.
       await lookups.resolve(ns, 'kyma-share');
@@ -791,7 +766,7 @@ describe('functions', () => {
 
       // A Kyma found missing a moment ago and back since: the shared answer says gone, a read
       // of the deletion's own finds it, and the SyncResource's objects are deleted, not left.
-      await kcp.client.call('DELETE', kymaPath('kyma-back'));
+      await kcp.client.call('DELETE', resourcePath(kymaInfo, ns, 'kyma-back'));
       await expect(lookups.resolve(ns, 'kyma-back', true)).rejects.toThrow(/does not exist/);
       await applyObjects(kcp, kymaObjects('kyma-back', kubeconfig, ns));
       await expect(lookups.resolve(ns, 'kyma-back')).rejects.toThrow(/does not exist/);
